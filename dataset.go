@@ -1,0 +1,201 @@
+package refill
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"slices"
+	"time"
+)
+
+// Config is a loaded and validated refill.yaml.
+type Config struct {
+	// File is the absolute path the configuration was read from; Dir is its
+	// directory, against which relative sqlite: paths resolve.
+	File string `json:"-"`
+	Dir  string `json:"-"`
+
+	Warehouse      string              `json:"warehouse"`
+	State          string              `json:"state"`
+	ProofWarehouse string              `json:"proof_warehouse,omitempty"`
+	Run            RunConfig           `json:"run"`
+	Notify         NotifyConfig        `json:"notify"`
+	Policy         Policy              `json:"policy"`
+	Users          map[string]User     `json:"users,omitempty"`
+	Datasets       map[string]*Dataset `json:"datasets"`
+	// MaxRangeDays bounds any request's range (default 3,660 days).
+	MaxRangeDays int `json:"max_range_days"`
+}
+
+// DatasetNames returns the configured dataset names, sorted.
+func (c *Config) DatasetNames() []string {
+	names := make([]string, 0, len(c.Datasets))
+	for n := range c.Datasets {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// RunConfig bounds execution.
+type RunConfig struct {
+	MaxActive      int `json:"max_active"`
+	MaxActiveTotal int `json:"max_active_total"`
+	Attempts       int `json:"attempts"`
+}
+
+// NotifyConfig names where dry runs and alerts go.
+type NotifyConfig struct {
+	Slack    *SlackConfig    `json:"slack,omitempty"`
+	Webhooks []WebhookConfig `json:"webhooks,omitempty"`
+}
+
+// SlackConfig names the environment variables holding Slack secrets; the
+// secrets themselves never live in the file.
+type SlackConfig struct {
+	WebhookURLEnv    string `json:"webhook_url_env,omitempty"`
+	SigningSecretEnv string `json:"signing_secret_env,omitempty"`
+}
+
+// WebhookConfig is one generic webhook receiver.
+type WebhookConfig struct {
+	URL       string `json:"url"`
+	SecretEnv string `json:"secret_env,omitempty"`
+}
+
+// User is a person refill knows, with the roles that decide what they may
+// approve.
+type User struct {
+	Name  string   `json:"name"`
+	Roles []string `json:"roles"`
+	Slack string   `json:"slack,omitempty"`
+}
+
+// HasRole reports whether the user holds role.
+func (u User) HasRole(role string) bool { return slices.Contains(u.Roles, role) }
+
+// Grain is the width of one partition.
+type Grain string
+
+// Partition grains.
+const (
+	GrainDay  Grain = "day"
+	GrainHour Grain = "hour"
+)
+
+// PartitionSpec says which column holds a dataset's partition key.
+type PartitionSpec struct {
+	Column string `json:"column"`
+	Grain  Grain  `json:"grain"`
+}
+
+// Dataset is a table (or other output) refill knows. A dataset without a job
+// is a source: refill checks it but never rewrites it.
+type Dataset struct {
+	Name      string        `json:"name"`
+	Table     string        `json:"table,omitempty"`
+	Partition PartitionSpec `json:"partition"`
+	Upstream  []string      `json:"upstream,omitempty"`
+	Tags      []string      `json:"tags,omitempty"`
+	Checks    *Checks       `json:"checks,omitempty"`
+	Schedule  *Schedule     `json:"schedule,omitempty"`
+	Job       *Job          `json:"job,omitempty"`
+	// Line is where the dataset is defined in the config file, for errors.
+	Line int `json:"-"`
+}
+
+// IsSource reports whether the dataset has no job.
+func (d *Dataset) IsSource() bool { return d.Job == nil }
+
+// HasTag reports whether the dataset carries any of tags.
+func (d *Dataset) HasTag(tags ...string) bool {
+	for _, t := range tags {
+		if slices.Contains(d.Tags, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// Schedule tells the watcher when a partition is due.
+type Schedule struct {
+	Every   Grain    `json:"every"`
+	Lag     Duration `json:"lag"`
+	Horizon int      `json:"horizon"`
+}
+
+// Duration is a time.Duration that encodes as Go duration text.
+type Duration time.Duration
+
+// MarshalJSON encodes the duration as text such as "2h0m0s".
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// JobKind names how a dataset's partition is rebuilt.
+type JobKind string
+
+// Job kinds (DESIGN.md §5).
+const (
+	JobQuery   JobKind = "query"
+	JobSQL     JobKind = "sql"
+	JobCommand JobKind = "command"
+	JobAirflow JobKind = "airflow"
+)
+
+// Job rebuilds one partition of a dataset. Exactly one kind is set.
+type Job struct {
+	Kind    JobKind     `json:"kind"`
+	Query   string      `json:"query,omitempty"`
+	SQL     string      `json:"sql,omitempty"`
+	Command []string    `json:"command,omitempty"`
+	Env     []string    `json:"env,omitempty"`
+	Timeout Duration    `json:"timeout,omitempty"`
+	Airflow *AirflowJob `json:"airflow,omitempty"`
+}
+
+// AirflowJob triggers a DAG run and waits for its state.
+type AirflowJob struct {
+	URL         string `json:"url"`
+	DagID       string `json:"dag_id"`
+	API         string `json:"api"`
+	UsernameEnv string `json:"username_env,omitempty"`
+	PasswordEnv string `json:"password_env,omitempty"`
+}
+
+// Fingerprint is a hash of the job's definition. Proofs are tied to it, so
+// any edit to the job makes old evidence stale.
+func (j *Job) Fingerprint() string {
+	if j == nil {
+		return ""
+	}
+	b, _ := json.Marshal(j) // a struct of plain fields cannot fail to encode
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Checks are the source gate's rules for a dataset (DESIGN.md §8).
+type Checks struct {
+	NotNull   *NotNullCheck    `json:"not_null,omitempty"`
+	Volume    *VolumeCheck     `json:"volume,omitempty"`
+	TimeOrder []TimeOrderCheck `json:"time_order,omitempty"`
+	NoFuture  []string         `json:"no_future,omitempty"`
+	// MaxRatio bounds time_order and no_future violations (default 0).
+	MaxRatio float64 `json:"max_ratio,omitempty"`
+}
+
+// NotNullCheck bounds the share of nulls in each column.
+type NotNullCheck struct {
+	Columns  []string `json:"columns"`
+	MaxRatio float64  `json:"max_ratio"`
+}
+
+// VolumeCheck flags partitions whose row count is an outlier against history.
+type VolumeCheck struct {
+	Lookback int     `json:"lookback"`
+	MaxZ     float64 `json:"max_z"`
+}
+
+// TimeOrderCheck says one timestamp column must not be later than another.
+type TimeOrderCheck struct {
+	Earlier string `json:"earlier"`
+	Later   string `json:"later"`
+}

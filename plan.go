@@ -1,0 +1,191 @@
+package refill
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+)
+
+// Tier is how far a plan may run on its own (DESIGN.md §4).
+type Tier string
+
+// Tiers, from most to least autonomous.
+const (
+	TierAuto     Tier = "auto"
+	TierSemiAuto Tier = "semi-auto"
+	TierManual   Tier = "manual"
+)
+
+// Rank orders tiers so rules can only raise one: auto < semi-auto < manual.
+func (t Tier) Rank() int {
+	switch t {
+	case TierAuto:
+		return 0
+	case TierSemiAuto:
+		return 1
+	case TierManual:
+		return 2
+	}
+	return -1
+}
+
+// Status is where a stored plan is in its life. A plan's content never
+// changes; only its status moves.
+type Status string
+
+// Plan statuses.
+const (
+	// StatusPending waits for approval (semi-auto and manual plans).
+	StatusPending Status = "pending"
+	// StatusReady needs no approval (auto plans) and may be applied.
+	StatusReady Status = "ready"
+	// StatusBlocked failed the source gate: it can never be approved or applied.
+	StatusBlocked    Status = "blocked"
+	StatusApproved   Status = "approved"
+	StatusRejected   Status = "rejected"
+	StatusSuperseded Status = "superseded"
+	StatusRunning    Status = "running"
+	StatusApplied    Status = "applied"
+	StatusFailed     Status = "failed"
+	StatusRolledBack Status = "rolled_back"
+)
+
+// Request is "reprocess targets T for partitions from..to, because R".
+type Request struct {
+	Targets     []string `json:"targets"`
+	From        string   `json:"from"`
+	To          string   `json:"to"`
+	Reason      string   `json:"reason"`
+	RequestedBy string   `json:"requested_by"`
+	// Days counts the calendar days of the range, both ends included.
+	Days int `json:"days"`
+}
+
+// Expected-row methods: how a partition's expected row count was found.
+const (
+	ExpectedQuery     = "query"     // the job's query, counted read-only now
+	ExpectedHistory   = "history"   // the median of recent partitions
+	ExpectedRehearsal = "rehearsal" // a rolled-back rehearsal of the job
+	ExpectedUnknown   = "unknown"   // no table and no history to go by
+)
+
+// PartitionPlan is one partition a step will rewrite. Nil counts are
+// unknown (for example a command job that writes no table refill can see).
+type PartitionPlan struct {
+	Partition      string `json:"partition"`
+	CurrentRows    *int64 `json:"current_rows"`
+	ExpectedRows   *int64 `json:"expected_rows"`
+	ExpectedMethod string `json:"expected_method"`
+}
+
+// Step is one dataset the plan rebuilds. Steps with equal Order do not
+// depend on each other and may run together.
+type Step struct {
+	Dataset     string          `json:"dataset"`
+	Order       int             `json:"order"`
+	Kind        JobKind         `json:"kind"`
+	Table       string          `json:"table,omitempty"`
+	Tags        []string        `json:"tags,omitempty"`
+	Upstream    []string        `json:"upstream,omitempty"`
+	Fingerprint string          `json:"fingerprint"`
+	Partitions  []PartitionPlan `json:"partitions"`
+}
+
+// Finding is one result of the source gate for a dataset, partition and
+// check. Warnings (such as too little history) are shown but do not block.
+type Finding struct {
+	Dataset   string  `json:"dataset"`
+	Partition string  `json:"partition,omitempty"`
+	Check     string  `json:"check"`
+	Column    string  `json:"column,omitempty"`
+	Observed  float64 `json:"observed"`
+	Limit     float64 `json:"limit"`
+	Passed    bool    `json:"passed"`
+	Warning   bool    `json:"warning,omitempty"`
+	Message   string  `json:"message,omitempty"`
+}
+
+// Gate is the source gate's verdict for a plan.
+type Gate struct {
+	Passed bool `json:"passed"`
+	// Checked lists the datasets the gate looked at.
+	Checked  []string  `json:"checked"`
+	Findings []Finding `json:"findings"`
+}
+
+// Plan is the immutable, hashed dry run of a request.
+type Plan struct {
+	ID        string    `json:"id"`
+	Hash      string    `json:"hash"`
+	Status    Status    `json:"status"`
+	Tier      Tier      `json:"tier"`
+	Reasons   []string  `json:"reasons"`
+	Request   Request   `json:"request"`
+	Steps     []Step    `json:"steps"`
+	Sources   []string  `json:"sources"`
+	Gate      Gate      `json:"gate"`
+	Policy    Policy    `json:"policy"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// hashed is everything a plan decided from. Identity (ID), time and status
+// are excluded so that the same inputs always give the same hash.
+type hashed struct {
+	Request Request  `json:"request"`
+	Tier    Tier     `json:"tier"`
+	Reasons []string `json:"reasons"`
+	Steps   []Step   `json:"steps"`
+	Sources []string `json:"sources"`
+	Gate    Gate     `json:"gate"`
+	Policy  Policy   `json:"policy"`
+}
+
+// ComputeHash returns the SHA-256 of the canonical encoding of everything
+// the plan decided from. encoding/json writes struct fields in declaration
+// order and map keys sorted, so the encoding is canonical for these types.
+func (p *Plan) ComputeHash() string {
+	b, err := json.Marshal(hashed{p.Request, p.Tier, p.Reasons, p.Steps, p.Sources, p.Gate, p.Policy})
+	if err != nil {
+		panic("refill: plan is not encodable: " + err.Error()) // only plain data types
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Datasets lists the datasets the plan rebuilds, in step order.
+func (p *Plan) Datasets() []string {
+	out := make([]string, len(p.Steps))
+	for i, s := range p.Steps {
+		out[i] = s.Dataset
+	}
+	return out
+}
+
+// Policy is the tier policy (DESIGN.md §4).
+type Policy struct {
+	AutoMaxDays    int      `json:"auto_max_days"`
+	ManualOverDays int      `json:"manual_over_days"`
+	ManualTags     []string `json:"manual_tags"`
+	AggregateTags  []string `json:"aggregate_tags"`
+	Rules          []Rule   `json:"rules,omitempty"`
+}
+
+// DefaultPolicy is DESIGN.md §4's defaults.
+func DefaultPolicy() Policy {
+	return Policy{
+		AutoMaxDays:    7,
+		ManualOverDays: 30,
+		ManualTags:     []string{"billing", "external"},
+		AggregateTags:  []string{"aggregate"},
+	}
+}
+
+// Rule is an extra policy rule: a CEL expression that, when true, raises the
+// plan to at least Tier. Rules never lower a tier.
+type Rule struct {
+	Name   string `json:"name"`
+	When   string `json:"when"`
+	Tier   Tier   `json:"tier"`
+	Reason string `json:"reason"`
+}

@@ -1,0 +1,86 @@
+// Package refill holds the domain of a backfill control plane: datasets and
+// their lineage, requests, plans, tiers and gate findings, and the small
+// interfaces (Warehouse, Store) that the adapters at the edges implement.
+//
+// It imports nothing else of refill's, so that the flow of DESIGN.md §3 —
+// request, plan, approval, run, report, audit — reads the same in every
+// package that builds on it.
+package refill
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors classify failures so the command line can map them to the
+// exit codes of DESIGN.md §6 in one place. Wrap them with context; callers
+// branch with errors.Is.
+var (
+	// ErrBadInput is wrong configuration, arguments, dates or names (exit 2).
+	ErrBadInput = errors.New("bad input")
+	// ErrBlocked is a plan stopped by the source gate (exit 3).
+	ErrBlocked = errors.New("blocked by the source gate")
+	// ErrNotPermitted is a missing approval, self-approval, wrong role or a
+	// stale or rejected plan (exit 4).
+	ErrNotPermitted = errors.New("not permitted")
+	// ErrVerification is a failed proof, audit chain or report check (exit 5).
+	ErrVerification = errors.New("verification failed")
+	// ErrNotFound is an unknown plan, dataset or stored object. It is bad
+	// input from the user's point of view.
+	ErrNotFound = errors.New("not found")
+)
+
+// Exit codes of DESIGN.md §6.
+const (
+	ExitOK           = 0
+	ExitInternal     = 1
+	ExitBadInput     = 2
+	ExitBlocked      = 3
+	ExitNotPermitted = 4
+	ExitVerification = 5
+)
+
+// ExitCode maps an error to the process exit code of DESIGN.md §6. Anything
+// not classified is an internal or infrastructure error.
+func ExitCode(err error) int {
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.Is(err, ErrBadInput), errors.Is(err, ErrNotFound):
+		return ExitBadInput
+	case errors.Is(err, ErrBlocked):
+		return ExitBlocked
+	case errors.Is(err, ErrNotPermitted):
+		return ExitNotPermitted
+	case errors.Is(err, ErrVerification):
+		return ExitVerification
+	default:
+		return ExitInternal
+	}
+}
+
+// BadInputf returns an error wrapping ErrBadInput with a formatted message.
+// The message is what the user sees, so it must say what and where.
+func BadInputf(format string, args ...any) error {
+	return &classified{msg: fmt.Sprintf(format, args...), kind: ErrBadInput}
+}
+
+// NotFoundf returns an error wrapping ErrNotFound.
+func NotFoundf(format string, args ...any) error {
+	return &classified{msg: fmt.Sprintf(format, args...), kind: ErrNotFound}
+}
+
+// NotPermittedf returns an error wrapping ErrNotPermitted.
+func NotPermittedf(format string, args ...any) error {
+	return &classified{msg: fmt.Sprintf(format, args...), kind: ErrNotPermitted}
+}
+
+// classified is an error whose text is the user's message alone, while
+// errors.Is still finds its class.
+type classified struct {
+	msg  string
+	kind error
+}
+
+func (e *classified) Error() string { return e.msg }
+func (e *classified) Unwrap() error { return e.kind }

@@ -1,0 +1,55 @@
+package refill
+
+import "context"
+
+// PlanFilter selects stored plans.
+type PlanFilter struct {
+	Status Status
+	Limit  int
+}
+
+// PlanSummary is one line of `refill plans`.
+type PlanSummary struct {
+	ID          string   `json:"id"`
+	Hash        string   `json:"hash"`
+	Status      Status   `json:"status"`
+	Tier        Tier     `json:"tier"`
+	Targets     []string `json:"targets"`
+	From        string   `json:"from"`
+	To          string   `json:"to"`
+	RequestedBy string   `json:"requested_by"`
+	Reason      string   `json:"reason"`
+	CreatedAt   string   `json:"created_at"`
+	Datasets    int      `json:"datasets"`
+	Partitions  int      `json:"partitions"`
+}
+
+// SchemaSnapshot is a source's columns as recorded with a plan, so that the
+// next plan can tell whether the schema drifted.
+type SchemaSnapshot struct {
+	Dataset string   `json:"dataset"`
+	PlanID  string   `json:"plan_id"`
+	Columns []Column `json:"columns"`
+}
+
+// Store keeps refill's own state: plans and everything that happens to them.
+// Plans are immutable once saved; only their status moves.
+type Store interface {
+	// SavePlan stores a new plan. Saving an ID twice is an error.
+	SavePlan(ctx context.Context, p *Plan) error
+	// Plan loads one plan, or an error wrapping ErrNotFound. The stored hash
+	// is checked against the stored content.
+	Plan(ctx context.Context, id string) (*Plan, error)
+	// Plans lists plans newest first.
+	Plans(ctx context.Context, f PlanFilter) ([]PlanSummary, error)
+	// SetStatus moves a plan from one status to another; it fails with
+	// ErrNotPermitted if the plan is not in status from.
+	SetStatus(ctx context.Context, id string, from, to Status) error
+	// SaveSchemas records sources' columns as seen by a plan.
+	SaveSchemas(ctx context.Context, snaps []SchemaSnapshot) error
+	// LatestSchema returns the most recently recorded columns of a dataset,
+	// or ok=false if none were recorded.
+	LatestSchema(ctx context.Context, dataset string) (snap SchemaSnapshot, ok bool, err error)
+	// Close releases the store.
+	Close() error
+}
