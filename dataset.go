@@ -199,3 +199,42 @@ type TimeOrderCheck struct {
 	Earlier string `json:"earlier"`
 	Later   string `json:"later"`
 }
+
+// Actor resolves who is acting: as (from --as or REFILL_USER), else
+// fallback (the operating system's user). When users are configured the
+// actor must be one of them, so that approvals and the audit log name real
+// people; without users, refill serves a single person under any name.
+func (c *Config) Actor(as, fallback string) (string, error) {
+	name := as
+	if name == "" && len(c.Users) == 0 {
+		name = fallback
+	}
+	if name == "" {
+		if len(c.Users) > 0 {
+			return "", NotPermittedf("who are you? pass --as USER or set REFILL_USER (configured users: %s)", c.userNames())
+		}
+		return "", BadInputf("who are you? pass --as USER or set REFILL_USER")
+	}
+	if len(c.Users) > 0 {
+		if _, ok := c.Users[name]; !ok {
+			return "", NotPermittedf("unknown user %q: configured users are %s", name, c.userNames())
+		}
+	}
+	return name, nil
+}
+
+func (c *Config) userNames() string {
+	names := make([]string, 0, len(c.Users))
+	for n := range c.Users {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	out := ""
+	for i, n := range names {
+		if i > 0 {
+			out += ", "
+		}
+		out += n
+	}
+	return out
+}

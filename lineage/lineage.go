@@ -1,0 +1,337 @@
+// Package lineage is the DAG of datasets built from their upstream edges: the
+// downstream closure a request touches, the order it must run in, the sources
+// to gate, and text pictures of it (DOT, Mermaid).
+package lineage
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/refill-dev/refill"
+)
+
+// Graph is the lineage of a configuration. It is immutable once built.
+type Graph struct {
+	datasets   map[string]*refill.Dataset
+	downstream map[string][]string // sorted
+}
+
+// New builds the graph and checks it is a DAG over known datasets. The
+// config loader reports these problems with file and line first; New checks
+// again so that a Graph can never be cyclic.
+func New(datasets map[string]*refill.Dataset) (*Graph, error) {
+	g := &Graph{datasets: datasets, downstream: map[string][]string{}}
+	for _, name := range sortedKeys(datasets) {
+		for _, up := range datasets[name].Upstream {
+			if _, ok := datasets[up]; !ok {
+				return nil, refill.BadInputf("dataset %s: unknown upstream %q", name, up)
+			}
+			g.downstream[up] = append(g.downstream[up], name)
+		}
+	}
+	for k := range g.downstream {
+		slices.Sort(g.downstream[k])
+	}
+	if cyc := g.cycle(); cyc != nil {
+		return nil, refill.BadInputf("lineage has a cycle: %s", strings.Join(cyc, " -> "))
+	}
+	return g, nil
+}
+
+// cycle returns one cycle as a closed path, or nil.
+func (g *Graph) cycle() []string {
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := map[string]int{}
+	var stack []string
+	var found []string
+	var visit func(n string) bool
+	visit = func(n string) bool {
+		color[n] = grey
+		stack = append(stack, n)
+		for _, d := range g.downstream[n] {
+			switch color[d] {
+			case grey:
+				i := slices.Index(stack, d)
+				found = append(slices.Clone(stack[i:]), d)
+				return true
+			case white:
+				if visit(d) {
+					return true
+				}
+			}
+		}
+		stack = stack[:len(stack)-1]
+		color[n] = black
+		return false
+	}
+	for _, n := range sortedKeys(g.datasets) {
+		if color[n] == white && visit(n) {
+			return found
+		}
+	}
+	return nil
+}
+
+// Dataset returns a dataset by name.
+func (g *Graph) Dataset(name string) (*refill.Dataset, bool) {
+	d, ok := g.datasets[name]
+	return d, ok
+}
+
+// Downstream returns the datasets that read name directly, sorted.
+func (g *Graph) Downstream(name string) []string { return g.downstream[name] }
+
+// Node is one dataset of a closure with its topological level.
+type Node struct {
+	Dataset *refill.Dataset
+	// Order is 1 for datasets with no upstream inside the closure, and one
+	// more than the highest Order among its upstreams otherwise, so that
+	// datasets of equal order never depend on each other.
+	Order int
+	// Target is true when the dataset was named in the request.
+	Target bool
+}
+
+// Closure is what a request over targets touches.
+type Closure struct {
+	// Steps are the datasets to rebuild, by Order then name. Sources are
+	// never steps.
+	Steps []Node
+	// Sources are every source upstream of a step (transitively), plus any
+	// source named as a target, sorted: the datasets the gate checks.
+	Sources []string
+	// Downstream are the step datasets that lie strictly downstream of some
+	// target (the aggregate rule looks at these).
+	Downstream []string
+}
+
+// Closure computes the downstream closure of targets. Naming a source means
+// "rebuild everything downstream of it".
+func (g *Graph) Closure(targets []string) (Closure, error) {
+	in := map[string]bool{}
+	isTarget := map[string]bool{}
+	below := map[string]bool{} // strictly downstream of a target
+	var walk func(n string)
+	walk = func(n string) {
+		for _, d := range g.downstream[n] {
+			below[d] = true
+			if !in[d] {
+				in[d] = true
+				walk(d)
+			}
+		}
+	}
+	for _, t := range targets {
+		if _, ok := g.datasets[t]; !ok {
+			return Closure{}, refill.NotFoundf("unknown dataset %q (known: %s)", t, strings.Join(sortedKeys(g.datasets), ", "))
+		}
+		isTarget[t] = true
+		in[t] = true
+		walk(t)
+	}
+	order := map[string]int{}
+	var level func(n string) int
+	level = func(n string) int {
+		if o, ok := order[n]; ok {
+			return o
+		}
+		o := 1
+		for _, up := range g.datasets[n].Upstream {
+			if in[up] && !g.datasets[up].IsSource() {
+				o = max(o, level(up)+1)
+			}
+		}
+		order[n] = o
+		return o
+	}
+	var c Closure
+	sources := map[string]bool{}
+	for _, n := range sortedKeys(in) {
+		d := g.datasets[n]
+		if d.IsSource() {
+			sources[n] = true
+			continue
+		}
+		c.Steps = append(c.Steps, Node{Dataset: d, Order: level(n), Target: isTarget[n]})
+		if below[n] {
+			c.Downstream = append(c.Downstream, n)
+		}
+		for _, s := range g.upstreamSources(n) {
+			sources[s] = true
+		}
+	}
+	slices.SortStableFunc(c.Steps, func(a, b Node) int {
+		if a.Order != b.Order {
+			return a.Order - b.Order
+		}
+		return strings.Compare(a.Dataset.Name, b.Dataset.Name)
+	})
+	c.Sources = sortedKeys(sources)
+	return c, nil
+}
+
+// upstreamSources returns every source upstream of n, transitively.
+func (g *Graph) upstreamSources(n string) []string {
+	seen := map[string]bool{}
+	var out []string
+	var walk func(n string)
+	walk = func(n string) {
+		for _, up := range g.datasets[n].Upstream {
+			if seen[up] {
+				continue
+			}
+			seen[up] = true
+			if g.datasets[up].IsSource() {
+				out = append(out, up)
+			}
+			walk(up)
+		}
+	}
+	walk(n)
+	return out
+}
+
+// Neighbourhood returns name with everything upstream and downstream of it:
+// the part of the lineage a person looking at one dataset cares about.
+func (g *Graph) Neighbourhood(name string) ([]string, error) {
+	if _, ok := g.datasets[name]; !ok {
+		return nil, refill.NotFoundf("unknown dataset %q (known: %s)", name, strings.Join(sortedKeys(g.datasets), ", "))
+	}
+	set := map[string]bool{name: true}
+	var up func(n string)
+	up = func(n string) {
+		for _, u := range g.datasets[n].Upstream {
+			if !set[u] {
+				set[u] = true
+				up(u)
+			}
+		}
+	}
+	var down func(n string)
+	down = func(n string) {
+		for _, d := range g.downstream[n] {
+			if !set[d] {
+				set[d] = true
+				down(d)
+			}
+		}
+	}
+	up(name)
+	down(name)
+	return sortedKeys(set), nil
+}
+
+// Names returns all dataset names, sorted.
+func (g *Graph) Names() []string { return sortedKeys(g.datasets) }
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Highlight marks datasets in a picture: targets and rebuilt steps are drawn
+// differently from the rest.
+type Highlight struct {
+	Targets map[string]bool
+	Rebuilt map[string]bool
+}
+
+// DOT renders the subgraph over names as Graphviz DOT, sources as cylinders,
+// tagged datasets with their tags, highlighted ones filled.
+func (g *Graph) DOT(names []string, h Highlight) string {
+	var b strings.Builder
+	b.WriteString("digraph lineage {\n  rankdir=LR;\n  node [shape=box, style=\"rounded\", fontname=\"Helvetica\"];\n")
+	set := map[string]bool{}
+	for _, n := range names {
+		set[n] = true
+	}
+	for _, n := range names {
+		d := g.datasets[n]
+		attrs := []string{fmt.Sprintf("label=%q", label(d, "\n"))}
+		if d.IsSource() {
+			attrs = append(attrs, "shape=cylinder")
+		}
+		switch {
+		case h.Targets[n]:
+			attrs = append(attrs, `style="rounded,filled,bold"`, `fillcolor="#f4a261"`)
+		case h.Rebuilt[n]:
+			attrs = append(attrs, `style="rounded,filled"`, `fillcolor="#ffe8a3"`)
+		}
+		fmt.Fprintf(&b, "  %q [%s];\n", n, strings.Join(attrs, ", "))
+	}
+	for _, n := range names {
+		for _, d := range g.downstream[n] {
+			if set[d] {
+				fmt.Fprintf(&b, "  %q -> %q;\n", n, d)
+			}
+		}
+	}
+	b.WriteString("}\n")
+	return b.String()
+}
+
+// Mermaid renders the subgraph over names as a Mermaid flowchart.
+func (g *Graph) Mermaid(names []string, h Highlight) string {
+	var b strings.Builder
+	b.WriteString("flowchart LR\n")
+	set := map[string]bool{}
+	for _, n := range names {
+		set[n] = true
+	}
+	for _, n := range names {
+		d := g.datasets[n]
+		l := strings.ReplaceAll(label(d, "<br/>"), `"`, "'")
+		if d.IsSource() {
+			fmt.Fprintf(&b, "  %s[(\"%s\")]\n", n, l)
+		} else {
+			fmt.Fprintf(&b, "  %s[\"%s\"]\n", n, l)
+		}
+	}
+	for _, n := range names {
+		for _, d := range g.downstream[n] {
+			if set[d] {
+				fmt.Fprintf(&b, "  %s --> %s\n", n, d)
+			}
+		}
+	}
+	var targets, rebuilt []string
+	for _, n := range names {
+		switch {
+		case h.Targets[n]:
+			targets = append(targets, n)
+		case h.Rebuilt[n]:
+			rebuilt = append(rebuilt, n)
+		}
+	}
+	if len(targets) > 0 {
+		b.WriteString("  classDef target fill:#f4a261,stroke:#333,stroke-width:2px\n")
+		fmt.Fprintf(&b, "  class %s target\n", strings.Join(targets, ","))
+	}
+	if len(rebuilt) > 0 {
+		b.WriteString("  classDef rebuilt fill:#ffe8a3,stroke:#333\n")
+		fmt.Fprintf(&b, "  class %s rebuilt\n", strings.Join(rebuilt, ","))
+	}
+	return b.String()
+}
+
+func label(d *refill.Dataset, nl string) string {
+	l := d.Name
+	if d.Job != nil {
+		l += nl + string(d.Job.Kind)
+	} else {
+		l += nl + "source"
+	}
+	if len(d.Tags) > 0 {
+		l += " [" + strings.Join(d.Tags, ",") + "]"
+	}
+	return l
+}

@@ -1,0 +1,210 @@
+// Package policy decides a plan's tier (DESIGN.md §4): the fixed rules for
+// manual and auto, then the configured CEL rules, which may only raise it.
+// Every rule that decided the tier leaves a reason in plain words with its
+// numbers.
+package policy
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/google/cel-go/cel"
+
+	"github.com/refill-dev/refill"
+)
+
+// Proof is what the policy needs to know about a dataset's idempotency
+// evidence for its current job fingerprint.
+type Proof struct {
+	// Exists is true when any passing proof was recorded for the dataset.
+	Exists bool
+	// Current is true when a passing proof matches the job's fingerprint now.
+	Current bool
+}
+
+// Input is everything a tier is decided from.
+type Input struct {
+	Request refill.Request
+	// Rebuilt are the datasets the plan rebuilds (its steps).
+	Rebuilt []*refill.Dataset
+	// Downstream names the rebuilt datasets strictly downstream of a target.
+	Downstream []string
+	// Proofs maps dataset name to its evidence; a missing entry is no proof.
+	Proofs map[string]Proof
+}
+
+// Decision is a tier and why.
+type Decision struct {
+	Tier    refill.Tier
+	Reasons []string
+}
+
+// Policy is a compiled tier policy.
+type Policy struct {
+	cfg   refill.Policy
+	rules []compiledRule
+}
+
+type compiledRule struct {
+	rule refill.Rule
+	prg  cel.Program
+}
+
+// env declares what a rule may read: the request, the rebuilt datasets and
+// their tags, and the tier the fixed rules arrived at.
+func env() (*cel.Env, error) {
+	return cel.NewEnv(
+		cel.Variable("request", cel.MapType(cel.StringType, cel.DynType)),
+		cel.Variable("datasets", cel.ListType(cel.StringType)),
+		cel.Variable("tags", cel.ListType(cel.StringType)),
+		cel.Variable("tier", cel.StringType),
+	)
+}
+
+// Compile checks every rule's expression and returns a ready policy. A rule
+// that does not compile to a boolean is bad input naming the rule.
+func Compile(p refill.Policy) (*Policy, error) {
+	e, err := env()
+	if err != nil {
+		return nil, fmt.Errorf("policy: cel environment: %w", err)
+	}
+	out := &Policy{cfg: p}
+	for _, r := range p.Rules {
+		ast, iss := e.Compile(r.When)
+		if iss != nil && iss.Err() != nil {
+			return nil, refill.BadInputf("policy.rules %s: when %q does not compile: %s", r.Name, r.When, oneLine(iss.Err().Error()))
+		}
+		if ast.OutputType() != cel.BoolType && ast.OutputType() != cel.DynType {
+			return nil, refill.BadInputf("policy.rules %s: when %q is %s, want a boolean", r.Name, r.When, ast.OutputType())
+		}
+		prg, err := e.Program(ast)
+		if err != nil {
+			return nil, refill.BadInputf("policy.rules %s: %s", r.Name, oneLine(err.Error()))
+		}
+		out.rules = append(out.rules, compiledRule{rule: r, prg: prg})
+	}
+	return out, nil
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// Decide returns the tier of DESIGN.md §4 for in, with one reason per rule
+// that decided it.
+func (p *Policy) Decide(in Input) (Decision, error) {
+	var manual, notAuto []string
+	days := in.Request.Days
+
+	// Manual: tags anywhere in the plan, or a long range.
+	for _, d := range in.Rebuilt {
+		for _, t := range d.Tags {
+			if slices.Contains(p.cfg.ManualTags, t) {
+				manual = append(manual, fmt.Sprintf("%s is tagged %s (manual_tags)", d.Name, t))
+			}
+		}
+	}
+	if days > p.cfg.ManualOverDays {
+		manual = append(manual, fmt.Sprintf("range is %d days, over the manual limit of %d", days, p.cfg.ManualOverDays))
+	}
+
+	// Auto: short, proven, no aggregates downstream.
+	if days > p.cfg.AutoMaxDays {
+		notAuto = append(notAuto, fmt.Sprintf("range is %d days, over the auto limit of %d", days, p.cfg.AutoMaxDays))
+	}
+	var unproven, stale []string
+	for _, d := range in.Rebuilt {
+		pr := in.Proofs[d.Name]
+		switch {
+		case pr.Current:
+		case pr.Exists:
+			stale = append(stale, d.Name)
+		default:
+			unproven = append(unproven, d.Name)
+		}
+	}
+	if len(unproven) > 0 {
+		notAuto = append(notAuto, fmt.Sprintf("no idempotency proof for %s (%d of %d datasets): run `refill prove`", strings.Join(unproven, ", "), len(unproven), len(in.Rebuilt)))
+	}
+	if len(stale) > 0 {
+		notAuto = append(notAuto, fmt.Sprintf("idempotency proof is stale for %s: the job changed since it was proven", strings.Join(stale, ", ")))
+	}
+	byName := map[string]*refill.Dataset{}
+	for _, d := range in.Rebuilt {
+		byName[d.Name] = d
+	}
+	for _, n := range in.Downstream {
+		d := byName[n]
+		if d == nil {
+			continue
+		}
+		for _, t := range d.Tags {
+			if slices.Contains(p.cfg.AggregateTags, t) {
+				notAuto = append(notAuto, fmt.Sprintf("%s downstream of the target is tagged %s (aggregate_tags)", n, t))
+			}
+		}
+	}
+
+	var dec Decision
+	switch {
+	case len(manual) > 0:
+		dec = Decision{Tier: refill.TierManual, Reasons: manual}
+	case len(notAuto) > 0:
+		dec = Decision{Tier: refill.TierSemiAuto, Reasons: notAuto}
+	default:
+		dec = Decision{Tier: refill.TierAuto, Reasons: []string{fmt.Sprintf(
+			"range is %d days, within the auto limit of %d; all %d datasets have a current passing proof; nothing tagged %s downstream",
+			days, p.cfg.AutoMaxDays, len(in.Rebuilt), strings.Join(p.cfg.AggregateTags, "/"))}}
+	}
+
+	// Extra rules may only raise the tier.
+	vars := activation(in, dec.Tier)
+	for _, r := range p.rules {
+		out, _, err := r.prg.Eval(vars)
+		if err != nil {
+			return Decision{}, refill.BadInputf("policy.rules %s: evaluating %q: %s", r.rule.Name, r.rule.When, oneLine(err.Error()))
+		}
+		hit, ok := out.Value().(bool)
+		if !ok {
+			return Decision{}, refill.BadInputf("policy.rules %s: %q gave %v, want true or false", r.rule.Name, r.rule.When, out.Value())
+		}
+		if !hit {
+			continue
+		}
+		reason := fmt.Sprintf("rule %s: %s", r.rule.Name, r.rule.Reason)
+		switch {
+		case r.rule.Tier.Rank() > dec.Tier.Rank():
+			dec = Decision{Tier: r.rule.Tier, Reasons: []string{reason}}
+		case r.rule.Tier == dec.Tier:
+			dec.Reasons = append(dec.Reasons, reason)
+		}
+	}
+	return dec, nil
+}
+
+func activation(in Input, tier refill.Tier) map[string]any {
+	var names, tags []string
+	for _, d := range in.Rebuilt {
+		names = append(names, d.Name)
+		for _, t := range d.Tags {
+			if !slices.Contains(tags, t) {
+				tags = append(tags, t)
+			}
+		}
+	}
+	slices.Sort(tags)
+	return map[string]any{
+		"request": map[string]any{
+			"targets":      in.Request.Targets,
+			"from":         in.Request.From,
+			"to":           in.Request.To,
+			"days":         int64(in.Request.Days),
+			"reason":       in.Request.Reason,
+			"requested_by": in.Request.RequestedBy,
+		},
+		"datasets": names,
+		"tags":     tags,
+		"tier":     string(tier),
+	}
+}

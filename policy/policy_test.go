@@ -1,0 +1,121 @@
+package policy
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/refill-dev/refill"
+)
+
+func dataset(name string, tags ...string) *refill.Dataset {
+	return &refill.Dataset{Name: name, Tags: tags, Job: &refill.Job{Kind: refill.JobQuery, Query: "SELECT :partition"}}
+}
+
+func decide(t *testing.T, p refill.Policy, in Input) Decision {
+	t.Helper()
+	pol, err := Compile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := pol.Decide(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func proven(names ...string) map[string]Proof {
+	m := map[string]Proof{}
+	for _, n := range names {
+		m[n] = Proof{Exists: true, Current: true}
+	}
+	return m
+}
+
+func TestTiers(t *testing.T) {
+	def := refill.DefaultPolicy()
+	a, b := dataset("a"), dataset("b")
+	agg := dataset("agg", "aggregate")
+	bill := dataset("bill", "aggregate", "billing")
+	ext := dataset("feed", "external")
+	req := func(days int) refill.Request { return refill.Request{Days: days, RequestedBy: "alice"} }
+
+	cases := []struct {
+		name    string
+		in      Input
+		tier    refill.Tier
+		reasons []string // substrings, one per expected reason, in order
+	}{
+		{"auto when short proven and no aggregate downstream",
+			Input{Request: req(7), Rebuilt: []*refill.Dataset{a, b}, Downstream: []string{"b"}, Proofs: proven("a", "b")},
+			refill.TierAuto, []string{"range is 7 days, within the auto limit of 7; all 2 datasets have a current passing proof"}},
+		{"one day over the auto limit",
+			Input{Request: req(8), Rebuilt: []*refill.Dataset{a}, Proofs: proven("a")},
+			refill.TierSemiAuto, []string{"range is 8 days, over the auto limit of 7"}},
+		{"missing proof names the dataset with a count",
+			Input{Request: req(3), Rebuilt: []*refill.Dataset{a, b}, Proofs: proven("a")},
+			refill.TierSemiAuto, []string{"no idempotency proof for b (1 of 2 datasets)"}},
+		{"stale proof is called stale",
+			Input{Request: req(3), Rebuilt: []*refill.Dataset{a}, Proofs: map[string]Proof{"a": {Exists: true}}},
+			refill.TierSemiAuto, []string{"idempotency proof is stale for a"}},
+		{"aggregate downstream of the target",
+			Input{Request: req(3), Rebuilt: []*refill.Dataset{a, agg}, Downstream: []string{"agg"}, Proofs: proven("a", "agg")},
+			refill.TierSemiAuto, []string{"agg downstream of the target is tagged aggregate"}},
+		{"an aggregate that is itself the target is not downstream of it",
+			Input{Request: req(3), Rebuilt: []*refill.Dataset{agg}, Proofs: proven("agg")},
+			refill.TierAuto, []string{"within the auto limit"}},
+		{"billing anywhere makes it manual, with every manual reason",
+			Input{Request: req(31), Rebuilt: []*refill.Dataset{a, bill, ext}, Downstream: []string{"bill", "feed"}, Proofs: proven("a", "bill", "feed")},
+			refill.TierManual, []string{"bill is tagged billing", "feed is tagged external", "range is 31 days, over the manual limit of 30"}},
+		{"30 days is not over the manual limit",
+			Input{Request: req(30), Rebuilt: []*refill.Dataset{a}, Proofs: proven("a")},
+			refill.TierSemiAuto, []string{"range is 30 days, over the auto limit of 7"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := decide(t, def, c.in)
+			if d.Tier != c.tier {
+				t.Fatalf("tier = %s, want %s (reasons %q)", d.Tier, c.tier, d.Reasons)
+			}
+			if len(d.Reasons) != len(c.reasons) {
+				t.Fatalf("reasons = %q, want %d", d.Reasons, len(c.reasons))
+			}
+			for i, r := range c.reasons {
+				if !strings.Contains(d.Reasons[i], r) {
+					t.Errorf("reason %d = %q, want it to contain %q", i, d.Reasons[i], r)
+				}
+			}
+		})
+	}
+}
+
+func TestRulesOnlyRaise(t *testing.T) {
+	p := refill.DefaultPolicy()
+	p.Rules = []refill.Rule{
+		{Name: "watcher-small-only", When: "request.requested_by == 'watcher' && request.days > 3", Tier: refill.TierManual, Reason: "the watcher may fill at most 3 days"},
+		{Name: "never-lower", When: "true", Tier: refill.TierAuto, Reason: "tries to lower"},
+	}
+	a := dataset("a")
+	in := Input{Request: refill.Request{Days: 5, RequestedBy: "watcher"}, Rebuilt: []*refill.Dataset{a}}
+	d := decide(t, p, in)
+	if d.Tier != refill.TierManual || len(d.Reasons) != 1 || !strings.Contains(d.Reasons[0], "rule watcher-small-only: the watcher may fill at most 3 days") {
+		t.Errorf("got %s %q, want manual by the watcher rule", d.Tier, d.Reasons)
+	}
+	in.Request.RequestedBy = "alice"
+	d = decide(t, p, in)
+	if d.Tier != refill.TierSemiAuto {
+		t.Errorf("a rule with tier auto lowered the tier to %s", d.Tier)
+	}
+}
+
+func TestBadRules(t *testing.T) {
+	for _, when := range []string{"request.days >", "request.days + 1", "nosuchvar == 1"} {
+		p := refill.DefaultPolicy()
+		p.Rules = []refill.Rule{{Name: "r", When: when, Tier: refill.TierManual}}
+		_, err := Compile(p)
+		if !errors.Is(err, refill.ErrBadInput) || !strings.Contains(err.Error(), "policy.rules r") {
+			t.Errorf("when %q: err = %v, want bad input naming the rule", when, err)
+		}
+	}
+}
