@@ -62,6 +62,23 @@ func env() (*cel.Env, error) {
 	)
 }
 
+// CheckExpr reports whether when compiles to a boolean over the variables a
+// rule may read, so the config loader can point at the rule's line.
+func CheckExpr(when string) error {
+	e, err := env()
+	if err != nil {
+		return err
+	}
+	ast, iss := e.Compile(when)
+	if iss != nil && iss.Err() != nil {
+		return fmt.Errorf("does not compile: %s", oneLine(iss.Err().Error()))
+	}
+	if ast.OutputType() != cel.BoolType && ast.OutputType() != cel.DynType {
+		return fmt.Errorf("is %s, want a boolean", ast.OutputType())
+	}
+	return nil
+}
+
 // Compile checks every rule's expression and returns a ready policy. A rule
 // that does not compile to a boolean is bad input naming the rule.
 func Compile(p refill.Policy) (*Policy, error) {

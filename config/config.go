@@ -1,0 +1,257 @@
+// Package config reads refill.yaml (DESIGN.md §5) into a refill.Config.
+//
+// The file is the one place where people describe their warehouse, datasets
+// and policy, and a mistake in it decides what gets rewritten, so the package
+// is strict: unknown keys, values of the wrong type, unknown upstreams, lineage
+// cycles, unsafe SQL identifiers and contradictory limits are all errors.
+// Every error names the file, line and key, and all problems found are
+// reported together rather than one per run.
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+
+	"github.com/refill-dev/refill"
+)
+
+// Load reads and validates the configuration file at path. A file that cannot
+// be read is reported as bad input, because the usual cause is a wrong
+// --config flag rather than a broken machine.
+func Load(path string) (*refill.Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		msg := err.Error()
+		if pe, ok := err.(*os.PathError); ok {
+			msg = "cannot read config: " + pe.Err.Error()
+		}
+		return nil, Errors{{File: path, Msg: msg}}
+	}
+	return Parse(data, path)
+}
+
+// Parse validates data as the contents of a refill.yaml. file names the file
+// in error messages and sets Config.File (made absolute) and Config.Dir, which
+// relative sqlite: paths are resolved against; it need not exist.
+//
+// The returned error, if any, is an Errors listing every problem found, each
+// an *Error wrapping refill.ErrBadInput, sorted by line. The checks run in
+// three stages, and a stage with problems ends the run, since what follows
+// could not trust its input: YAML syntax (goccy stops at the first error),
+// then the shape of the document (every unknown key and mistyped value), then
+// the meaning (every missing, contradictory or unsafe setting).
+func Parse(data []byte, file string) (*refill.Config, error) {
+	name := file
+	if name == "" {
+		name = "refill.yaml"
+	}
+	errs := &errorList{file: name}
+	ix := newIndex()
+
+	f, err := parseAST(data)
+	if err != nil {
+		errs.errs = append(errs.errs, fromYAML(name, err, nil, data))
+		return nil, errs.err()
+	}
+	var body ast.Node
+	for i, doc := range f.Docs {
+		if i == 0 {
+			body = doc.Body
+			continue
+		}
+		if doc.Body != nil {
+			errs.add(nodeLine(doc.Body), "", "found a second YAML document; refill.yaml holds exactly one")
+			return nil, errs.err()
+		}
+	}
+	checkShape(body, reflect.TypeFor[rawConfig](), "", ix, errs)
+	if len(errs.errs) > 0 {
+		return nil, errs.err()
+	}
+
+	var raw rawConfig
+	if err := decode(data, &raw); err != nil {
+		errs.errs = append(errs.errs, fromYAML(name, err, ix, data))
+		return nil, errs.err()
+	}
+
+	cfg := (&converter{ix: ix, errs: errs}).config(&raw)
+	if err := errs.err(); err != nil {
+		return nil, err
+	}
+	if file != "" {
+		abs, err := filepath.Abs(file)
+		if err != nil {
+			return nil, Errors{{File: name, Msg: "cannot resolve path: " + err.Error()}}
+		}
+		cfg.File, cfg.Dir = abs, filepath.Dir(abs)
+	}
+	return cfg, nil
+}
+
+// parseAST and decode call into goccy/go-yaml with a recover: the input is
+// outside text, and a parser bug on some odd byte sequence should reach the
+// user as "this file is not valid YAML", not as a crash of refill.
+func parseAST(data []byte) (f *ast.File, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			f, err = nil, fmt.Errorf("the YAML parser failed on this file: %v", r)
+		}
+	}()
+	return parser.ParseBytes(data, 0)
+}
+
+// decode allows duplicate keys because the parser has already rejected true
+// duplicates, and goccy's decoder otherwise takes a key that overrides a
+// merged one ("<<: *base" then "table: b") for a duplicate.
+func decode(data []byte, raw *rawConfig) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("the YAML decoder failed on this file: %v", r)
+		}
+	}()
+	return yaml.UnmarshalWithOptions(data, raw, yaml.Strict(), yaml.AllowDuplicateMapKey())
+}
+
+func nodeLine(n ast.Node) int {
+	if tk := n.GetToken(); tk != nil && tk.Position != nil {
+		return tk.Position.Line
+	}
+	return 1
+}
+
+// The raw types mirror DESIGN.md §5 key for key. Pointers mark the keys whose
+// absence means "use the default" while an explicit zero or empty list must be
+// kept (or rejected) as written.
+type rawConfig struct {
+	Version        *int                   `yaml:"version"`
+	Warehouse      string                 `yaml:"warehouse"`
+	State          string                 `yaml:"state"`
+	ProofWarehouse string                 `yaml:"proof_warehouse"`
+	DatasetsFrom   *rawDatasetsFrom       `yaml:"datasets_from"`
+	Run            *rawRun                `yaml:"run"`
+	Notify         *rawNotify             `yaml:"notify"`
+	Policy         *rawPolicy             `yaml:"policy"`
+	Users          map[string]*rawUser    `yaml:"users"`
+	Datasets       map[string]*rawDataset `yaml:"datasets"`
+	MaxRangeDays   *int                   `yaml:"max_range_days"`
+}
+
+// rawDatasetsFrom is accepted so the key is recognised by name, but a dbt
+// manifest is imported by a separate component that merges its datasets with
+// these; until that component exists, Parse rejects the key rather than
+// silently ignore the datasets it names.
+type rawDatasetsFrom struct {
+	DbtManifest string `yaml:"dbt_manifest"`
+}
+
+type rawRun struct {
+	MaxActive      *int `yaml:"max_active"`
+	MaxActiveTotal *int `yaml:"max_active_total"`
+	Attempts       *int `yaml:"attempts"`
+}
+
+type rawNotify struct {
+	Slack    *rawSlack    `yaml:"slack"`
+	Webhooks []rawWebhook `yaml:"webhooks"`
+}
+
+type rawSlack struct {
+	WebhookURLEnv    string `yaml:"webhook_url_env"`
+	SigningSecretEnv string `yaml:"signing_secret_env"`
+}
+
+type rawWebhook struct {
+	URL       string `yaml:"url"`
+	SecretEnv string `yaml:"secret_env"`
+}
+
+type rawPolicy struct {
+	AutoMaxDays    *int      `yaml:"auto_max_days"`
+	ManualOverDays *int      `yaml:"manual_over_days"`
+	ManualTags     *[]string `yaml:"manual_tags"`
+	AggregateTags  *[]string `yaml:"aggregate_tags"`
+	Rules          []rawRule `yaml:"rules"`
+}
+
+type rawRule struct {
+	Name   string `yaml:"name"`
+	When   string `yaml:"when"`
+	Tier   string `yaml:"tier"`
+	Reason string `yaml:"reason"`
+}
+
+type rawUser struct {
+	Roles []string `yaml:"roles"`
+	Slack string   `yaml:"slack"`
+}
+
+type rawDataset struct {
+	Table     string        `yaml:"table"`
+	Partition *rawPartition `yaml:"partition"`
+	Upstream  []string      `yaml:"upstream"`
+	Tags      []string      `yaml:"tags"`
+	Checks    *rawChecks    `yaml:"checks"`
+	Schedule  *rawSchedule  `yaml:"schedule"`
+	Job       *rawJob       `yaml:"job"`
+}
+
+type rawPartition struct {
+	Column string `yaml:"column"`
+	Grain  string `yaml:"grain"`
+}
+
+type rawChecks struct {
+	NotNull   *rawNotNull    `yaml:"not_null"`
+	Volume    *rawVolume     `yaml:"volume"`
+	TimeOrder []rawTimeOrder `yaml:"time_order"`
+	NoFuture  []string       `yaml:"no_future"`
+	MaxRatio  *float64       `yaml:"max_ratio"`
+}
+
+type rawNotNull struct {
+	Columns  []string `yaml:"columns"`
+	MaxRatio *float64 `yaml:"max_ratio"`
+}
+
+type rawVolume struct {
+	Lookback *int     `yaml:"lookback"`
+	MaxZ     *float64 `yaml:"max_z"`
+}
+
+type rawTimeOrder struct {
+	Earlier string `yaml:"earlier"`
+	Later   string `yaml:"later"`
+}
+
+type rawSchedule struct {
+	Every   string `yaml:"every"`
+	Lag     string `yaml:"lag"`
+	Horizon *int   `yaml:"horizon"`
+}
+
+// rawJob holds every job kind's keys side by side so that a dataset naming two
+// kinds can be told which two, instead of failing on whichever key a decoder
+// happened to see second.
+type rawJob struct {
+	Query   *string     `yaml:"query"`
+	SQL     *string     `yaml:"sql"`
+	Command *[]string   `yaml:"command"`
+	Env     any         `yaml:"env"`
+	Timeout string      `yaml:"timeout"`
+	Airflow *rawAirflow `yaml:"airflow"`
+}
+
+type rawAirflow struct {
+	URL         string `yaml:"url"`
+	DagID       string `yaml:"dag_id"`
+	API         string `yaml:"api"`
+	UsernameEnv string `yaml:"username_env"`
+	PasswordEnv string `yaml:"password_env"`
+}

@@ -1,0 +1,107 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/refill-dev/refill"
+)
+
+// FuzzParse feeds Parse arbitrary bytes. Parse reads a file a person wrote,
+// so whatever is in it, Parse must not panic, every error must be bad input
+// in the one-line file:line: shape, and anything it accepts must hold the
+// guarantees the planner relies on.
+func FuzzParse(f *testing.F) {
+	example, err := os.ReadFile("testdata/refill.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(example)
+	for _, seed := range []string{
+		"",
+		head,
+		head + "datasets:\n  a: {table: a, partition: {column: d}, upstream: [b], job: {query: ':partition'}}\n  b: {table: b, partition: {column: d}, upstream: [a], job: {query: ':partition'}}\n",
+		head + "datasets:\n  'x; DROP TABLE y': {table: 'events; DROP TABLE x'}\n",
+		head + "datasets:\n  a: &a {table: a, partition: {column: d}}\n  b:\n    <<: *a\n    table: b\n",
+		head + "datasets:\n  e:\n    job: {command: [./x], env: {A: 1}, timeout: 5m}\n    checks: {volume: {lookback: 1.5, max_z: .nan}}\n",
+		head + "policy: {auto_max_days: 40, rules: [{name: r, when: 'true', tier: manual}]}\nusers: {bob: {roles: [admin]}}\n",
+		"version: 1\nwarehouse: [\n",
+		"version: 1\n\twarehouse: x\n",
+		"a: 1\n---\nb: 2\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := Parse(data, "refill.yaml")
+		if err != nil {
+			if cfg != nil {
+				t.Errorf("Parse returned a config and an error")
+			}
+			if !errors.Is(err, refill.ErrBadInput) {
+				t.Fatalf("error is not bad input: %v", err)
+			}
+			var es Errors
+			if !errors.As(err, &es) || len(es) == 0 {
+				t.Fatalf("error is %T, want a non-empty Errors", err)
+			}
+			for _, e := range es {
+				if e.Line < 1 || e.Msg == "" || strings.Contains(e.Error(), "\n") || !strings.HasPrefix(e.Error(), "refill.yaml:") {
+					t.Fatalf("malformed error %#v: %q", e, e.Error())
+				}
+			}
+			return
+		}
+		checkAccepted(t, cfg)
+	})
+}
+
+// checkAccepted asserts what the rest of refill may assume of any config
+// Parse accepts.
+func checkAccepted(t *testing.T, cfg *refill.Config) {
+	t.Helper()
+	if cfg.Warehouse == "" || cfg.State == "" || cfg.MaxRangeDays < 1 {
+		t.Fatalf("accepted config without warehouse, state or range limit: %+v", cfg)
+	}
+	if cfg.Run.MaxActive < 1 || cfg.Run.MaxActive > cfg.Run.MaxActiveTotal || cfg.Run.Attempts < 1 {
+		t.Fatalf("accepted run limits %+v", cfg.Run)
+	}
+	p := cfg.Policy
+	if p.AutoMaxDays < 0 || p.AutoMaxDays > p.ManualOverDays {
+		t.Fatalf("accepted policy %+v", p)
+	}
+	for name, d := range cfg.Datasets {
+		if !identifier.MatchString(name) || d.Name != name {
+			t.Fatalf("accepted dataset name %q", name)
+		}
+		if d.Table != "" && !tableName.MatchString(d.Table) {
+			t.Fatalf("accepted table %q", d.Table)
+		}
+		if d.Table != "" && !identifier.MatchString(d.Partition.Column) {
+			t.Fatalf("accepted partition column %q", d.Partition.Column)
+		}
+		if d.Partition.Grain != refill.GrainDay && d.Partition.Grain != refill.GrainHour {
+			t.Fatalf("accepted grain %q", d.Partition.Grain)
+		}
+		for _, up := range d.Upstream {
+			if up == name || cfg.Datasets[up] == nil {
+				t.Fatalf("accepted upstream %q of %s", up, name)
+			}
+		}
+		if j := d.Job; j != nil && (j.Kind == refill.JobQuery || j.Kind == refill.JobSQL) && d.Table == "" {
+			t.Fatalf("accepted %s job without a table", j.Kind)
+		}
+		if c := d.Checks; c != nil {
+			if c.Volume != nil && (c.Volume.Lookback < 1 || !(c.Volume.MaxZ > 0)) {
+				t.Fatalf("accepted volume check %+v", *c.Volume)
+			}
+			if !(c.MaxRatio >= 0 && c.MaxRatio <= 1) {
+				t.Fatalf("accepted max_ratio %g", c.MaxRatio)
+			}
+		}
+	}
+	if cyc := cycles(cfg, cfg.DatasetNames()); len(cyc) > 0 {
+		t.Fatalf("accepted lineage cycles %v", cyc)
+	}
+}

@@ -1,0 +1,706 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"net/url"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/policy"
+)
+
+// Defaults of DESIGN.md §5 and §8 that are not policy (policy defaults come
+// from refill.DefaultPolicy, so the planner and this package cannot disagree).
+const (
+	defaultState          = "sqlite:.refill/state.db"
+	defaultMaxActive      = 3
+	defaultMaxActiveTotal = 8
+	defaultAttempts       = 3
+	defaultLookback       = 28
+	defaultMaxZ           = 3.0
+	defaultHorizon        = 35
+	defaultAirflowAPI     = "v1"
+)
+
+// knownRoles are the roles DESIGN.md §9 gives meaning to: anyone may approve a
+// semi-auto plan that is not their own, only a lead a manual one. Any other
+// role name would be a typo that silently grants nothing.
+var knownRoles = []string{"engineer", "lead"}
+
+var (
+	// identifier is what refill will quote and splice into SQL as a name.
+	// Quoting alone would make any text safe to splice, but a name such as
+	// "events; DROP TABLE x" in a config is a mistake or an attack either way,
+	// and a plain name reads the same in every dialect.
+	identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	tableName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
+	envName    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	// partitionParam finds the :partition parameter but not ::partition (a
+	// PostgreSQL cast) or :partition_key.
+	partitionParam = regexp.MustCompile(`(^|[^:A-Za-z0-9_]):partition([^A-Za-z0-9_]|$)`)
+)
+
+// maxIdentifier is PostgreSQL's limit; longer names are silently truncated
+// there, which could make two configured tables the same table.
+const maxIdentifier = 63
+
+// converter turns raw structs into a refill.Config, recording every problem
+// at the line of the key it concerns.
+type converter struct {
+	ix   *index
+	errs *errorList
+}
+
+func (c *converter) errorf(path, format string, args ...any) {
+	c.errs.add(c.ix.line(path), path, format, args...)
+}
+
+func (c *converter) config(raw *rawConfig) *refill.Config {
+	cfg := &refill.Config{
+		Warehouse:      raw.Warehouse,
+		State:          raw.State,
+		ProofWarehouse: raw.ProofWarehouse,
+		Users:          map[string]refill.User{},
+		Datasets:       map[string]*refill.Dataset{},
+		MaxRangeDays:   refill.DefaultMaxRangeDays,
+	}
+
+	switch {
+	case raw.Version == nil:
+		c.errorf("version", "required: put version: 1 at the top of the file")
+	case *raw.Version != 1:
+		c.errorf("version", "unsupported version %d; this refill reads version 1", *raw.Version)
+	}
+
+	if raw.Warehouse == "" {
+		c.errorf("warehouse", "required: give sqlite:PATH or postgres://...")
+	} else {
+		c.storeURL("warehouse", raw.Warehouse)
+	}
+	if cfg.State == "" {
+		cfg.State = defaultState
+	} else {
+		c.storeURL("state", raw.State)
+	}
+	if raw.ProofWarehouse != "" {
+		c.storeURL("proof_warehouse", raw.ProofWarehouse)
+	}
+	if raw.DatasetsFrom != nil {
+		c.errorf("datasets_from", "not supported yet; list the datasets under datasets: instead")
+	}
+	if raw.MaxRangeDays != nil {
+		if *raw.MaxRangeDays < 1 {
+			c.errorf("max_range_days", "must be at least 1, got %d", *raw.MaxRangeDays)
+		}
+		cfg.MaxRangeDays = *raw.MaxRangeDays
+	}
+
+	cfg.Run = c.run(raw.Run)
+	cfg.Notify = c.notify(raw.Notify)
+	cfg.Policy = c.policy(raw.Policy)
+	for _, name := range sortedKeys(raw.Users) {
+		cfg.Users[name] = c.user(name, raw.Users[name])
+	}
+	for _, name := range sortedKeys(raw.Datasets) {
+		cfg.Datasets[name] = c.dataset(name, raw.Datasets[name])
+	}
+	c.lineage(cfg)
+	return cfg
+}
+
+// storeURL checks the shape of a warehouse or state store location. Opening
+// it is the drivers' business; catching "postgress://" here saves a
+// confusing driver error later.
+func (c *converter) storeURL(path, s string) {
+	switch {
+	case strings.HasPrefix(s, "sqlite:"):
+		if strings.TrimPrefix(s, "sqlite:") == "" {
+			c.errorf(path, "sqlite: needs a file path, as in sqlite:warehouse.db")
+		}
+	case strings.HasPrefix(s, "postgres://"), strings.HasPrefix(s, "postgresql://"):
+		if _, err := url.Parse(s); err != nil {
+			c.errorf(path, "not a valid PostgreSQL URL: %v", unwrapURLError(err))
+		}
+	default:
+		c.errorf(path, "%q is neither sqlite:PATH nor postgres://...", clip(s))
+	}
+}
+
+func (c *converter) run(raw *rawRun) refill.RunConfig {
+	r := refill.RunConfig{MaxActive: defaultMaxActive, MaxActiveTotal: defaultMaxActiveTotal, Attempts: defaultAttempts}
+	if raw == nil {
+		return r
+	}
+	set := func(key string, v *int, dst *int) {
+		if v == nil {
+			return
+		}
+		if *v < 1 {
+			c.errorf(child("run", key), "must be at least 1, got %d", *v)
+		}
+		*dst = *v
+	}
+	set("max_active", raw.MaxActive, &r.MaxActive)
+	set("max_active_total", raw.MaxActiveTotal, &r.MaxActiveTotal)
+	set("attempts", raw.Attempts, &r.Attempts)
+	if r.MaxActive > r.MaxActiveTotal && r.MaxActiveTotal >= 1 {
+		c.errorf("run.max_active", "max_active %d is more than max_active_total %d", r.MaxActive, r.MaxActiveTotal)
+	}
+	return r
+}
+
+func (c *converter) notify(raw *rawNotify) refill.NotifyConfig {
+	var n refill.NotifyConfig
+	if raw == nil {
+		return n
+	}
+	if s := raw.Slack; s != nil {
+		c.env("notify.slack.webhook_url_env", s.WebhookURLEnv)
+		c.env("notify.slack.signing_secret_env", s.SigningSecretEnv)
+		n.Slack = &refill.SlackConfig{WebhookURLEnv: s.WebhookURLEnv, SigningSecretEnv: s.SigningSecretEnv}
+	}
+	for i, w := range raw.Webhooks {
+		p := elem("notify.webhooks", i)
+		if w.URL == "" {
+			c.errorf(child(p, "url"), "required")
+		} else {
+			c.httpURL(child(p, "url"), w.URL)
+		}
+		c.env(child(p, "secret_env"), w.SecretEnv)
+		n.Webhooks = append(n.Webhooks, refill.WebhookConfig{URL: w.URL, SecretEnv: w.SecretEnv})
+	}
+	return n
+}
+
+// env checks an optional environment variable name. Secrets live in the
+// environment, never in the file; a name that cannot be an environment
+// variable is usually the secret itself pasted in by mistake, so the message
+// does not echo it.
+func (c *converter) env(path, name string) {
+	if name != "" && !envName.MatchString(name) {
+		c.errorf(path, "want the name of an environment variable (letters, digits, _), not its value")
+	}
+}
+
+func (c *converter) httpURL(path, s string) {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		c.errorf(path, "not a valid URL: %v", unwrapURLError(err))
+	case u.Scheme != "http" && u.Scheme != "https":
+		c.errorf(path, "want an http:// or https:// URL, got %q", clip(s))
+	case u.Host == "":
+		c.errorf(path, "URL %q has no host", clip(s))
+	}
+}
+
+func unwrapURLError(err error) error {
+	if ue, ok := err.(*url.Error); ok {
+		return ue.Err
+	}
+	return err
+}
+
+func (c *converter) policy(raw *rawPolicy) refill.Policy {
+	p := refill.DefaultPolicy()
+	if raw == nil {
+		return p
+	}
+	if raw.AutoMaxDays != nil {
+		p.AutoMaxDays = *raw.AutoMaxDays
+		if p.AutoMaxDays < 0 {
+			c.errorf("policy.auto_max_days", "must be 0 or more, got %d", p.AutoMaxDays)
+		}
+	}
+	if raw.ManualOverDays != nil {
+		p.ManualOverDays = *raw.ManualOverDays
+		if p.ManualOverDays < 1 {
+			c.errorf("policy.manual_over_days", "must be at least 1, got %d", p.ManualOverDays)
+		}
+	}
+	if p.AutoMaxDays > p.ManualOverDays && p.ManualOverDays >= 1 {
+		// Report at whichever key the user wrote, so the line is theirs.
+		key := "policy.auto_max_days"
+		if raw.AutoMaxDays == nil {
+			key = "policy.manual_over_days"
+		}
+		c.errorf(key, "auto_max_days %d is more than manual_over_days %d: a range could be both auto and manual", p.AutoMaxDays, p.ManualOverDays)
+	}
+	if raw.ManualTags != nil {
+		p.ManualTags = nonNil(*raw.ManualTags)
+	}
+	if raw.AggregateTags != nil {
+		p.AggregateTags = nonNil(*raw.AggregateTags)
+	}
+	seen := map[string]int{}
+	for i, r := range raw.Rules {
+		path := elem("policy.rules", i)
+		switch {
+		case r.Name == "":
+			c.errorf(child(path, "name"), "required: every rule needs a name, which plans cite as the reason for their tier")
+		case seen[r.Name] > 0:
+			c.errorf(child(path, "name"), "rule %q is already defined at line %d", r.Name, seen[r.Name])
+		default:
+			seen[r.Name] = c.ix.line(child(path, "name"))
+		}
+		if strings.TrimSpace(r.When) == "" {
+			c.errorf(child(path, "when"), "required: a CEL expression saying when the rule applies")
+		} else if err := policy.CheckExpr(r.When); err != nil {
+			c.errorf(child(path, "when"), "%q %s (variables: request.{targets,from,to,days,reason,requested_by}, datasets, tags, tier)", clip(r.When), err)
+		}
+		switch refill.Tier(r.Tier) {
+		case refill.TierAuto, refill.TierSemiAuto, refill.TierManual:
+		case "":
+			c.errorf(child(path, "tier"), "required: one of auto, semi-auto, manual")
+		default:
+			c.errorf(child(path, "tier"), "unknown tier %q: want auto, semi-auto or manual", clip(r.Tier))
+		}
+		p.Rules = append(p.Rules, refill.Rule{Name: r.Name, When: r.When, Tier: refill.Tier(r.Tier), Reason: r.Reason})
+	}
+	return p
+}
+
+func (c *converter) user(name string, raw *rawUser) refill.User {
+	path := child("users", name)
+	u := refill.User{Name: name}
+	if raw == nil {
+		raw = &rawUser{}
+	}
+	if strings.TrimSpace(name) == "" {
+		c.errorf(path, "a user needs a name")
+	}
+	if len(raw.Roles) == 0 {
+		c.errorf(path, "user %s has no roles: give roles: [engineer] or [lead]", name)
+	}
+	for i, r := range raw.Roles {
+		if !slices.Contains(knownRoles, r) {
+			c.errorf(elem(child(path, "roles"), i), "unknown role %q %s", clip(r), known(r, knownRoles, len(knownRoles)))
+		}
+	}
+	u.Roles = nonNil(raw.Roles)
+	u.Slack = raw.Slack
+	return u
+}
+
+func (c *converter) dataset(name string, raw *rawDataset) *refill.Dataset {
+	path := child("datasets", name)
+	if raw == nil {
+		raw = &rawDataset{}
+	}
+	d := &refill.Dataset{
+		Name:     name,
+		Table:    raw.Table,
+		Upstream: raw.Upstream,
+		Tags:     raw.Tags,
+		Line:     c.ix.line(path),
+	}
+	if !identifier.MatchString(name) || len(name) > maxIdentifier {
+		c.errorf(path, "dataset name %q must be a plain identifier (letters, digits and _, not starting with a digit, at most %d characters)", clip(name), maxIdentifier)
+	}
+
+	d.Job = c.job(path, raw.Job)
+
+	switch {
+	case raw.Table == "" && raw.Job != nil && d.Job == nil:
+		// The job's own error says what is missing; whether a table is
+		// needed depends on the kind the user meant.
+	case raw.Table == "" && (d.Job == nil || d.Job.Kind == refill.JobQuery || d.Job.Kind == refill.JobSQL):
+		what := "a source"
+		if d.Job != nil {
+			what = "a " + string(d.Job.Kind) + " job"
+		}
+		c.errorf(child(path, "table"), "required for %s: name the table refill reads and writes", what)
+	case raw.Table != "" && (!tableName.MatchString(raw.Table) || longestPart(raw.Table) > maxIdentifier):
+		c.errorf(child(path, "table"), "table %q must be a plain name or schema.name (letters, digits and _)", clip(raw.Table))
+	}
+
+	d.Partition = refill.PartitionSpec{Grain: refill.GrainDay}
+	if rp := raw.Partition; rp != nil {
+		d.Partition.Column = rp.Column
+		if rp.Grain != "" {
+			d.Partition.Grain = refill.Grain(rp.Grain)
+		}
+	}
+	switch col := d.Partition.Column; {
+	case col == "" && raw.Table != "":
+		c.errorf(child(path, "partition", "column"), "required: name the column that holds the partition date, as in partition: {column: day}")
+	case col != "":
+		c.column(child(path, "partition", "column"), col)
+	}
+	c.grain(child(path, "partition", "grain"), d.Partition.Grain)
+
+	if raw.Checks != nil {
+		if raw.Table == "" {
+			c.errorf(child(path, "checks"), "checks need a table to scan; this dataset has none")
+		}
+		d.Checks = c.checks(child(path, "checks"), raw.Checks)
+	}
+	if raw.Schedule != nil {
+		d.Schedule = c.schedule(child(path, "schedule"), raw.Schedule, d.Partition.Grain)
+	}
+	return d
+}
+
+func longestPart(table string) int {
+	n := 0
+	for _, p := range strings.Split(table, ".") {
+		n = max(n, len(p))
+	}
+	return n
+}
+
+// column checks a column name that refill will splice into SQL.
+func (c *converter) column(path, col string) {
+	if !identifier.MatchString(col) || len(col) > maxIdentifier {
+		c.errorf(path, "column %q must be a plain identifier (letters, digits and _, not starting with a digit)", clip(col))
+	}
+}
+
+func (c *converter) grain(path string, g refill.Grain) {
+	if g != refill.GrainDay && g != refill.GrainHour {
+		c.errorf(path, "unknown grain %q: want day or hour", clip(string(g)))
+	}
+}
+
+// ratio checks a share of rows, which must lie in [0, 1].
+func (c *converter) ratio(path string, v *float64) float64 {
+	if v == nil {
+		return 0
+	}
+	if math.IsNaN(*v) || *v < 0 || *v > 1 {
+		c.errorf(path, "must be a ratio between 0 and 1, got %g", *v)
+	}
+	return *v
+}
+
+func (c *converter) checks(path string, raw *rawChecks) *refill.Checks {
+	ch := &refill.Checks{NoFuture: raw.NoFuture}
+	if nn := raw.NotNull; nn != nil {
+		p := child(path, "not_null")
+		if len(nn.Columns) == 0 {
+			c.errorf(child(p, "columns"), "required: list the columns that must not be null")
+		}
+		for i, col := range nn.Columns {
+			c.column(elem(child(p, "columns"), i), col)
+		}
+		ch.NotNull = &refill.NotNullCheck{Columns: nn.Columns, MaxRatio: c.ratio(child(p, "max_ratio"), nn.MaxRatio)}
+	}
+	if v := raw.Volume; v != nil {
+		p := child(path, "volume")
+		ch.Volume = &refill.VolumeCheck{Lookback: defaultLookback, MaxZ: defaultMaxZ}
+		if v.Lookback != nil {
+			ch.Volume.Lookback = *v.Lookback
+			if *v.Lookback < 1 {
+				c.errorf(child(p, "lookback"), "must be at least 1 partition, got %d", *v.Lookback)
+			}
+		}
+		if v.MaxZ != nil {
+			ch.Volume.MaxZ = *v.MaxZ
+			if !(*v.MaxZ > 0) {
+				c.errorf(child(p, "max_z"), "must be more than 0, got %g", *v.MaxZ)
+			}
+		}
+	}
+	for i, to := range raw.TimeOrder {
+		p := elem(child(path, "time_order"), i)
+		for _, side := range []struct{ key, col string }{{"earlier", to.Earlier}, {"later", to.Later}} {
+			if side.col == "" {
+				c.errorf(child(p, side.key), "required: time_order compares two timestamp columns")
+			} else {
+				c.column(child(p, side.key), side.col)
+			}
+		}
+		ch.TimeOrder = append(ch.TimeOrder, refill.TimeOrderCheck{Earlier: to.Earlier, Later: to.Later})
+	}
+	for i, col := range raw.NoFuture {
+		c.column(elem(child(path, "no_future"), i), col)
+	}
+	ch.MaxRatio = c.ratio(child(path, "max_ratio"), raw.MaxRatio)
+	return ch
+}
+
+func (c *converter) schedule(path string, raw *rawSchedule, grain refill.Grain) *refill.Schedule {
+	s := &refill.Schedule{Every: grain, Horizon: defaultHorizon}
+	if raw.Every != "" {
+		s.Every = refill.Grain(raw.Every)
+		c.grain(child(path, "every"), s.Every)
+	}
+	if raw.Lag != "" {
+		s.Lag = refill.Duration(c.duration(child(path, "lag"), raw.Lag))
+	}
+	if raw.Horizon != nil {
+		s.Horizon = *raw.Horizon
+		if *raw.Horizon < 1 {
+			c.errorf(child(path, "horizon"), "must be at least 1 partition, got %d", *raw.Horizon)
+		}
+	}
+	return s
+}
+
+func (c *converter) duration(path, s string) time.Duration {
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		c.errorf(path, "%q is not a duration: write it like 30m, 2h or 1h30m", clip(s))
+	case d < 0:
+		c.errorf(path, "must not be negative, got %s", s)
+	}
+	return d
+}
+
+// job reads the one job kind of a dataset. It returns nil for a source, and a
+// best-effort Job when there are errors so that later checks (table required
+// for query jobs, say) still run and report.
+func (c *converter) job(path string, raw *rawJob) *refill.Job {
+	if raw == nil {
+		return nil
+	}
+	path = child(path, "job")
+	var kinds []string
+	if raw.Query != nil {
+		kinds = append(kinds, string(refill.JobQuery))
+	}
+	if raw.SQL != nil {
+		kinds = append(kinds, string(refill.JobSQL))
+	}
+	if raw.Command != nil {
+		kinds = append(kinds, string(refill.JobCommand))
+	}
+	if raw.Airflow != nil {
+		kinds = append(kinds, string(refill.JobAirflow))
+	}
+	switch len(kinds) {
+	case 0:
+		c.errorf(path, "job names no kind: give one of query, sql, command or airflow (or remove job: to make the dataset a source)")
+		return nil
+	case 1:
+	default:
+		c.errorf(path, "job has both %s and %s: a job is exactly one kind", kinds[0], kinds[1])
+	}
+
+	j := &refill.Job{Kind: refill.JobKind(kinds[0])}
+	if raw.Timeout != "" {
+		j.Timeout = refill.Duration(c.duration(child(path, "timeout"), raw.Timeout))
+	}
+	if raw.Env != nil && j.Kind != refill.JobCommand {
+		c.errorf(child(path, "env"), "env applies only to command jobs")
+	}
+	switch j.Kind {
+	case refill.JobQuery:
+		j.Query = *raw.Query
+		c.partitionParam(child(path, "query"), j.Query, "a query job selects one partition's rows")
+	case refill.JobSQL:
+		j.SQL = *raw.SQL
+		c.partitionParam(child(path, "sql"), j.SQL, "sql statements rebuild one partition")
+	case refill.JobCommand:
+		j.Command = *raw.Command
+		if len(j.Command) == 0 || j.Command[0] == "" {
+			c.errorf(child(path, "command"), `want a non-empty argv list, as in ["./export.sh", "{{partition}}"]`)
+		}
+		j.Env = c.jobEnv(child(path, "env"), raw.Env)
+	case refill.JobAirflow:
+		j.Airflow = c.airflow(child(path, "airflow"), raw.Airflow)
+	}
+	return j
+}
+
+func (c *converter) partitionParam(path, text, why string) {
+	switch {
+	case strings.TrimSpace(text) == "":
+		c.errorf(path, "is empty")
+	case !partitionParam.MatchString(text):
+		c.errorf(path, "does not use :partition; %s, and without it every run rewrites everything", why)
+	}
+}
+
+// jobEnv accepts a command's extra environment either as a mapping
+// {NAME: value}, the natural YAML, or as a list of NAME=value strings, the
+// form exec.Cmd takes. Both become NAME=value strings, the mapping sorted so
+// the job fingerprint does not depend on map order.
+func (c *converter) jobEnv(path string, raw any) []string {
+	var env []string
+	switch v := raw.(type) {
+	case nil:
+	case map[string]any:
+		for _, name := range sortedKeys(v) {
+			p := child(path, name)
+			if !envName.MatchString(name) {
+				c.errorf(p, "%q is not an environment variable name", clip(name))
+			}
+			val := v[name]
+			switch val.(type) {
+			case map[string]any, []any:
+				c.errorf(p, "want a single value")
+			case nil:
+				val = ""
+			}
+			env = append(env, name+"="+fmt.Sprint(val))
+		}
+	case []any:
+		for i, e := range v {
+			s, ok := e.(string)
+			name, _, hasEq := strings.Cut(s, "=")
+			if !ok || !hasEq || !envName.MatchString(name) {
+				c.errorf(elem(path, i), "want NAME=value")
+				continue
+			}
+			env = append(env, s)
+		}
+	default:
+		c.errorf(path, "want a mapping of NAME: value")
+	}
+	return env
+}
+
+func (c *converter) airflow(path string, raw *rawAirflow) *refill.AirflowJob {
+	a := &refill.AirflowJob{
+		URL: raw.URL, DagID: raw.DagID, API: raw.API,
+		UsernameEnv: raw.UsernameEnv, PasswordEnv: raw.PasswordEnv,
+	}
+	if a.URL == "" {
+		c.errorf(child(path, "url"), "required: the Airflow web server's base URL")
+	} else {
+		c.httpURL(child(path, "url"), a.URL)
+	}
+	if a.DagID == "" {
+		c.errorf(child(path, "dag_id"), "required: the DAG to trigger")
+	}
+	switch a.API {
+	case "":
+		a.API = defaultAirflowAPI
+	case "v1", "v2":
+	default:
+		c.errorf(child(path, "api"), "unknown Airflow API %q: want v1 or v2", clip(a.API))
+	}
+	c.env(child(path, "username_env"), a.UsernameEnv)
+	c.env(child(path, "password_env"), a.PasswordEnv)
+	if (a.UsernameEnv == "") != (a.PasswordEnv == "") {
+		c.errorf(path, "give both username_env and password_env, or neither")
+	}
+	return a
+}
+
+// lineage checks the upstream edges across datasets: every upstream must be
+// a known dataset other than itself, no two datasets may write one table, and
+// the graph must be acyclic, since the planner orders rebuilds topologically.
+func (c *converter) lineage(cfg *refill.Config) {
+	names := cfg.DatasetNames()
+	tables := map[string]string{} // lower-cased table -> first dataset (by line)
+	byLine := slices.Clone(names)
+	sort.SliceStable(byLine, func(i, j int) bool { return cfg.Datasets[byLine[i]].Line < cfg.Datasets[byLine[j]].Line })
+	for _, name := range byLine {
+		d := cfg.Datasets[name]
+		if d.Table == "" {
+			continue
+		}
+		// SQLite ignores case in names and PostgreSQL folds unquoted ones, so
+		// Events and events are one table to most people.
+		key := strings.ToLower(d.Table)
+		if other, ok := tables[key]; ok {
+			c.errorf(child("datasets", name, "table"), "table %q is also the table of dataset %s (line %d); two datasets cannot write one table", d.Table, other, cfg.Datasets[other].Line)
+			continue
+		}
+		tables[key] = name
+	}
+
+	for _, name := range names {
+		d := cfg.Datasets[name]
+		path := child("datasets", name, "upstream")
+		seen := map[string]bool{}
+		for i, up := range d.Upstream {
+			p := elem(path, i)
+			line := c.ix.line(p)
+			switch {
+			case up == name:
+				c.errs.add(line, path, "dataset %s lists itself as upstream", name)
+			case cfg.Datasets[up] == nil:
+				others := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == name })
+				c.errs.add(line, path, "unknown dataset %q %s", clip(up), known(up, others, 5))
+			case seen[up]:
+				c.errs.add(line, path, "%s is listed twice", up)
+			}
+			seen[up] = true
+		}
+	}
+
+	for _, cycle := range cycles(cfg, names) {
+		first := cycle[0]
+		c.errorf(child("datasets", first, "upstream"), "cycle: %s", strings.Join(cycle, " -> "))
+	}
+}
+
+// cycles finds the lineage cycles by depth-first search over upstream edges.
+// Each is returned once, in data-flow order (upstream before downstream),
+// rotated to start at its alphabetically first dataset and closed by
+// repeating it, as in [a b c a]. Self-references and unknown upstreams are
+// reported elsewhere and ignored here.
+func cycles(cfg *refill.Config, names []string) [][]string {
+	const (
+		unvisited = iota
+		onStack
+		done
+	)
+	state := map[string]int{}
+	var stack []string
+	var out [][]string
+	found := map[string]bool{}
+	var visit func(string)
+	visit = func(n string) {
+		state[n] = onStack
+		stack = append(stack, n)
+		for _, up := range cfg.Datasets[n].Upstream {
+			if up == n || cfg.Datasets[up] == nil {
+				continue
+			}
+			switch state[up] {
+			case unvisited:
+				visit(up)
+			case onStack:
+				// stack[i:] runs downstream -> upstream: each lists the next
+				// as its upstream, and the last lists stack[i].
+				i := slices.Index(stack, up)
+				cyc := slices.Clone(stack[i:])
+				slices.Reverse(cyc)
+				start := slices.Index(cyc, slices.Min(cyc))
+				cyc = append(cyc[start:], cyc[:start]...)
+				cyc = append(cyc, cyc[0])
+				if k := strings.Join(cyc, " "); !found[k] {
+					found[k] = true
+					out = append(out, cyc)
+				}
+			}
+		}
+		stack = stack[:len(stack)-1]
+		state[n] = done
+	}
+	for _, n := range names {
+		if state[n] == unvisited {
+			visit(n)
+		}
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// nonNil keeps an explicitly empty list empty rather than absent, so that
+// "manual_tags: []" survives a JSON round trip as [] and never reads as
+// "not configured".
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
