@@ -1,0 +1,295 @@
+// Package sqlite is the SQLite warehouse: one file, opened with
+// modernc.org/sqlite (pure Go, so refill stays one static binary).
+//
+// SQLite has no date type: partition columns hold text, either the partition
+// key itself ('2026-11-02', '2026-11-02T13') or a timestamp SQLite's date
+// functions read ('2026-11-02 13:45:00', '2026-11-02T13:45:00Z',
+// '2026-11-02 15:45:00+02:00'). Timestamps are bucketed in UTC.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	msqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/warehouse/sqltext"
+)
+
+// queryBatch is how many partitions one QueryCounts statement counts.
+// SQLite caps a compound SELECT at 500 terms by default; 100 keeps each
+// statement small while a year of days still takes only four round trips.
+const queryBatch = 100
+
+// Warehouse is a SQLite database file used as a warehouse.
+type Warehouse struct {
+	db *sql.DB
+}
+
+var _ refill.Warehouse = (*Warehouse)(nil)
+
+// Open opens (and creates, if missing) the SQLite database at path and pings
+// it. WAL lets refill read while a job writes, and the busy timeout makes a
+// writer wait for a lock instead of failing at once. Callers that must not
+// create a file, such as the configured warehouse, check it exists first.
+func Open(path string) (*Warehouse, error) {
+	if strings.ContainsRune(path, '?') {
+		// The driver would read everything after '?' as its parameters.
+		return nil, refill.BadInputf("sqlite path %q contains %q; rename the file", path, "?")
+	}
+	db, err := sql.Open("sqlite", path+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)")
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	if err := db.Ping(); err != nil {
+		db.Close()
+		if code(err) == sqlite3.SQLITE_NOTADB {
+			return nil, refill.BadInputf("%s is not a SQLite database", path)
+		}
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	return &Warehouse{db: db}, nil
+}
+
+// DB returns the underlying database, for tests and the demo to load data.
+func (w *Warehouse) DB() *sql.DB { return w.db }
+
+// Driver names the driver.
+func (w *Warehouse) Driver() string { return "sqlite" }
+
+// Ping checks the database file can still be read.
+func (w *Warehouse) Ping(ctx context.Context) error { return w.db.PingContext(ctx) }
+
+// Close closes the database.
+func (w *Warehouse) Close() error { return w.db.Close() }
+
+// Columns returns the table's columns in table order with their declared
+// types lower-cased. A name schema.table looks in that attached schema.
+func (w *Warehouse) Columns(ctx context.Context, table string) ([]refill.Column, error) {
+	q, args := "SELECT name, lower(type) FROM pragma_table_info(?1) ORDER BY cid", []any{table}
+	if schema, name, ok := strings.Cut(table, "."); ok {
+		q, args = "SELECT name, lower(type) FROM pragma_table_info(?1, ?2) ORDER BY cid", []any{name, schema}
+	}
+	rows, err := w.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("columns of %s: %w", table, err)
+	}
+	defer rows.Close()
+	var cols []refill.Column
+	for rows.Next() {
+		var c refill.Column
+		if err := rows.Scan(&c.Name, &c.Type); err != nil {
+			return nil, fmt.Errorf("columns of %s: %w", table, err)
+		}
+		cols = append(cols, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("columns of %s: %w", table, err)
+	}
+	if len(cols) == 0 {
+		return nil, fmt.Errorf("%w: %s", refill.ErrNoTable, table)
+	}
+	return cols, nil
+}
+
+// PartitionCounts counts the rows of every non-empty partition in [from, to]
+// with one grouped query.
+//
+// The range is filtered twice: first on the raw column, with text bounds a
+// day wider than the range on each side, which an index on the column can
+// serve and which no timestamp's UTC offset can move a row across; then on
+// the partition key itself, which is exact.
+func (w *Warehouse) PartitionCounts(ctx context.Context, t refill.TableRef, from, to string) (map[string]int64, error) {
+	key, err := w.partitionKey(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	lo, hi, err := dayBounds(t.Grain, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("partition counts of %s: %w", t.Table, err)
+	}
+	col := sqltext.QuoteIdent(t.Column)
+	q := fmt.Sprintf(`SELECT %[1]s AS p, count(*) FROM %[2]s
+WHERE %[3]s >= ?1 AND %[3]s < ?2 AND %[1]s BETWEEN ?3 AND ?4
+GROUP BY 1`, key, sqltext.QuoteIdent(t.Table), col)
+	rows, err := w.db.QueryContext(ctx, q, lo, hi, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("partition counts of %s: %w", t.Table, err)
+	}
+	defer rows.Close()
+	counts := map[string]int64{}
+	for rows.Next() {
+		var p string
+		var n int64
+		if err := rows.Scan(&p, &n); err != nil {
+			return nil, fmt.Errorf("partition counts of %s: %w", t.Table, err)
+		}
+		counts[p] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("partition counts of %s: %w", t.Table, err)
+	}
+	return counts, nil
+}
+
+// partitionKey returns the SQL expression that renders t's partition column
+// as a partition key of t's grain. Values in key form ('2026-11-02',
+// '2026-11-02T13') are cut, not parsed; anything else is read as a timestamp
+// and converted to UTC by strftime, which yields NULL (no partition) for
+// text that is not a time.
+func (w *Warehouse) partitionKey(ctx context.Context, t refill.TableRef) (string, error) {
+	cols, err := w.Columns(ctx, t.Table)
+	if err != nil {
+		return "", err // names the table already
+	}
+	var typ string
+	found := false
+	for _, c := range cols {
+		if strings.EqualFold(c.Name, t.Column) {
+			typ, found = c.Type, true
+			break
+		}
+	}
+	if !found {
+		return "", refill.BadInputf("table %s has no column %s (the partition column)", t.Table, t.Column)
+	}
+	// Columns of INTEGER or REAL affinity hold numbers, not date text: a
+	// text range over them would silently match nothing.
+	if strings.Contains(typ, "int") || strings.Contains(typ, "real") || strings.Contains(typ, "floa") || strings.Contains(typ, "doub") {
+		return "", refill.BadInputf("partition column %s.%s is %s; refill reads SQLite partition columns as text dates or timestamps", t.Table, t.Column, typ)
+	}
+	col := sqltext.QuoteIdent(t.Column)
+	switch t.Grain {
+	case refill.GrainDay, "":
+		return fmt.Sprintf("CASE length(%[1]s) WHEN 10 THEN %[1]s WHEN 13 THEN substr(%[1]s, 1, 10) ELSE strftime('%%Y-%%m-%%d', %[1]s) END", col), nil
+	case refill.GrainHour:
+		if typ == "date" {
+			return "", refill.BadInputf("partition column %s.%s is a date, which has no hours; use grain day or a timestamp column", t.Table, t.Column)
+		}
+		return fmt.Sprintf("CASE WHEN length(%[1]s) = 13 THEN %[1]s ELSE strftime('%%Y-%%m-%%dT%%H', %[1]s) END", col), nil
+	default:
+		return "", refill.BadInputf("dataset table %s has unknown partition grain %q (want day or hour)", t.Table, t.Grain)
+	}
+}
+
+// dayBounds checks from and to as partition keys of grain g and returns text
+// bounds [lo, hi) on the raw column: from's day minus one to to's day plus
+// two. Every text form of a time in the range starts with a date in
+// [lo, hi), whatever its UTC offset, so the bounds never drop a row.
+func dayBounds(g refill.Grain, from, to string) (lo, hi string, err error) {
+	f, err := refill.PartitionTime(from, g)
+	if err != nil {
+		return "", "", err
+	}
+	t, err := refill.PartitionTime(to, g)
+	if err != nil {
+		return "", "", err
+	}
+	if f.After(t) {
+		return "", "", refill.BadInputf("partition range %s..%s is backwards", from, to)
+	}
+	const day = "2006-01-02"
+	return f.AddDate(0, 0, -1).Format(day), t.Truncate(24*time.Hour).AddDate(0, 0, 2).Format(day), nil
+}
+
+// QueryCounts counts the rows query yields for each partition, in one
+// statement per batch of partitions, inside a transaction that is always
+// rolled back. The query is first checked to be a single statement, because
+// the driver would otherwise run every statement in the text; the rollback
+// means nothing the statement might do persists.
+func (w *Warehouse) QueryCounts(ctx context.Context, query string, partitions []string) (map[string]int64, error) {
+	parts := unique(partitions)
+	counts := make(map[string]int64, len(parts))
+	if len(parts) == 0 {
+		return counts, nil
+	}
+	if _, err := sqltext.SQLite.Subquery(query); err != nil {
+		return nil, err
+	}
+	tx, err := w.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("query counts: %w", err)
+	}
+	defer tx.Rollback() // always: a count must leave nothing behind
+	for start := 0; start < len(parts); start += queryBatch {
+		batch := parts[start:min(start+queryBatch, len(parts))]
+		if err := countBatch(ctx, tx, query, batch, counts); err != nil {
+			return nil, err
+		}
+	}
+	return counts, nil
+}
+
+// countBatch runs one counting statement for batch and adds its counts.
+func countBatch(ctx context.Context, tx *sql.Tx, query string, batch []string, counts map[string]int64) error {
+	stmt, params, err := sqltext.SQLite.CountEach(query, len(batch))
+	if err != nil {
+		return err
+	}
+	args := make([]any, params)
+	for i := range params {
+		args[i] = batch[i]
+	}
+	rows, err := tx.QueryContext(ctx, stmt, args...)
+	if err != nil {
+		return queryError(ctx, err, batch[0])
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var i int
+		var n int64
+		if err := rows.Scan(&i, &n); err != nil {
+			return fmt.Errorf("query counts: %w", err)
+		}
+		counts[batch[i]] = n
+	}
+	if err := rows.Err(); err != nil {
+		return queryError(ctx, err, batch[0])
+	}
+	return nil
+}
+
+// queryError classifies an error from a job query. A cancelled context and
+// the errors of a busy, full or broken database are the environment's; any
+// other failure (syntax, an unknown table or column, a parameter the query
+// invents, an attempted write) is the query's, and so bad input.
+func queryError(ctx context.Context, err error, partition string) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("query counts from partition %s: %w", partition, err)
+	}
+	switch code(err) {
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_NOMEM, sqlite3.SQLITE_IOERR,
+		sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_FULL, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PROTOCOL,
+		sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_INTERRUPT, sqlite3.SQLITE_PERM, sqlite3.SQLITE_INTERNAL:
+		return fmt.Errorf("query counts from partition %s: %w", partition, err)
+	}
+	return &sqltext.QueryError{Partition: partition, Err: err}
+}
+
+// code returns the primary SQLite result code of err, or 0.
+func code(err error) int {
+	var e *msqlite.Error
+	if errors.As(err, &e) {
+		return e.Code() & 0xff
+	}
+	return 0
+}
+
+// unique returns partitions without duplicates, in their first order.
+func unique(partitions []string) []string {
+	seen := make(map[string]bool, len(partitions))
+	out := make([]string, 0, len(partitions))
+	for _, p := range partitions {
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}

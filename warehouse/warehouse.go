@@ -1,0 +1,85 @@
+// Package warehouse opens the warehouse a configuration names. It is the one
+// place that maps a DSN's scheme to a driver, so the rest of refill sees
+// only refill.Warehouse.
+package warehouse
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/warehouse/postgres"
+	"github.com/refill-dev/refill/warehouse/sqlite"
+)
+
+// Open opens and pings the warehouse at dsn:
+//
+//   - sqlite:PATH, with PATH relative to baseDir (the config file's
+//     directory) unless absolute. The file must exist: a warehouse holds the
+//     user's data, so a mistyped path must fail rather than quietly create an
+//     empty database whose tables are all missing.
+//   - postgres://... or postgresql://...
+//
+// A DSN that is wrong (unknown scheme, missing file, unparsable URL) is an
+// error wrapping refill.ErrBadInput; a server that cannot be reached is a
+// plain error, since the fix lies in the environment. Errors name the host,
+// port and database but never the password.
+func Open(ctx context.Context, dsn, baseDir string) (refill.Warehouse, error) {
+	switch scheme, _, _ := strings.Cut(dsn, ":"); scheme {
+	case "sqlite":
+		path := SQLitePath(dsn, baseDir)
+		info, err := os.Stat(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, refill.BadInputf("warehouse %s: %s does not exist (a sqlite: path is relative to the config file's directory)", dsn, path)
+		case err != nil:
+			return nil, fmt.Errorf("warehouse %s: %w", dsn, err)
+		case info.IsDir():
+			return nil, refill.BadInputf("warehouse %s: %s is a directory, not a SQLite file", dsn, path)
+		}
+		w, err := sqlite.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("warehouse %s: %w", dsn, err)
+		}
+		return w, nil
+	case "postgres", "postgresql":
+		if !strings.HasPrefix(dsn, scheme+"://") {
+			break
+		}
+		w, err := postgres.Open(ctx, dsn)
+		if err != nil {
+			return nil, fmt.Errorf("warehouse: %w", err)
+		}
+		return w, nil
+	}
+	return nil, refill.BadInputf("warehouse %q: want sqlite:PATH or postgres://USER@HOST:PORT/DATABASE", RedactDSN(dsn))
+}
+
+// SQLitePath returns the file a sqlite: DSN names, resolved against baseDir
+// when relative. sqlite:///abs/path (URL style) is accepted as well as
+// sqlite:/abs/path.
+func SQLitePath(dsn, baseDir string) string {
+	path := strings.TrimPrefix(dsn, "sqlite:")
+	if strings.HasPrefix(path, "///") {
+		path = path[2:]
+	}
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(baseDir, path)
+	}
+	return path
+}
+
+// RedactDSN returns dsn with any password replaced by xxxxx, so that a DSN
+// can appear in messages and logs. SQLite DSNs carry none and come back
+// unchanged.
+func RedactDSN(dsn string) string {
+	if strings.HasPrefix(dsn, "sqlite:") {
+		return dsn
+	}
+	return postgres.RedactDSN(dsn)
+}
