@@ -1,0 +1,440 @@
+// Package store is refill's own state: the plans it made and what happened
+// to them, in SQLite for one engineer or PostgreSQL for a team (DESIGN.md
+// §7). It implements refill.Store.
+//
+// Both engines run the same statements through database/sql; what differs
+// between them (placeholders, types, locks) is confined to a dialect, and
+// each engine has its own embedded migrations, applied on Open.
+//
+// A plan is immutable once saved. Its body is stored with the hash it was
+// saved under and checked against that hash on every load, so a plan edited
+// behind refill's back (DESIGN.md §9: an approval is bound to the hash) is
+// refused rather than applied.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"modernc.org/sqlite" // also registers the "sqlite" database/sql driver
+
+	"github.com/refill-dev/refill"
+)
+
+var _ refill.Store = (*Store)(nil)
+
+// Store is the state store. It is safe for concurrent use, and several
+// processes may share one database: the only write that changes existing
+// state, SetStatus, is a compare-and-set.
+type Store struct {
+	db   *sql.DB
+	pool *pgxpool.Pool // nil on SQLite
+	d    dialect
+}
+
+// sqlitePragmas are applied to every SQLite connection. WAL lets readers
+// run alongside the writer; busy_timeout makes a writer wait for another
+// instead of failing at once with SQLITE_BUSY; foreign_keys is off by
+// default in SQLite. _txlock=immediate takes the write lock when a
+// transaction begins rather than at its first write, since a deferred
+// transaction that must upgrade its lock fails without waiting.
+const sqlitePragmas = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_txlock=immediate"
+
+// pgConnectTimeout bounds connecting to a PostgreSQL server when the URL
+// does not say, so that a server that drops packets fails Open in seconds
+// instead of hanging until the caller gives up.
+const pgConnectTimeout = 10 * time.Second
+
+// Open opens the state store named by dsn and brings its schema up to date.
+//
+// dsn is "sqlite:PATH" or a "postgres://" or "postgresql://" URL, as in
+// refill.yaml's state: key. A relative PATH is taken from baseDir (the
+// directory of refill.yaml), and missing parent directories are created, so
+// that the default sqlite:.refill/state.db needs no set-up. A PostgreSQL
+// store lives in the first schema of the URL's search_path.
+func Open(ctx context.Context, dsn, baseDir string) (*Store, error) {
+	switch {
+	case strings.HasPrefix(dsn, "sqlite:"):
+		return openSQLite(ctx, strings.TrimPrefix(dsn, "sqlite:"), baseDir)
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		return openPostgres(ctx, dsn)
+	}
+	// Only the scheme is echoed: the rest may hold a password.
+	scheme, _, _ := strings.Cut(dsn, ":")
+	return nil, refill.BadInputf("state store %q is not supported: want sqlite:PATH or postgres://HOST/DB", scheme+":…")
+}
+
+func openSQLite(ctx context.Context, file, baseDir string) (*Store, error) {
+	if file == "" {
+		return nil, refill.BadInputf("state store sqlite: needs a path, for example sqlite:.refill/state.db")
+	}
+	// The driver splits its DSN at the first '?', so a path holding one would
+	// silently open a different file.
+	if strings.Contains(file, "?") {
+		return nil, refill.BadInputf("state store sqlite:%s: the path may not contain '?'", file)
+	}
+	if !filepath.IsAbs(file) {
+		file = filepath.Join(baseDir, file)
+	}
+	// The state says who asked for and approved what; nobody else on the
+	// machine needs to read it.
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		return nil, fmt.Errorf("state store sqlite:%s: %w", file, err)
+	}
+	db, err := sql.Open("sqlite", file+"?"+sqlitePragmas)
+	if err != nil {
+		return nil, fmt.Errorf("state store sqlite:%s: %w", file, err)
+	}
+	s := &Store{db: db, d: sqliteDialect}
+	err = awaitSQLite(ctx, db)
+	if err == nil {
+		err = s.start(ctx)
+	}
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("state store sqlite:%s: %w", file, err)
+	}
+	return s, nil
+}
+
+// awaitSQLite opens the first connection, retrying while SQLite reports the
+// database busy. Turning a new file to WAL takes a lock that SQLite does not
+// wait for under busy_timeout, so when two processes (or the stores of one
+// test) open a fresh file at the same moment, one of them gets SQLITE_BUSY
+// from the connection's pragmas. It retries for as long as busy_timeout
+// would have waited.
+func awaitSQLite(ctx context.Context, db *sql.DB) error {
+	const sqliteBusy = 5 // SQLITE_BUSY; extended codes keep it in the low byte
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := db.PingContext(ctx)
+		var serr *sqlite.Error
+		if err == nil || !errors.As(err, &serr) || serr.Code()&0xff != sqliteBusy || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func openPostgres(ctx context.Context, dsn string) (*Store, error) {
+	secret := urlPassword(dsn)
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, redact(refill.BadInputf("state store: %v", err), secret)
+	}
+	if cfg.ConnConfig.Password != "" {
+		secret = cfg.ConnConfig.Password
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = pgConnectTimeout
+	}
+	where := fmt.Sprintf("PostgreSQL at %s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, redact(fmt.Errorf("state store %s: %w", where, err), secret)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, redact(fmt.Errorf("state store: cannot reach %s (is the server up, and is state: in refill.yaml right?): %w", where, err), secret)
+	}
+	s := &Store{db: stdlib.OpenDBFromPool(pool), pool: pool, d: postgresDialect}
+	if err := s.start(ctx); err != nil {
+		s.Close()
+		return nil, redact(fmt.Errorf("state store %s: %w", where, err), secret)
+	}
+	return s, nil
+}
+
+// start checks the database answers and migrates it.
+func (s *Store) start(ctx context.Context) error {
+	if err := s.db.PingContext(ctx); err != nil {
+		return err
+	}
+	return migrate(ctx, s.db, s.d)
+}
+
+// DB returns the database the store runs on, for components that keep their
+// own tables beside refill's, such as River's SQLite driver.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Pool returns the PostgreSQL connection pool the store runs on, for
+// components that want pgx itself, such as River's pgx driver. It is nil for
+// a SQLite store.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Driver names the engine: "sqlite" or "postgres".
+func (s *Store) Driver() string { return s.d.name }
+
+// Close releases the database. On PostgreSQL it closes the pool too, which
+// database/sql does not own.
+func (s *Store) Close() error {
+	err := s.db.Close()
+	if s.pool != nil {
+		s.pool.Close()
+	}
+	return err
+}
+
+// SavePlan stores a new plan with its current status. It refuses a plan
+// whose hash does not match its content, since every later load is checked
+// against that hash, and an ID already saved, since a saved plan never
+// changes: anything that would change a plan makes a new one.
+func (s *Store) SavePlan(ctx context.Context, p *refill.Plan) error {
+	if p.ID == "" {
+		return errors.New("save plan: the plan has no ID")
+	}
+	if p.Status == "" {
+		return fmt.Errorf("save plan %s: the plan has no status", p.ID)
+	}
+	if sum := p.ComputeHash(); p.Hash != sum {
+		return verificationf("save plan %s: its hash %s does not match its content (%s); a plan cannot change after it is hashed", p.ID, p.Hash, sum)
+	}
+	// The body leaves status out: it is the only part of a plan that moves,
+	// so it lives in its own column, and a frozen copy in the body would
+	// only be stale.
+	frozen := *p
+	frozen.Status = ""
+	body, err := json.Marshal(&frozen)
+	if err != nil {
+		return fmt.Errorf("save plan %s: %w", p.ID, err)
+	}
+	targets, err := json.Marshal(p.Request.Targets)
+	if err != nil {
+		return fmt.Errorf("save plan %s: %w", p.ID, err)
+	}
+	partitions := 0
+	for _, st := range p.Steps {
+		partitions += len(st.Partitions)
+	}
+	// ON CONFLICT DO NOTHING reports a duplicate as zero rows on both
+	// engines, without parsing driver-specific constraint errors.
+	res, err := s.db.ExecContext(ctx, s.d.rebind(`
+		INSERT INTO plans (id, hash, status, tier, created_at, requested_by, targets,
+			range_from, range_to, reason, datasets, partitions, body)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO NOTHING`),
+		p.ID, p.Hash, string(p.Status), string(p.Tier), s.d.timestamp(p.CreatedAt), p.Request.RequestedBy, string(targets),
+		p.Request.From, p.Request.To, p.Request.Reason, len(p.Steps), partitions, string(body))
+	if err != nil {
+		return fmt.Errorf("save plan %s: %w", p.ID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("save plan %s: %w", p.ID, err)
+	} else if n == 0 {
+		return refill.NotPermittedf("plan %s already exists; a saved plan never changes, so make a new plan instead", p.ID)
+	}
+	return nil
+}
+
+// Plan loads a plan and proves it is the plan that was saved: its content
+// must still hash to the stored hash, and its body must be the one saved
+// under this ID. Either failure wraps refill.ErrVerification, because an
+// approval bound to the hash must not carry over to different content.
+func (s *Store) Plan(ctx context.Context, id string) (*refill.Plan, error) {
+	var hash, status, body string
+	err := s.db.QueryRowContext(ctx, s.d.rebind(`SELECT hash, status, body FROM plans WHERE id = ?`), id).
+		Scan(&hash, &status, &body)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, refill.NotFoundf("no plan %q in the state store; `refill plans` lists the plans there are", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("plan %s: %w", id, err)
+	}
+	var p refill.Plan
+	if err := json.Unmarshal([]byte(body), &p); err != nil {
+		return nil, verificationf("plan %s was altered in the state store: its body is not a plan (%v); do not apply it, make a new plan", id, err)
+	}
+	if p.ID != id {
+		return nil, verificationf("plan %s was altered in the state store: it holds the body of plan %q; do not apply it, make a new plan", id, p.ID)
+	}
+	if sum := p.ComputeHash(); sum != hash || p.Hash != hash {
+		return nil, verificationf("plan %s was altered in the state store: stored hash %s, content hash %s; do not apply it, make a new plan", id, hash, sum)
+	}
+	p.Status = refill.Status(status)
+	return &p, nil
+}
+
+// Plans lists plans newest first; plans made in the same instant (as under
+// a fixed REFILL_NOW) are ordered by when they were saved.
+func (s *Store) Plans(ctx context.Context, f refill.PlanFilter) ([]refill.PlanSummary, error) {
+	q := `SELECT id, hash, status, tier, targets, range_from, range_to, requested_by, reason,
+		created_at, datasets, partitions FROM plans`
+	var args []any
+	if f.Status != "" {
+		q += ` WHERE status = ?`
+		args = append(args, string(f.Status))
+	}
+	q += ` ORDER BY created_at DESC, seq DESC`
+	if f.Limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, f.Limit)
+	}
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(q), args...)
+	if err != nil {
+		return nil, fmt.Errorf("list plans: %w", err)
+	}
+	defer rows.Close()
+	out := []refill.PlanSummary{}
+	for rows.Next() {
+		var (
+			ps      refill.PlanSummary
+			targets string
+			created timestamp
+		)
+		if err := rows.Scan(&ps.ID, &ps.Hash, &ps.Status, &ps.Tier, &targets, &ps.From, &ps.To,
+			&ps.RequestedBy, &ps.Reason, &created, &ps.Datasets, &ps.Partitions); err != nil {
+			return nil, fmt.Errorf("list plans: %w", err)
+		}
+		if err := json.Unmarshal([]byte(targets), &ps.Targets); err != nil {
+			return nil, fmt.Errorf("list plans: plan %s: targets: %w", ps.ID, err)
+		}
+		ps.CreatedAt = created.Format(time.RFC3339Nano)
+		out = append(out, ps)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list plans: %w", err)
+	}
+	return out, nil
+}
+
+// SetStatus moves a plan from one status to another as a compare-and-set,
+// so that of two approvers, or a runner and a canceller, racing on one plan
+// exactly one wins. Whether the move itself is allowed is the caller's
+// decision, not the store's.
+func (s *Store) SetStatus(ctx context.Context, id string, from, to refill.Status) error {
+	res, err := s.db.ExecContext(ctx, s.d.rebind(`UPDATE plans SET status = ? WHERE id = ? AND status = ?`),
+		string(to), id, string(from))
+	if err != nil {
+		return fmt.Errorf("plan %s: set status %s: %w", id, to, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("plan %s: set status %s: %w", id, to, err)
+	}
+	if n > 0 {
+		return nil
+	}
+	var cur string
+	err = s.db.QueryRowContext(ctx, s.d.rebind(`SELECT status FROM plans WHERE id = ?`), id).Scan(&cur)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return refill.NotFoundf("no plan %q in the state store; `refill plans` lists the plans there are", id)
+	case err != nil:
+		return fmt.Errorf("plan %s: set status %s: %w", id, to, err)
+	case refill.Status(cur) == from:
+		// It moved away and back between the update and this read.
+		return refill.NotPermittedf("plan %s changed status while it was being set to %s; look at it again", id, to)
+	}
+	return refill.NotPermittedf("plan %s is %s, not %s, so it cannot become %s", id, cur, from, to)
+}
+
+// SaveSchemas records sources' columns as a plan saw them, all or none.
+// Snapshots are only ever added, so the history of a source's schema stays
+// readable.
+func (s *Store) SaveSchemas(ctx context.Context, snaps []refill.SchemaSnapshot) error {
+	if len(snaps) == 0 {
+		return nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("save schemas: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	insert := s.d.rebind(`INSERT INTO schema_snapshots (dataset, plan_id, columns, recorded_at) VALUES (?, ?, ?, ?)`)
+	now := s.d.timestamp(time.Now())
+	for _, sn := range snaps {
+		if sn.Dataset == "" {
+			return fmt.Errorf("save schemas for plan %s: a snapshot has no dataset", sn.PlanID)
+		}
+		cols, err := json.Marshal(sn.Columns)
+		if err != nil {
+			return fmt.Errorf("save schema of %s: %w", sn.Dataset, err)
+		}
+		if _, err := tx.ExecContext(ctx, insert, sn.Dataset, sn.PlanID, string(cols), now); err != nil {
+			return fmt.Errorf("save schema of %s: %w", sn.Dataset, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("save schemas: %w", err)
+	}
+	return nil
+}
+
+// LatestSchema returns the columns of dataset recorded last. Insertion order
+// decides, not the clock, so two plans made within one clock tick still
+// compare against the right one.
+func (s *Store) LatestSchema(ctx context.Context, dataset string) (refill.SchemaSnapshot, bool, error) {
+	snap := refill.SchemaSnapshot{Dataset: dataset}
+	var cols string
+	err := s.db.QueryRowContext(ctx, s.d.rebind(`
+		SELECT plan_id, columns FROM schema_snapshots WHERE dataset = ? ORDER BY id DESC LIMIT 1`), dataset).
+		Scan(&snap.PlanID, &cols)
+	if errors.Is(err, sql.ErrNoRows) {
+		return refill.SchemaSnapshot{}, false, nil
+	}
+	if err != nil {
+		return refill.SchemaSnapshot{}, false, fmt.Errorf("latest schema of %s: %w", dataset, err)
+	}
+	if err := json.Unmarshal([]byte(cols), &snap.Columns); err != nil {
+		return refill.SchemaSnapshot{}, false, fmt.Errorf("latest schema of %s: %w", dataset, err)
+	}
+	return snap, true, nil
+}
+
+// verificationf returns an error wrapping refill.ErrVerification whose text
+// is the message alone, as refill.NotFoundf does for ErrNotFound.
+func verificationf(format string, args ...any) error {
+	return &classified{msg: fmt.Sprintf(format, args...), kind: refill.ErrVerification}
+}
+
+type classified struct {
+	msg  string
+	kind error
+}
+
+func (e *classified) Error() string { return e.msg }
+func (e *classified) Unwrap() error { return e.kind }
+
+// redact hides a PostgreSQL password in an error's text. pgx already masks
+// passwords in the errors it builds, but an error on its way to a terminal,
+// a log or a Slack thread must never depend on that; the original error is
+// still reachable for errors.Is and errors.As.
+func redact(err error, secret string) error {
+	if secret == "" || !strings.Contains(err.Error(), secret) {
+		return err
+	}
+	return &redacted{msg: strings.ReplaceAll(err.Error(), secret, "xxxxx"), err: err}
+}
+
+type redacted struct {
+	msg string
+	err error
+}
+
+func (e *redacted) Error() string { return e.msg }
+func (e *redacted) Unwrap() error { return e.err }
+
+// urlPassword returns the password of a postgres:// URL, if it parses, so it
+// can be redacted even from errors about a URL pgx cannot parse.
+func urlPassword(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil {
+		return ""
+	}
+	pw, _ := u.User.Password()
+	return pw
+}
