@@ -1,0 +1,302 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// These tests drive the real binary, built once, as a user would.
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "refill-bin")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "refill")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building refill: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// demoNow is the fixed clock the tests run the demo under.
+const demoNow = "2026-11-30T12:00:00Z"
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func run(t *testing.T, dir string, env []string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = dir
+	cmd.Env = append(append(os.Environ(), "REFILL_NOW="+demoNow, "REFILL_USER=", "REFILL_CONFIG="), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return result{code, out.String(), errb.String()}
+}
+
+// setup writes the demo into a temp dir and returns it.
+func setup(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	r := run(t, dir, nil, "demo", "d", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("demo: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	return filepath.Join(dir, "d")
+}
+
+type planJSON struct {
+	ID      string   `json:"id"`
+	Hash    string   `json:"hash"`
+	Status  string   `json:"status"`
+	Tier    string   `json:"tier"`
+	Reasons []string `json:"reasons"`
+	Request struct {
+		Targets     []string `json:"targets"`
+		From, To    string
+		Reason      string `json:"reason"`
+		RequestedBy string `json:"requested_by"`
+	} `json:"request"`
+	Steps []struct {
+		Dataset    string `json:"dataset"`
+		Order      int    `json:"order"`
+		Partitions []struct {
+			Partition      string `json:"partition"`
+			CurrentRows    *int64 `json:"current_rows"`
+			ExpectedRows   *int64 `json:"expected_rows"`
+			ExpectedMethod string `json:"expected_method"`
+		} `json:"partitions"`
+	} `json:"steps"`
+	Gate struct {
+		Passed   bool              `json:"passed"`
+		Findings []json.RawMessage `json:"findings"`
+	} `json:"gate"`
+}
+
+func decode[T any](t *testing.T, s string) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		t.Fatalf("stdout is not one JSON document: %v\n%s", err, s)
+	}
+	return v
+}
+
+func TestDemoShowsThreePlansWithHonestCounts(t *testing.T) {
+	dir := t.TempDir()
+	r := run(t, dir, nil, "demo", "d", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	out := decode[struct {
+		Broken []string   `json:"broken"`
+		Plans  []planJSON `json:"plans"`
+	}](t, r.stdout)
+	if len(out.Plans) != 3 {
+		t.Fatalf("%d plans, want 3", len(out.Plans))
+	}
+	// The third plan names the source over the broken 72 hours: every
+	// dataset downstream, in lineage order, and manual.
+	p := out.Plans[2]
+	if p.Tier != "manual" {
+		t.Errorf("incident plan tier = %s, want manual (%q)", p.Tier, p.Reasons)
+	}
+	var names []string
+	for _, s := range p.Steps {
+		names = append(names, fmt.Sprintf("%s:%d", s.Dataset, s.Order))
+	}
+	if got := strings.Join(names, " "); got != "events_daily:1 sessions:1 partner_feed:2 revenue_daily:2" {
+		t.Errorf("steps = %s", got)
+	}
+	// events_daily holds one wrong row per broken day; its query now yields
+	// one row per event type (5).
+	for _, pp := range p.Steps[0].Partitions {
+		if *pp.CurrentRows != 1 || *pp.ExpectedRows != 5 || pp.ExpectedMethod != "query" {
+			t.Errorf("events_daily %s: current %d expected %d (%s), want 1 -> 5 (query)", pp.Partition, *pp.CurrentRows, *pp.ExpectedRows, pp.ExpectedMethod)
+		}
+	}
+	// revenue_daily is a sql job: expected from history, one row a day.
+	for _, pp := range p.Steps[3].Partitions {
+		if pp.ExpectedMethod != "history" || *pp.ExpectedRows != 1 || *pp.CurrentRows != 1 {
+			t.Errorf("revenue_daily %s: %d -> %d (%s), want 1 -> 1 (history)", pp.Partition, *pp.CurrentRows, *pp.ExpectedRows, pp.ExpectedMethod)
+		}
+	}
+	if out.Plans[1].Tier != "semi-auto" || !strings.Contains(strings.Join(out.Plans[1].Reasons, ";"), "range is 14 days, over the auto limit of 7") {
+		t.Errorf("plan 2: %s %q", out.Plans[1].Tier, out.Plans[1].Reasons)
+	}
+}
+
+func TestPlanShowPlansRoundTrip(t *testing.T) {
+	d := setup(t)
+	r := run(t, d, nil, "plan", "sessions", "--from", "2026-11-25", "--to", "2026-11-27", "--reason", "late events", "--as", "bob", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("plan: exit %d %s", r.code, r.stderr)
+	}
+	p := decode[planJSON](t, r.stdout)
+	if p.Tier != "semi-auto" || p.Status != "pending" || p.Request.RequestedBy != "bob" || !strings.HasPrefix(p.Hash, "sha256:") {
+		t.Errorf("plan = %+v", p)
+	}
+	if !strings.Contains(strings.Join(p.Reasons, ";"), "no idempotency proof for sessions") {
+		t.Errorf("reasons %q do not say sessions lacks a proof", p.Reasons)
+	}
+	if len(p.Steps) != 1 || len(p.Steps[0].Partitions) != 3 {
+		t.Fatalf("steps = %+v", p.Steps)
+	}
+	for _, pp := range p.Steps[0].Partitions {
+		// sessions is built by exactly its own query, so now == expected.
+		if pp.CurrentRows == nil || *pp.CurrentRows == 0 || *pp.CurrentRows != *pp.ExpectedRows {
+			t.Errorf("%s: %v -> %v", pp.Partition, pp.CurrentRows, pp.ExpectedRows)
+		}
+	}
+	for i := 0; i < 2; i++ {
+		s := run(t, d, nil, "show", p.ID, "-o", "json")
+		if s.code != 0 {
+			t.Fatalf("show: %d %s", s.code, s.stderr)
+		}
+		if got := decode[planJSON](t, s.stdout); got.Hash != p.Hash || got.ID != p.ID {
+			t.Errorf("show gives hash %s, plan gave %s", got.Hash, p.Hash)
+		}
+	}
+	text := run(t, d, nil, "show", p.ID)
+	for _, want := range []string{"Plan " + p.ID, "~ sessions  query job -> sessions", "2026-11-25", "Tier: SEMI-AUTO", "refill approve " + p.ID} {
+		if !strings.Contains(text.stdout, want) {
+			t.Errorf("show text lacks %q:\n%s", want, text.stdout)
+		}
+	}
+	list := decode[[]struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+	}](t, run(t, d, nil, "plans", "-o", "json").stdout)
+	if len(list) != 4 || list[0].ID != p.ID {
+		t.Errorf("plans = %+v, want 4 newest first", list)
+	}
+	ready := decode[[]json.RawMessage](t, run(t, d, nil, "plans", "--status", "ready", "-o", "json").stdout)
+	if len(ready) != 0 {
+		t.Errorf("no plan can be ready without proofs, got %d", len(ready))
+	}
+}
+
+func TestLineageText(t *testing.T) {
+	d := setup(t)
+	r := run(t, d, nil, "lineage", "events_daily", "--format", "mermaid")
+	if r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	for _, want := range []string{"flowchart LR", "events_raw --> events_daily", "events_daily --> revenue_daily", "class events_daily target"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("mermaid lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "sessions") {
+		t.Error("sessions is not in events_daily's neighbourhood")
+	}
+	dot := run(t, d, nil, "lineage", "--format", "dot")
+	if !strings.Contains(dot.stdout, `"events_raw" -> "sessions"`) {
+		t.Errorf("dot: %s", dot.stdout)
+	}
+}
+
+// TestBadInput checks every bad input exits with its code, says what and
+// where, and stores nothing.
+func TestBadInput(t *testing.T) {
+	d := setup(t)
+	count := func() int {
+		return len(decode[[]json.RawMessage](t, run(t, d, nil, "plans", "-o", "json").stdout))
+	}
+	before := count()
+	plan := func(extra ...string) []string {
+		return append([]string{"plan", "--reason", "x", "--as", "alice"}, extra...)
+	}
+	writeConfig := func(name, body string) string {
+		p := filepath.Join(d, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	base, err := os.ReadFile(filepath.Join(d, "refill.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	missingTable := writeConfig("missing-table.yaml", strings.Replace(string(base), "table: sessions", "table: sessionz", 1))
+	missingCol := writeConfig("missing-col.yaml", strings.Replace(string(base), "partition: {column: event_date, grain: day}", "partition: {column: evt_date, grain: day}", 1))
+	malformed := writeConfig("malformed.yaml", "version: 1\nwarehouse: sqlite:warehouse.db\ndatasets:\n  a: [unclosed\n")
+	injection := writeConfig("inject.yaml", strings.Replace(string(base), "table: events_raw", "table: \"events; DROP TABLE x\"", 1))
+	unreachable := writeConfig("unreachable.yaml", strings.Replace(string(base), "warehouse: sqlite:warehouse.db", "warehouse: postgres://refill:s3cr3tpw@127.0.0.1:1/wh?sslmode=disable&connect_timeout=2", 1))
+
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want []string
+	}{
+		{"unknown dataset", plan("nope", "--from", "2026-11-01", "--to", "2026-11-02"), 2, []string{`unknown dataset "nope"`, "known:"}},
+		{"from after to", plan("sessions", "--from", "2026-11-05", "--to", "2026-11-02"), 2, []string{"--from 2026-11-05 is after --to 2026-11-02"}},
+		{"impossible date", plan("sessions", "--from", "2026-02-30", "--to", "2026-03-02"), 2, []string{`"2026-02-30" is not a valid date`}},
+		{"range too long", plan("sessions", "--from", "2000-01-01", "--to", "2026-11-02"), 2, []string{"over the maximum of 3660"}},
+		{"no reason", []string{"plan", "sessions", "--from", "2026-11-01", "--to", "2026-11-02", "--as", "alice"}, 2, []string{"--reason is required"}},
+		{"unknown user", plan("sessions", "--from", "2026-11-01", "--to", "2026-11-02", "--as", "mallory"), 4, []string{`unknown user "mallory"`}},
+		{"missing table", append(plan("sessions", "--from", "2026-11-01", "--to", "2026-11-02"), "--config", missingTable), 2, []string{"table sessionz does not exist", "missing-table.yaml"}},
+		{"missing partition column", append(plan("sessions", "--from", "2026-11-01", "--to", "2026-11-02"), "--config", missingCol), 2, []string{`no partition column "evt_date"`}},
+		{"malformed yaml", append(plan("sessions", "--from", "2026-11-01", "--to", "2026-11-02"), "--config", malformed), 2, []string{"malformed.yaml:"}},
+		{"sql injection identifier", append(plan("sessions", "--from", "2026-11-01", "--to", "2026-11-02"), "--config", injection), 2, []string{"inject.yaml:", "events; DROP TABLE x"}},
+		{"bad output flag", []string{"plans", "-o", "yaml"}, 2, []string{"want text or json"}},
+		{"unknown flag", []string{"plans", "--frobnicate"}, 2, []string{"frobnicate"}},
+		{"unknown plan", []string{"show", "deadbeef"}, 2, []string{"deadbeef"}},
+		{"unreachable warehouse", append(plan("sessions", "--from", "2026-11-01", "--to", "2026-11-02"), "--config", unreachable), 1, []string{"127.0.0.1:1"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := run(t, d, nil, c.args...)
+			if r.code != c.code {
+				t.Fatalf("exit %d, want %d\nstderr: %s", r.code, c.code, r.stderr)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(r.stderr, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, r.stderr)
+				}
+			}
+			if strings.Contains(r.stderr, "s3cr3tpw") {
+				t.Errorf("the password leaked: %s", r.stderr)
+			}
+			if strings.Contains(r.stderr, "goroutine") || strings.Contains(r.stderr, "panic") {
+				t.Errorf("a Go stack reached the user: %s", r.stderr)
+			}
+		})
+	}
+	if after := count(); after != before {
+		t.Errorf("bad input stored plans: %d before, %d after", before, after)
+	}
+	// With -o json the error is one JSON document on stdout.
+	r := run(t, d, nil, append(plan("nope", "--from", "2026-11-01", "--to", "2026-11-02"), "-o", "json")...)
+	e := decode[struct {
+		Error string `json:"error"`
+		Code  int    `json:"code"`
+	}](t, r.stdout)
+	if e.Code != 2 || !strings.Contains(e.Error, "nope") {
+		t.Errorf("json error = %+v", e)
+	}
+}

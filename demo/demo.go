@@ -1,0 +1,275 @@
+// Package demo writes a self-contained replay of the incident refill exists
+// for: a SQLite warehouse with two months of events with weekly seasonality,
+// a source whose upstream schema change left 72 hours broken, an aggregate
+// built on it, a billing table and a partner export — and the refill.yaml
+// that describes them.
+package demo
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // the demo warehouse is an embedded SQLite file
+
+	"github.com/refill-dev/refill"
+)
+
+// Days of history the demo warehouse holds before today.
+const Days = 65
+
+// marker heads every config the demo writes, so a rerun knows it may
+// replace the directory's contents and never touches anything else.
+const marker = "# written by `refill demo`"
+
+// Scenario describes what was written, so the walkthrough can name dates.
+type Scenario struct {
+	Dir    string
+	Config string
+	// Today is the demo's clock; data runs from Today-Days to Today-1.
+	Today time.Time
+	// BrokenFrom..BrokenTo are the 72 hours the upstream schema change broke.
+	BrokenFrom, BrokenTo string
+	// Rows is the total row count of events_raw.
+	Rows int
+}
+
+// Day formats the day n days before today.
+func (s *Scenario) Day(n int) string { return s.Today.AddDate(0, 0, -n).Format("2006-01-02") }
+
+// Write builds the demo in dir. A directory that holds anything other than
+// a previous demo is refused, so the demo never overwrites a user's files.
+func Write(ctx context.Context, dir string, today time.Time) (*Scenario, error) {
+	if err := prepare(dir); err != nil {
+		return nil, err
+	}
+	s := &Scenario{Dir: dir, Config: filepath.Join(dir, "refill.yaml"), Today: today.UTC().Truncate(24 * time.Hour)}
+	s.BrokenFrom, s.BrokenTo = s.Day(9), s.Day(7)
+	if err := s.writeWarehouse(ctx); err != nil {
+		return nil, fmt.Errorf("demo warehouse: %w", err)
+	}
+	if err := os.WriteFile(s.Config, []byte(configYAML), 0o644); err != nil {
+		return nil, fmt.Errorf("demo config: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "export.sh"), []byte(exportScript), 0o755); err != nil {
+		return nil, fmt.Errorf("demo export script: %w", err)
+	}
+	return s, nil
+}
+
+func prepare(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if os.IsNotExist(err) {
+		return os.MkdirAll(dir, 0o755)
+	}
+	if err != nil {
+		return fmt.Errorf("demo directory: %w", err)
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "refill.yaml"))
+	if err != nil || !strings.HasPrefix(string(b), marker) {
+		return refill.BadInputf("%s is not empty and holds no earlier demo: choose another directory (refill demo DIR)", dir)
+	}
+	for _, name := range []string{"warehouse.db", "warehouse.db-wal", "warehouse.db-shm", "scratch.db", ".refill", "exports"} {
+		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+			return fmt.Errorf("demo directory: %w", err)
+		}
+	}
+	return nil
+}
+
+var eventTypes = []string{"view", "click", "cart", "purchase", "refund"}
+
+func (s *Scenario) writeWarehouse(ctx context.Context) error {
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(s.Dir, "warehouse.db")+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	for _, ddl := range schema {
+		if _, err := tx.ExecContext(ctx, ddl); err != nil {
+			return fmt.Errorf("%s: %w", ddl, err)
+		}
+	}
+	ins, err := tx.PrepareContext(ctx, `INSERT INTO events_raw (event_id, event_date, event_time, ingested_at, user_id, event_type, amount) VALUES (?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return err
+	}
+	rng := rand.New(rand.NewPCG(42, 2026))
+	id := 0
+	for n := Days; n >= 1; n-- {
+		day := s.Today.AddDate(0, 0, -n)
+		broken := n >= 7 && n <= 9
+		// Weekly seasonality: weekends carry 40% of a weekday's traffic,
+		// with ±10% noise, so the gate has something real to model.
+		base := 500.0
+		if wd := day.Weekday(); wd == time.Saturday || wd == time.Sunday {
+			base = 200
+		}
+		count := int(base * (0.9 + 0.2*rng.Float64()))
+		for i := 0; i < count; i++ {
+			id++
+			t := day.Add(time.Duration(rng.IntN(86400)) * time.Second)
+			ing := t.Add(time.Duration(30+rng.IntN(600)) * time.Second)
+			typ := eventTypes[weighted(rng)]
+			var amount any = 0.0
+			switch typ {
+			case "purchase":
+				amount = float64(500+rng.IntN(9500)) / 100
+			case "refund":
+				amount = -float64(500+rng.IntN(4500)) / 100
+			}
+			if broken {
+				// The upstream renamed amount to amount_cents: the column
+				// the pipeline reads arrived empty for 72 hours.
+				amount = nil
+			}
+			if _, err := ins.ExecContext(ctx, id, day.Format("2006-01-02"), t.Format("2006-01-02 15:04:05"),
+				ing.Format("2006-01-02 15:04:05"), 1+rng.IntN(400), typ, amount); err != nil {
+				return err
+			}
+		}
+	}
+	s.Rows = id
+	ins.Close()
+	// Build the derived tables the way the pipeline did, day by day. On the
+	// broken days the aggregation mis-grouped everything into one 'unknown'
+	// row — the wrong data that then fed billing and the partner export.
+	for n := Days; n >= 1; n-- {
+		day := s.Day(n)
+		stmts := []string{
+			`INSERT INTO sessions (day, user_id, events, first_seen, last_seen) SELECT event_date, user_id, count(*), min(event_time), max(event_time) FROM events_raw WHERE event_date = ? GROUP BY event_date, user_id`,
+			`INSERT INTO events_daily (day, event_type, events, amount) SELECT event_date, event_type, count(*), coalesce(sum(amount), 0) FROM events_raw WHERE event_date = ? GROUP BY event_date, event_type`,
+		}
+		if n >= 7 && n <= 9 {
+			stmts[1] = `INSERT INTO events_daily (day, event_type, events, amount) SELECT event_date, 'unknown', count(*), 0 FROM events_raw WHERE event_date = ? GROUP BY event_date`
+		}
+		stmts = append(stmts,
+			`INSERT INTO revenue_daily (day, amount) SELECT day, sum(amount) FROM events_daily WHERE day = ? GROUP BY day`,
+			`INSERT INTO partner_feed (day, rows_exported) SELECT day, sum(events) FROM events_daily WHERE day = ? GROUP BY day`,
+		)
+		for _, q := range stmts {
+			if _, err := tx.ExecContext(ctx, q, day); err != nil {
+				return fmt.Errorf("%s: %w", q, err)
+			}
+		}
+	}
+	return tx.Commit()
+}
+
+// weighted picks an event type: mostly views and clicks, few refunds.
+func weighted(rng *rand.Rand) int {
+	r := rng.IntN(100)
+	switch {
+	case r < 55:
+		return 0
+	case r < 80:
+		return 1
+	case r < 92:
+		return 2
+	case r < 98:
+		return 3
+	default:
+		return 4
+	}
+}
+
+var schema = []string{
+	`CREATE TABLE events_raw (event_id INTEGER PRIMARY KEY, event_date TEXT NOT NULL, event_time TEXT, ingested_at TEXT, user_id INTEGER, event_type TEXT, amount REAL)`,
+	`CREATE INDEX events_raw_date ON events_raw (event_date)`,
+	`CREATE TABLE sessions (day TEXT NOT NULL, user_id INTEGER NOT NULL, events INTEGER NOT NULL, first_seen TEXT, last_seen TEXT)`,
+	`CREATE INDEX sessions_day ON sessions (day)`,
+	`CREATE TABLE events_daily (day TEXT NOT NULL, event_type TEXT NOT NULL, events INTEGER NOT NULL, amount REAL NOT NULL)`,
+	`CREATE INDEX events_daily_day ON events_daily (day)`,
+	`CREATE TABLE revenue_daily (day TEXT PRIMARY KEY, amount REAL NOT NULL)`,
+	`CREATE TABLE partner_feed (day TEXT PRIMARY KEY, rows_exported INTEGER NOT NULL)`,
+}
+
+const exportScript = `#!/bin/sh
+# The partner export: writes one file per day for the partner to collect.
+set -eu
+mkdir -p exports
+echo "exported partition $1 at $(date -u +%FT%TZ)" > "exports/partner-$1.txt"
+`
+
+const configYAML = marker + `: the incident refill exists for, replayed.
+# An upstream schema change left events_raw.amount empty for 72 hours; the
+# aggregate built on it was wrong, and so were billing and the partner export.
+version: 1
+warehouse: sqlite:warehouse.db
+state: sqlite:.refill/state.db
+proof_warehouse: sqlite:scratch.db
+run: {max_active: 3, max_active_total: 8, attempts: 3}
+policy:
+  auto_max_days: 7
+  manual_over_days: 30
+  manual_tags: [billing, external]
+  aggregate_tags: [aggregate]
+  rules:
+    - name: watcher-small-only
+      when: "request.requested_by == 'watcher' && request.days > 3"
+      tier: manual
+      reason: the watcher may fill at most 3 days on its own
+users:
+  alice: {roles: [engineer]}
+  bob: {roles: [engineer]}
+  carol: {roles: [lead]}
+datasets:
+  events_raw:
+    table: events_raw
+    partition: {column: event_date, grain: day}
+    checks:
+      not_null: {columns: [user_id, amount], max_ratio: 0.01}
+      volume: {lookback: 28, max_z: 3}
+      time_order: [{earlier: event_time, later: ingested_at}]
+      no_future: [event_time]
+  sessions:
+    table: sessions
+    partition: {column: day}
+    upstream: [events_raw]
+    job:
+      query: |
+        SELECT event_date AS day, user_id, count(*) AS events,
+               min(event_time) AS first_seen, max(event_time) AS last_seen
+        FROM events_raw WHERE event_date = :partition
+        GROUP BY event_date, user_id
+  events_daily:
+    table: events_daily
+    partition: {column: day}
+    upstream: [events_raw]
+    tags: [aggregate]
+    job:
+      query: |
+        SELECT event_date AS day, event_type, count(*) AS events,
+               coalesce(sum(amount), 0) AS amount
+        FROM events_raw WHERE event_date = :partition
+        GROUP BY event_date, event_type
+  revenue_daily:
+    table: revenue_daily
+    partition: {column: day}
+    upstream: [events_daily]
+    tags: [aggregate, billing]
+    job:
+      sql: |
+        INSERT OR IGNORE INTO revenue_daily (day, amount)
+        SELECT day, sum(amount) FROM events_daily WHERE day = :partition GROUP BY day
+  partner_feed:
+    table: partner_feed
+    partition: {column: day}
+    upstream: [events_daily]
+    tags: [external]
+    job:
+      command: ["./export.sh", "{{partition}}"]
+`

@@ -1,0 +1,207 @@
+// Package cli is refill's command line: cobra commands over the planner,
+// stores and warehouses, human text on a terminal and one JSON document with
+// -o json. Exit codes are mapped from error classes in exactly one place,
+// Main.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/config"
+	"github.com/refill-dev/refill/planner"
+	"github.com/refill-dev/refill/store"
+	"github.com/refill-dev/refill/warehouse"
+)
+
+// app carries what every command shares: global flags, output streams and
+// the environment, so tests can run commands in-process.
+type app struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+
+	configPath string
+	output     string
+	as         string
+}
+
+// Main runs the command line and returns the process exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	a := &app{stdout: stdout, stderr: stderr, getenv: os.Getenv}
+	root := a.root()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(context.Background())
+	if err == nil {
+		return refill.ExitOK
+	}
+	var ue *usageError
+	if errors.As(err, &ue) {
+		err = refill.BadInputf("%s", ue.Error())
+	}
+	code := refill.ExitCode(err)
+	if a.output == "json" {
+		a.printJSON(map[string]any{"error": err.Error(), "code": code})
+	}
+	fmt.Fprintf(stderr, "refill: %s\n", err)
+	return code
+}
+
+// usageError marks cobra's own argument and flag errors as bad input.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+
+func (a *app) root() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "refill",
+		Short: "refill decides how far a backfill can be trusted to run on its own, and enforces it",
+		Long: `refill is a control plane for data backfills.
+
+Describe datasets in refill.yaml, ask for a plan ("reprocess these targets for
+these dates, because ..."), and refill shows every table and partition it would
+rewrite, with row counts and the tier the policy gives it: auto, semi-auto or
+manual.
+
+Start with:  refill demo`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.configPath, "config", "", "path to refill.yaml (default ./refill.yaml or $REFILL_CONFIG)")
+	pf.StringVarP(&a.output, "output", "o", "text", "output format: text or json")
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if a.output != "text" && a.output != "json" {
+			return refill.BadInputf("-o %q: want text or json", a.output)
+		}
+		return nil
+	}
+	root.AddCommand(a.planCmd(), a.showCmd(), a.plansCmd(), a.lineageCmd(), a.demoCmd())
+	for _, c := range root.Commands() {
+		c.Args = wrapArgs(c.Args)
+	}
+	return root
+}
+
+// wrapArgs turns positional-argument validation failures into bad input.
+func wrapArgs(v cobra.PositionalArgs) cobra.PositionalArgs {
+	if v == nil {
+		return nil
+	}
+	return func(cmd *cobra.Command, args []string) error {
+		if err := v(cmd, args); err != nil {
+			return &usageError{fmt.Errorf("%s: %w", cmd.CommandPath(), err)}
+		}
+		return nil
+	}
+}
+
+// env is the project a command works in: its config, warehouse and store.
+type env struct {
+	cfg *refill.Config
+	wh  refill.Warehouse
+	st  *store.Store
+}
+
+func (e *env) Close() {
+	if e.wh != nil {
+		e.wh.Close()
+	}
+	if e.st != nil {
+		e.st.Close()
+	}
+}
+
+func (a *app) loadConfig() (*refill.Config, error) {
+	path := a.configPath
+	if path == "" {
+		path = a.getenv("REFILL_CONFIG")
+	}
+	if path == "" {
+		path = "refill.yaml"
+	}
+	if _, err := os.Stat(path); err != nil {
+		abs, _ := filepath.Abs(path)
+		return nil, refill.BadInputf("no config at %s: create refill.yaml, pass --config, or run `refill demo` to see one", abs)
+	}
+	return config.Load(path)
+}
+
+// open loads the config and opens what the command needs.
+func (a *app) open(ctx context.Context, needWarehouse, needStore bool) (*env, error) {
+	cfg, err := a.loadConfig()
+	if err != nil {
+		return nil, err
+	}
+	e := &env{cfg: cfg}
+	if needWarehouse {
+		if e.wh, err = warehouse.Open(ctx, cfg.Warehouse, cfg.Dir); err != nil {
+			return nil, fmt.Errorf("warehouse: %w", err)
+		}
+	}
+	if needStore {
+		if e.st, err = store.Open(ctx, cfg.State, cfg.Dir); err != nil {
+			e.Close()
+			return nil, fmt.Errorf("state store: %w", err)
+		}
+	}
+	return e, nil
+}
+
+// now is the clock: REFILL_NOW (RFC 3339) when set, so tests and demos
+// repeat exactly.
+func (a *app) now() (func() time.Time, error) {
+	s := a.getenv("REFILL_NOW")
+	if s == "" {
+		return time.Now, nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return nil, refill.BadInputf("REFILL_NOW=%q is not an RFC 3339 time (e.g. 2026-11-30T12:00:00Z)", s)
+	}
+	return func() time.Time { return t }, nil
+}
+
+// actor resolves --as, REFILL_USER, then the OS user.
+func (a *app) actor(cfg *refill.Config) (string, error) {
+	as := a.as
+	if as == "" {
+		as = a.getenv("REFILL_USER")
+	}
+	fallback := ""
+	if u, err := user.Current(); err == nil {
+		fallback = u.Username
+	}
+	return cfg.Actor(as, fallback)
+}
+
+func (a *app) planner(e *env) (*planner.Planner, error) {
+	p, err := planner.New(e.cfg, e.wh, e.st)
+	if err != nil {
+		return nil, err
+	}
+	if p.Now, err = a.now(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (a *app) json() bool { return a.output == "json" }
+
+func (a *app) printJSON(v any) error {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,203 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/lineage"
+	"github.com/refill-dev/refill/planner"
+)
+
+func (a *app) planCmd() *cobra.Command {
+	var from, to, reason string
+	cmd := &cobra.Command{
+		Use:   "plan TARGET... --from D --to D --reason TEXT",
+		Short: "Dry run: what would be rebuilt, how many rows, and which tier",
+		Long: `Plan a backfill without writing anything to the warehouse.
+
+The plan lists every dataset downstream of the targets in the order they would
+run, each partition with its current and expected row counts, the source gate's
+verdict and the tier with its reasons. It is stored immutable and hashed; later
+commands refer to it by id. Naming a source means "rebuild everything
+downstream of it for these dates".`,
+		Example: `  refill plan events_daily --from 2026-11-01 --to 2026-11-03 --reason "schema change broke 72h" --as alice`,
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, err := a.open(cmd.Context(), true, true)
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			actor, err := a.actor(e.cfg)
+			if err != nil {
+				return err
+			}
+			p, err := a.planner(e)
+			if err != nil {
+				return err
+			}
+			plan, err := p.Plan(cmd.Context(), planner.Request{Targets: args, From: from, To: to, Reason: reason, Actor: actor})
+			if err != nil {
+				return err
+			}
+			if err := a.printPlan(plan, e.cfg); err != nil {
+				return err
+			}
+			if plan.Status == refill.StatusBlocked {
+				return fmt.Errorf("plan %s: %w: %d failed check(s); it can never be approved or applied — fix the source, then plan again", plan.ID, refill.ErrBlocked, failed(plan.Gate))
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&from, "from", "", "first partition, YYYY-MM-DD (or YYYY-MM-DDTHH)")
+	f.StringVar(&to, "to", "", "last partition, both ends included")
+	f.StringVar(&reason, "reason", "", "why these dates are reprocessed (required; kept in the audit log)")
+	f.StringVar(&a.as, "as", "", "who is asking (default $REFILL_USER)")
+	return cmd
+}
+
+func failed(g refill.Gate) int {
+	n := 0
+	for _, f := range g.Findings {
+		if !f.Passed && !f.Warning {
+			n++
+		}
+	}
+	return n
+}
+
+func (a *app) printPlan(plan *refill.Plan, cfg *refill.Config) error {
+	if a.json() {
+		return a.printJSON(plan)
+	}
+	_, err := fmt.Fprint(a.stdout, renderPlan(plan, cfg))
+	return err
+}
+
+func (a *app) showCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "show PLAN",
+		Short: "Print a stored plan and its state",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, err := a.open(cmd.Context(), false, true)
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			plan, err := e.st.Plan(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return a.printPlan(plan, e.cfg)
+		},
+	}
+}
+
+func (a *app) plansCmd() *cobra.Command {
+	var status string
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "plans [--status S]",
+		Short: "List stored plans, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if status != "" && !knownStatus(refill.Status(status)) {
+				return refill.BadInputf("--status %q: want one of %s", status, strings.Join(statusNames(), ", "))
+			}
+			e, err := a.open(cmd.Context(), false, true)
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			list, err := e.st.Plans(cmd.Context(), refill.PlanFilter{Status: refill.Status(status), Limit: limit})
+			if err != nil {
+				return err
+			}
+			if a.json() {
+				if list == nil {
+					list = []refill.PlanSummary{}
+				}
+				return a.printJSON(list)
+			}
+			_, err = fmt.Fprint(a.stdout, renderPlans(list))
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&status, "status", "", "only plans in this status")
+	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many plans")
+	return cmd
+}
+
+var allStatuses = []refill.Status{
+	refill.StatusPending, refill.StatusReady, refill.StatusBlocked, refill.StatusApproved,
+	refill.StatusRejected, refill.StatusSuperseded, refill.StatusRunning, refill.StatusApplied,
+	refill.StatusFailed, refill.StatusRolledBack,
+}
+
+func knownStatus(s refill.Status) bool {
+	for _, k := range allStatuses {
+		if k == s {
+			return true
+		}
+	}
+	return false
+}
+
+func statusNames() []string {
+	out := make([]string, len(allStatuses))
+	for i, s := range allStatuses {
+		out[i] = string(s)
+	}
+	return out
+}
+
+func (a *app) lineageCmd() *cobra.Command {
+	var format string
+	cmd := &cobra.Command{
+		Use:   "lineage [DATASET] [--format dot|mermaid]",
+		Short: "The lineage picture, as Graphviz DOT or Mermaid text",
+		Long: `Print the lineage of every dataset, or of one dataset with everything
+upstream and downstream of it. Pipe DOT to "dot -Tsvg" or paste Mermaid into
+any Markdown viewer that renders it.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := a.loadConfig()
+			if err != nil {
+				return err
+			}
+			g, err := lineage.New(cfg.Datasets)
+			if err != nil {
+				return err
+			}
+			names := g.Names()
+			h := lineage.Highlight{Targets: map[string]bool{}}
+			if len(args) == 1 {
+				if names, err = g.Neighbourhood(args[0]); err != nil {
+					return err
+				}
+				h.Targets[args[0]] = true
+			}
+			var text string
+			switch format {
+			case "dot":
+				text = g.DOT(names, h)
+			case "mermaid":
+				text = g.Mermaid(names, h)
+			default:
+				return refill.BadInputf("--format %q: want dot or mermaid", format)
+			}
+			if a.json() {
+				return a.printJSON(map[string]any{"format": format, "datasets": names, "text": text})
+			}
+			_, err = fmt.Fprint(a.stdout, text)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "dot", "dot or mermaid")
+	return cmd
+}

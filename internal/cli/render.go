@@ -1,0 +1,213 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/refill-dev/refill"
+)
+
+// partitionsShown bounds how many partitions of one step the text rendering
+// lists before eliding the middle; -o json always has them all.
+const partitionsShown = 12
+
+// renderPlan writes a plan the way `terraform plan` reads: what changes, how
+// much, and why this tier, with what to do next.
+func renderPlan(p *refill.Plan, cfg *refill.Config) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Plan %s  %s  status %s\n", p.ID, shortHash(p.Hash), p.Status)
+	fmt.Fprintf(&b, "  request   %s  %s..%s (%d %s)  by %s\n", strings.Join(p.Request.Targets, ", "),
+		p.Request.From, p.Request.To, p.Request.Days, plural(p.Request.Days, "day", "days"), p.Request.RequestedBy)
+	fmt.Fprintf(&b, "  reason    %s\n", p.Request.Reason)
+	fmt.Fprintf(&b, "  created   %s\n\n", p.CreatedAt.Format("2006-01-02 15:04:05 MST"))
+
+	renderGate(&b, p.Gate)
+
+	nparts := 0
+	var cur, exp int64
+	for _, s := range p.Steps {
+		nparts += len(s.Partitions)
+		for _, pp := range s.Partitions {
+			if pp.CurrentRows != nil {
+				cur += *pp.CurrentRows
+			}
+			if pp.ExpectedRows != nil {
+				exp += *pp.ExpectedRows
+			}
+		}
+	}
+	fmt.Fprintf(&b, "refill will rebuild %d %s, %d %s, in this order (nothing has been written):\n\n",
+		len(p.Steps), plural(len(p.Steps), "dataset", "datasets"), nparts, plural(nparts, "partition", "partitions"))
+	order := 0
+	for _, s := range p.Steps {
+		if s.Order != order {
+			order = s.Order
+			fmt.Fprintf(&b, "  order %d\n", order)
+		}
+		renderStep(&b, s)
+	}
+	fmt.Fprintf(&b, "\n  total rows now %s, expected after %s\n\n", humanize.Comma(cur), humanize.Comma(exp))
+
+	fmt.Fprintf(&b, "Tier: %s\n", strings.ToUpper(string(p.Tier)))
+	for _, r := range p.Reasons {
+		fmt.Fprintf(&b, "  - %s\n", r)
+	}
+	b.WriteString("\n")
+	b.WriteString(nextSteps(p, cfg))
+	return b.String()
+}
+
+func renderGate(b *strings.Builder, g refill.Gate) {
+	var bad, warn []refill.Finding
+	for _, f := range g.Findings {
+		switch {
+		case f.Warning:
+			warn = append(warn, f)
+		case !f.Passed:
+			bad = append(bad, f)
+		}
+	}
+	switch {
+	case !g.Passed:
+		fmt.Fprintf(b, "Source gate: FAILED (%d %s)\n", len(bad), plural(len(bad), "finding", "findings"))
+	case len(g.Checked) == 0:
+		b.WriteString("Source gate: no upstream sources to check\n")
+	default:
+		fmt.Fprintf(b, "Source gate: passed (%s)\n", strings.Join(g.Checked, ", "))
+	}
+	for _, f := range append(bad, warn...) {
+		mark := "x"
+		if f.Warning {
+			mark = "!"
+		}
+		col := ""
+		if f.Column != "" {
+			col = "." + f.Column
+		}
+		msg := f.Message
+		if msg == "" {
+			msg = fmt.Sprintf("observed %g, limit %g", f.Observed, f.Limit)
+		}
+		fmt.Fprintf(b, "  %s %s%s %s %s: %s\n", mark, f.Dataset, col, f.Partition, f.Check, msg)
+	}
+	b.WriteString("\n")
+}
+
+func renderStep(b *strings.Builder, s refill.Step) {
+	tags := ""
+	if len(s.Tags) > 0 {
+		tags = "  [" + strings.Join(s.Tags, ", ") + "]"
+	}
+	table := s.Table
+	if table == "" {
+		table = "(no table: rows unknown)"
+	}
+	fmt.Fprintf(b, "  ~ %s  %s job -> %s%s\n", s.Dataset, s.Kind, table, tags)
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	shown := s.Partitions
+	elided := 0
+	if len(shown) > partitionsShown {
+		elided = len(shown) - partitionsShown
+	}
+	for i, pp := range shown {
+		if elided > 0 && i == partitionsShown-3 {
+			fmt.Fprintf(tw, "      … %d more\t\t\t\t\t\n", elided)
+		}
+		if elided > 0 && i >= partitionsShown-3 && i < len(shown)-3 {
+			continue
+		}
+		fmt.Fprintf(tw, "      %s\t%s\t->\t%s\t%s\t%s\t\n", pp.Partition, rows(pp.CurrentRows), rows(pp.ExpectedRows), delta(pp), pp.ExpectedMethod)
+	}
+	tw.Flush()
+}
+
+func rows(n *int64) string {
+	if n == nil {
+		return "?"
+	}
+	return humanize.Comma(*n)
+}
+
+// delta shows the expected change; over 10% either way is marked, because
+// that is what a person should look at before approving.
+func delta(pp refill.PartitionPlan) string {
+	if pp.CurrentRows == nil || pp.ExpectedRows == nil {
+		return ""
+	}
+	c, e := *pp.CurrentRows, *pp.ExpectedRows
+	if c == e {
+		return "="
+	}
+	d := e - c
+	sign := "+"
+	if d < 0 {
+		sign = ""
+	}
+	if c == 0 {
+		return fmt.Sprintf("%s%s (new) !", sign, humanize.Comma(d))
+	}
+	pct := float64(d) / float64(c) * 100
+	mark := ""
+	if pct > 10 || pct < -10 {
+		mark = " !"
+	}
+	return fmt.Sprintf("%s%s (%s%.1f%%)%s", sign, humanize.Comma(d), sign, pct, mark)
+}
+
+func nextSteps(p *refill.Plan, cfg *refill.Config) string {
+	switch p.Status {
+	case refill.StatusBlocked:
+		return "Blocked: the source gate failed. This plan can never be approved or applied;\nrepair the source, then plan again.\n"
+	case refill.StatusReady:
+		return fmt.Sprintf("Ready: auto tier needs no approval. Run it with: refill apply %s\n", p.ID)
+	case refill.StatusPending:
+		switch p.Tier {
+		case refill.TierManual:
+			return fmt.Sprintf("Next (manual checklist): refill snapshot %s; refill scope %s --note ...;\n  approval by a lead other than %s; refill apply %s; refill signoff %s\n",
+				p.ID, p.ID, p.Request.RequestedBy, p.ID, p.ID)
+		default:
+			return fmt.Sprintf("Next: someone other than %s reviews this dry run and runs: refill approve %s --as USER\n", p.Request.RequestedBy, p.ID)
+		}
+	}
+	return ""
+}
+
+func renderPlans(list []refill.PlanSummary) string {
+	if len(list) == 0 {
+		return "no plans yet: run `refill plan TARGET --from D --to D --reason TEXT`\n"
+	}
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATUS\tTIER\tTARGETS\tRANGE\tDATASETS\tPARTITIONS\tBY\tCREATED\tREASON")
+	for _, s := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s..%s\t%d\t%d\t%s\t%s\t%s\n", s.ID, s.Status, s.Tier, strings.Join(s.Targets, ","),
+			s.From, s.To, s.Datasets, s.Partitions, s.RequestedBy, s.CreatedAt, truncate(s.Reason, 40))
+	}
+	tw.Flush()
+	return b.String()
+}
+
+func truncate(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+func shortHash(h string) string {
+	if len(h) > 19 {
+		return h[:19]
+	}
+	return h
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

@@ -1,0 +1,318 @@
+// Package planner turns a request into a plan: the lineage closure in run
+// order, every partition with its current and expected row counts, the
+// source gate's verdict and the tier with its reasons. Nothing is written to
+// the warehouse; the plan is stored immutable and hashed.
+package planner
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/lineage"
+	"github.com/refill-dev/refill/policy"
+)
+
+// HistoryDepth is how many partitions before a range are read to estimate
+// expected rows for jobs whose output cannot be counted ahead: four weeks of
+// days gives four same-weekday points.
+const HistoryDepth = 28
+
+// ProofSource tells the policy whether a dataset's job has current evidence
+// of idempotency. The proofs component implements it; without one, no
+// dataset has a proof.
+type ProofSource interface {
+	ProofStatus(ctx context.Context, dataset, fingerprint string) (policy.Proof, error)
+}
+
+// Gate checks sources before a plan may be approved or applied.
+type Gate interface {
+	Check(ctx context.Context, sources []string, r refill.Range, planID string) (refill.Gate, error)
+}
+
+// Planner builds and stores plans.
+type Planner struct {
+	Config    *refill.Config
+	Graph     *lineage.Graph
+	Policy    *policy.Policy
+	Warehouse refill.Warehouse
+	Store     refill.Store
+	// Proofs and Gate are optional collaborators.
+	Proofs ProofSource
+	Gate   Gate
+	// Now is the clock (REFILL_NOW in the CLI).
+	Now func() time.Time
+}
+
+// New wires a planner over a loaded config.
+func New(cfg *refill.Config, wh refill.Warehouse, st refill.Store) (*Planner, error) {
+	g, err := lineage.New(cfg.Datasets)
+	if err != nil {
+		return nil, err
+	}
+	pol, err := policy.Compile(cfg.Policy)
+	if err != nil {
+		return nil, err
+	}
+	return &Planner{Config: cfg, Graph: g, Policy: pol, Warehouse: wh, Store: st, Now: time.Now}, nil
+}
+
+// Request is what the user asked for, before validation.
+type Request struct {
+	Targets []string
+	From    string
+	To      string
+	Reason  string
+	// Actor is the already resolved requester.
+	Actor string
+}
+
+// Plan builds the plan for r and stores it.
+func (p *Planner) Plan(ctx context.Context, r Request) (*refill.Plan, error) {
+	plan, err := p.Build(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Store.SavePlan(ctx, plan); err != nil {
+		return nil, fmt.Errorf("storing plan: %w", err)
+	}
+	return plan, nil
+}
+
+// Build makes the plan for r without storing it.
+func (p *Planner) Build(ctx context.Context, r Request) (*refill.Plan, error) {
+	if len(r.Targets) == 0 {
+		return nil, refill.BadInputf("name at least one dataset to reprocess (known: %s)", strings.Join(p.Graph.Names(), ", "))
+	}
+	if strings.TrimSpace(r.Reason) == "" {
+		return nil, refill.BadInputf("--reason is required: say why these dates are reprocessed, so the audit log can answer it later")
+	}
+	if r.Actor == "" {
+		return nil, refill.BadInputf("the requester is unknown: pass --as USER or set REFILL_USER")
+	}
+	rng, err := refill.ParseRange(r.From, r.To, p.Config.MaxRangeDays)
+	if err != nil {
+		return nil, err
+	}
+	targets := slices.Clone(r.Targets)
+	slices.Sort(targets)
+	targets = slices.Compact(targets)
+	closure, err := p.Graph.Closure(targets)
+	if err != nil {
+		return nil, err
+	}
+	if len(closure.Steps) == 0 {
+		return nil, refill.BadInputf("nothing to rebuild: %s has no datasets downstream with a job", strings.Join(targets, ", "))
+	}
+
+	plan := &refill.Plan{
+		ID:     newID(),
+		Status: refill.StatusPending,
+		Request: refill.Request{
+			Targets: targets, From: rng.FromString(), To: rng.ToString(),
+			Reason: strings.TrimSpace(r.Reason), RequestedBy: r.Actor, Days: rng.Days(),
+		},
+		Sources:   closure.Sources,
+		Policy:    p.Config.Policy,
+		CreatedAt: p.Now().UTC(),
+	}
+
+	// Every table the plan reads or writes must exist with its partition
+	// column before anything else is asked of the warehouse.
+	for _, name := range closure.Sources {
+		if err := p.checkTable(ctx, p.Config.Datasets[name]); err != nil {
+			return nil, err
+		}
+	}
+	for _, n := range closure.Steps {
+		if err := p.checkTable(ctx, n.Dataset); err != nil {
+			return nil, err
+		}
+		step, err := p.step(ctx, n, rng)
+		if err != nil {
+			return nil, err
+		}
+		plan.Steps = append(plan.Steps, step)
+	}
+
+	plan.Gate = refill.Gate{Passed: true, Checked: closure.Sources, Findings: []refill.Finding{}}
+	if p.Gate != nil {
+		g, err := p.Gate.Check(ctx, closure.Sources, rng, plan.ID)
+		if err != nil {
+			return nil, fmt.Errorf("source gate: %w", err)
+		}
+		plan.Gate = g
+	}
+
+	in := policy.Input{Request: plan.Request, Downstream: closure.Downstream, Proofs: map[string]policy.Proof{}}
+	for _, n := range closure.Steps {
+		in.Rebuilt = append(in.Rebuilt, n.Dataset)
+		if p.Proofs != nil {
+			pr, err := p.Proofs.ProofStatus(ctx, n.Dataset.Name, n.Dataset.Job.Fingerprint())
+			if err != nil {
+				return nil, fmt.Errorf("proofs of %s: %w", n.Dataset.Name, err)
+			}
+			in.Proofs[n.Dataset.Name] = pr
+		}
+	}
+	dec, err := p.Policy.Decide(in)
+	if err != nil {
+		return nil, err
+	}
+	plan.Tier, plan.Reasons = dec.Tier, dec.Reasons
+	switch {
+	case !plan.Gate.Passed:
+		plan.Status = refill.StatusBlocked
+	case plan.Tier == refill.TierAuto:
+		plan.Status = refill.StatusReady
+	}
+	plan.Hash = plan.ComputeHash()
+	return plan, nil
+}
+
+// checkTable verifies a dataset's table and partition column exist.
+func (p *Planner) checkTable(ctx context.Context, d *refill.Dataset) error {
+	if d.Table == "" {
+		return nil
+	}
+	cols, err := p.Warehouse.Columns(ctx, d.Table)
+	if err != nil {
+		if errors.Is(err, refill.ErrNoTable) {
+			return refill.BadInputf("dataset %s: table %s does not exist in the warehouse (%s:%d)", d.Name, d.Table, p.configName(), d.Line)
+		}
+		return fmt.Errorf("dataset %s: reading table %s: %w", d.Name, d.Table, err)
+	}
+	for _, c := range cols {
+		if strings.EqualFold(c.Name, d.Partition.Column) {
+			return nil
+		}
+	}
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = c.Name
+	}
+	return refill.BadInputf("dataset %s: table %s has no partition column %q (columns: %s) (%s:%d)",
+		d.Name, d.Table, d.Partition.Column, strings.Join(names, ", "), p.configName(), d.Line)
+}
+
+func (p *Planner) configName() string {
+	if p.Config.File == "" {
+		return "refill.yaml"
+	}
+	return p.Config.File
+}
+
+// step counts a dataset's partitions: current rows from one grouped query
+// over the range and its history, expected rows from the job's own query
+// when it has one, else from history.
+func (p *Planner) step(ctx context.Context, n lineage.Node, rng refill.Range) (refill.Step, error) {
+	d := n.Dataset
+	grain := d.Partition.Grain
+	if grain == "" {
+		grain = refill.GrainDay
+	}
+	parts := rng.Partitions(grain)
+	step := refill.Step{
+		Dataset: d.Name, Order: n.Order, Kind: d.Job.Kind, Table: d.Table,
+		Tags: d.Tags, Upstream: d.Upstream, Fingerprint: d.Job.Fingerprint(),
+		Partitions: make([]refill.PartitionPlan, len(parts)),
+	}
+	for i, part := range parts {
+		step.Partitions[i] = refill.PartitionPlan{Partition: part, ExpectedMethod: refill.ExpectedUnknown}
+	}
+	if d.Table == "" {
+		return step, nil
+	}
+	depth := HistoryDepth
+	if grain == refill.GrainHour {
+		depth = 7 * 24
+	}
+	wide := rng.Extend(grain, depth)
+	ref := refill.TableRef{Table: d.Table, Column: d.Partition.Column, Grain: grain}
+	counts, err := p.Warehouse.PartitionCounts(ctx, ref, wide.Partitions(grain)[0], parts[len(parts)-1])
+	if err != nil {
+		return step, fmt.Errorf("dataset %s: counting rows of %s: %w", d.Name, d.Table, err)
+	}
+	for i, part := range parts {
+		c := counts[part]
+		step.Partitions[i].CurrentRows = &c
+	}
+	if d.Job.Kind == refill.JobQuery {
+		qc, err := p.Warehouse.QueryCounts(ctx, d.Job.Query, parts)
+		if err != nil {
+			return step, fmt.Errorf("dataset %s: counting what its query would produce: %w", d.Name, err)
+		}
+		for i, part := range parts {
+			c := qc[part]
+			step.Partitions[i].ExpectedRows = &c
+			step.Partitions[i].ExpectedMethod = refill.ExpectedQuery
+		}
+		return step, nil
+	}
+	history := wide.Partitions(grain)[:depth]
+	for i, part := range parts {
+		if e, ok := expectedFromHistory(part, grain, history, counts); ok {
+			step.Partitions[i].ExpectedRows = &e
+			step.Partitions[i].ExpectedMethod = refill.ExpectedHistory
+		}
+	}
+	return step, nil
+}
+
+// expectedFromHistory is the median of the non-empty history partitions in
+// the same weekly (day grain) or daily (hour grain) slot as part, falling
+// back to all non-empty history when the slot has none: weekends are not
+// weekdays, and a table's busy hours are not its quiet ones.
+func expectedFromHistory(part string, g refill.Grain, history []string, counts map[string]int64) (int64, bool) {
+	pt, err := refill.PartitionTime(part, g)
+	if err != nil {
+		return 0, false
+	}
+	var same, all []int64
+	for _, h := range history {
+		c, ok := counts[h]
+		if !ok || c == 0 {
+			continue
+		}
+		all = append(all, c)
+		ht, err := refill.PartitionTime(h, g)
+		if err != nil {
+			continue
+		}
+		if (g == refill.GrainHour && ht.Hour() == pt.Hour()) || (g != refill.GrainHour && ht.Weekday() == pt.Weekday()) {
+			same = append(same, c)
+		}
+	}
+	if len(same) > 0 {
+		return median(same), true
+	}
+	if len(all) > 0 {
+		return median(all), true
+	}
+	return 0, false
+}
+
+func median(xs []int64) int64 {
+	s := slices.Clone(xs)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+func newID() string {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("refill: no randomness: " + err.Error())
+	}
+	return hex.EncodeToString(b[:])
+}
