@@ -1,0 +1,64 @@
+package cli
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/refill-dev/refill"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func n(v int64) *int64 { return &v }
+
+func goldenPlan() *refill.Plan {
+	var parts []refill.PartitionPlan
+	start := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
+	for i := 0; i < 20; i++ {
+		parts = append(parts, refill.PartitionPlan{Partition: start.AddDate(0, 0, i).Format("2006-01-02"),
+			CurrentRows: n(int64(1000 + i)), ExpectedRows: n(int64(1000 + i)), ExpectedMethod: refill.ExpectedQuery})
+	}
+	parts[3].ExpectedRows = n(1400) // +39%: marked
+	p := &refill.Plan{
+		ID: "0a1b2c3d", Status: refill.StatusBlocked, Tier: refill.TierManual,
+		Reasons: []string{"revenue_daily is tagged billing (manual_tags)", "range is 31 days, over the manual limit of 30"},
+		Request: refill.Request{Targets: []string{"events_raw"}, From: "2026-10-01", To: "2026-10-31", Reason: "INC-4711", RequestedBy: "alice", Days: 31},
+		Steps: []refill.Step{
+			{Dataset: "events_daily", Order: 1, Kind: refill.JobQuery, Table: "events_daily", Tags: []string{"aggregate"}, Partitions: parts},
+			{Dataset: "revenue_daily", Order: 2, Kind: refill.JobSQL, Table: "revenue_daily", Tags: []string{"billing"}, Partitions: []refill.PartitionPlan{
+				{Partition: "2026-10-01", CurrentRows: n(0), ExpectedRows: n(1), ExpectedMethod: refill.ExpectedHistory},
+			}},
+			{Dataset: "partner_feed", Order: 2, Kind: refill.JobCommand, Partitions: []refill.PartitionPlan{
+				{Partition: "2026-10-01", ExpectedMethod: refill.ExpectedUnknown},
+			}},
+		},
+		Sources: []string{"events_raw"},
+		Gate: refill.Gate{Passed: false, Checked: []string{"events_raw"}, Findings: []refill.Finding{
+			{Dataset: "events_raw", Partition: "2026-10-04", Check: "not_null", Column: "amount", Observed: 0.97, Limit: 0.01},
+			{Dataset: "events_raw", Partition: "2026-10-01", Check: "volume", Warning: true, Passed: true, Message: "insufficient history: 2 same-weekday partitions, need 4"},
+		}},
+		CreatedAt: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC),
+	}
+	p.Hash = p.ComputeHash()
+	return p
+}
+
+func TestRenderPlanGolden(t *testing.T) {
+	got := renderPlan(goldenPlan(), &refill.Config{})
+	path := filepath.Join("testdata", "plan.txt")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test ./internal/cli -update creates it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("plan text differs from %s:\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}

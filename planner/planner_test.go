@@ -1,0 +1,292 @@
+package planner
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/internal/pgtest"
+	"github.com/refill-dev/refill/store"
+	"github.com/refill-dev/refill/warehouse"
+)
+
+// bundle is what a planner test works with: the planner over a real
+// warehouse and store, and raw access to the warehouse for fixtures.
+type bundle struct {
+	p    *Planner
+	db   *sql.DB
+	st   *store.Store
+	cfg  *refill.Config
+	ph   func(n int) string
+	name string
+}
+
+type driver struct {
+	name string
+	// open returns a warehouse DSN and a raw handle on the same database.
+	open func(t *testing.T) (dsn string, db *sql.DB)
+}
+
+var drivers = []driver{
+	{"sqlite", func(t *testing.T) (string, *sql.DB) {
+		path := filepath.Join(t.TempDir(), "wh.db")
+		db, err := sql.Open("sqlite", "file:"+path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return "sqlite:" + path, db
+	}},
+	{"postgres", func(t *testing.T) (string, *sql.DB) {
+		dsn := pgtest.Schema(t)
+		db, err := sql.Open("pgx", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return dsn, db
+	}},
+}
+
+// each runs fn against every warehouse driver.
+func each(t *testing.T, datasets map[string]*refill.Dataset, fixtures []string, fn func(t *testing.T, b *bundle)) {
+	for _, d := range drivers {
+		t.Run(d.name, func(t *testing.T) {
+			dsn, db := d.open(t)
+			for _, f := range fixtures {
+				if _, err := db.Exec(f); err != nil {
+					t.Fatalf("%s: %v", f, err)
+				}
+			}
+			ctx := context.Background()
+			wh, err := warehouse.Open(ctx, dsn, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { wh.Close() })
+			st, err := store.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "state.db"), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			// Each driver gets its own copy: tests edit jobs.
+			datasets := clone(datasets)
+			for n, ds := range datasets {
+				ds.Name = n
+				if ds.Partition.Grain == "" {
+					ds.Partition.Grain = refill.GrainDay
+				}
+			}
+			cfg := &refill.Config{Policy: refill.DefaultPolicy(), Datasets: datasets}
+			p, err := New(cfg, wh, st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Now = func() time.Time { return time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC) }
+			fn(t, &bundle{p: p, db: db, st: st, cfg: cfg, name: d.name})
+		})
+	}
+}
+
+func clone(in map[string]*refill.Dataset) map[string]*refill.Dataset {
+	out := map[string]*refill.Dataset{}
+	for n, d := range in {
+		c := *d
+		if d.Job != nil {
+			j := *d.Job
+			c.Job = &j
+		}
+		out[n] = &c
+	}
+	return out
+}
+
+func req(targets string, from, to string) Request {
+	return Request{Targets: strings.Split(targets, ","), From: from, To: to, Reason: "test", Actor: "alice"}
+}
+
+// seasonal inserts rows for every day of [from, to]: weekdays get weekday
+// rows, weekends weekend rows.
+func seasonal(table string, from, to time.Time, weekday, weekend int) []string {
+	var out []string
+	for d := from; !d.After(to); d = d.AddDate(0, 0, 1) {
+		n := weekday
+		if d.Weekday() == time.Saturday || d.Weekday() == time.Sunday {
+			n = weekend
+		}
+		var vals []string
+		for i := 0; i < n; i++ {
+			vals = append(vals, fmt.Sprintf("('%s', %d)", d.Format("2006-01-02"), i))
+		}
+		out = append(out, fmt.Sprintf("INSERT INTO %s (day, v) VALUES %s", table, strings.Join(vals, ",")))
+	}
+	return out
+}
+
+func day(s string) time.Time {
+	t, _ := time.Parse("2006-01-02", s)
+	return t
+}
+
+func TestExpectedRows(t *testing.T) {
+	fixtures := append([]string{
+		"CREATE TABLE src (day TEXT, v INTEGER)",
+		"CREATE TABLE agg (day TEXT, v INTEGER)",
+		"CREATE TABLE copy (day TEXT, v INTEGER)",
+	}, seasonal("src", day("2026-10-01"), day("2026-11-29"), 10, 4)...)
+	// agg holds 5 rows a weekday and 2 a weekend day in its history, and a
+	// broken 1 row on 2026-11-25 (a Wednesday).
+	fixtures = append(fixtures, seasonal("agg", day("2026-10-01"), day("2026-11-24"), 5, 2)...)
+	fixtures = append(fixtures, "INSERT INTO agg (day, v) VALUES ('2026-11-25', 0)")
+	fixtures = append(fixtures, seasonal("copy", day("2026-11-20"), day("2026-11-29"), 10, 4)...)
+	datasets := map[string]*refill.Dataset{
+		"src": {Table: "src", Partition: refill.PartitionSpec{Column: "day"}},
+		"agg": {Table: "agg", Partition: refill.PartitionSpec{Column: "day"}, Upstream: []string{"src"},
+			Job: &refill.Job{Kind: refill.JobSQL, SQL: "DELETE FROM agg WHERE day = :partition"}},
+		"copy": {Table: "copy", Partition: refill.PartitionSpec{Column: "day"}, Upstream: []string{"agg"},
+			Job: &refill.Job{Kind: refill.JobQuery, Query: "SELECT day, v FROM src WHERE day = :partition AND v < 3"}},
+		"feed": {Upstream: []string{"agg"}, Job: &refill.Job{Kind: refill.JobCommand, Command: []string{"true"}}},
+	}
+	each(t, datasets, fixtures, func(t *testing.T, b *bundle) {
+		// 2026-11-25 is a Wednesday, 11-28 a Saturday, 11-30 has no data.
+		plan, err := b.p.Plan(context.Background(), req("agg", "2026-11-25", "2026-11-30"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, s := range plan.Steps {
+			for _, pp := range s.Partitions {
+				got[s.Dataset+" "+pp.Partition] = fmt.Sprintf("%s->%s %s", rowsOf(pp.CurrentRows), rowsOf(pp.ExpectedRows), pp.ExpectedMethod)
+			}
+		}
+		want := map[string]string{
+			"agg 2026-11-25":  "1->5 history", // a Wednesday: the median of four Wednesdays
+			"agg 2026-11-28":  "0->2 history", // a Saturday: weekends are not weekdays
+			"agg 2026-11-30":  "0->5 history", // a Monday
+			"copy 2026-11-25": "10->3 query",  // its query, counted read-only
+			"copy 2026-11-28": "4->3 query",   //
+			"copy 2026-11-30": "0->0 query",   // no source rows yet
+			"feed 2026-11-25": "?->? unknown", // a command with no table
+		}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%s = %s, want %s", k, got[k], v)
+			}
+		}
+		if len(plan.Steps) != 3 || plan.Steps[0].Dataset != "agg" || plan.Steps[0].Order != 1 || plan.Steps[1].Order != 2 {
+			t.Errorf("steps = %v", plan.Datasets())
+		}
+		if strings.Join(plan.Sources, ",") != "src" {
+			t.Errorf("sources = %v", plan.Sources)
+		}
+		// The query job left no trace: copy still holds what it held.
+		var n int
+		if err := b.db.QueryRow("SELECT count(*) FROM copy").Scan(&n); err != nil || n != 10*6+4*4 {
+			t.Errorf("copy has %d rows (err %v), want the fixture's 76", n, err)
+		}
+	})
+}
+
+func rowsOf(n *int64) string {
+	if n == nil {
+		return "?"
+	}
+	return fmt.Sprint(*n)
+}
+
+func TestHashIsCanonical(t *testing.T) {
+	datasets := map[string]*refill.Dataset{
+		"src": {Table: "src", Partition: refill.PartitionSpec{Column: "day"}},
+		"a": {Table: "a", Partition: refill.PartitionSpec{Column: "day"}, Upstream: []string{"src"},
+			Job: &refill.Job{Kind: refill.JobQuery, Query: "SELECT day, v FROM src WHERE day = :partition"}},
+	}
+	fixtures := append([]string{"CREATE TABLE src (day TEXT, v INTEGER)", "CREATE TABLE a (day TEXT, v INTEGER)"},
+		seasonal("src", day("2026-11-01"), day("2026-11-05"), 3, 1)...)
+	each(t, datasets, fixtures, func(t *testing.T, b *bundle) {
+		ctx := context.Background()
+		p1, err := b.p.Plan(ctx, req("a", "2026-11-01", "2026-11-03"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p2, err := b.p.Plan(ctx, req("a", "2026-11-01", "2026-11-03"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p1.ID == p2.ID || p1.Hash != p2.Hash {
+			t.Errorf("same inputs: ids %s %s (want different), hashes %s %s (want equal)", p1.ID, p2.ID, p1.Hash, p2.Hash)
+		}
+		loaded, err := b.st.Plan(ctx, p1.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if loaded.Hash != p1.Hash || loaded.ComputeHash() != p1.Hash {
+			t.Errorf("stored hash %s, recomputed %s, want %s", loaded.Hash, loaded.ComputeHash(), p1.Hash)
+		}
+		// Any change in what the plan decided from changes the hash: new
+		// rows in the source change the query's expected count.
+		if _, err := b.db.Exec("INSERT INTO src (day, v) VALUES ('2026-11-02', 99)"); err != nil {
+			t.Fatal(err)
+		}
+		p3, err := b.p.Plan(ctx, req("a", "2026-11-01", "2026-11-03"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p3.Hash == p1.Hash {
+			t.Error("a plan over changed inputs has the same hash")
+		}
+		// So does a changed job definition (its fingerprint).
+		b.cfg.Datasets["a"].Job.Query = "SELECT day, v FROM src WHERE day = :partition AND v >= 0"
+		p4, err := b.p.Build(ctx, req("a", "2026-11-01", "2026-11-03"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p4.Hash == p3.Hash || p4.Steps[0].Fingerprint == p3.Steps[0].Fingerprint {
+			t.Error("a changed job left the hash or fingerprint unchanged")
+		}
+	})
+}
+
+func TestHourGrain(t *testing.T) {
+	datasets := map[string]*refill.Dataset{
+		"clicks": {Table: "clicks", Partition: refill.PartitionSpec{Column: "hour", Grain: refill.GrainHour}},
+		"hourly": {Table: "hourly", Partition: refill.PartitionSpec{Column: "hour", Grain: refill.GrainHour}, Upstream: []string{"clicks"},
+			Job: &refill.Job{Kind: refill.JobQuery, Query: "SELECT hour, count(*) AS n FROM clicks WHERE hour = :partition GROUP BY hour"}},
+	}
+	fixtures := []string{
+		"CREATE TABLE clicks (hour TEXT, id INTEGER)",
+		"CREATE TABLE hourly (hour TEXT, n INTEGER)",
+		"INSERT INTO clicks VALUES ('2026-11-02T13', 1), ('2026-11-02T13', 2), ('2026-11-02T14', 3)",
+		"INSERT INTO hourly VALUES ('2026-11-02T13', 2)",
+	}
+	each(t, datasets, fixtures, func(t *testing.T, b *bundle) {
+		plan, err := b.p.Build(context.Background(), req("hourly", "2026-11-02T12", "2026-11-02T14"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, pp := range plan.Steps[0].Partitions {
+			got = append(got, fmt.Sprintf("%s:%s->%s", pp.Partition, rowsOf(pp.CurrentRows), rowsOf(pp.ExpectedRows)))
+		}
+		if s := strings.Join(got, " "); s != "2026-11-02T12:0->0 2026-11-02T13:1->1 2026-11-02T14:0->1" {
+			t.Errorf("partitions = %s", s)
+		}
+		if plan.Request.Days != 1 {
+			t.Errorf("days = %d, want 1 (the hours touch one day)", plan.Request.Days)
+		}
+	})
+}
+
+func TestNothingToRebuild(t *testing.T) {
+	datasets := map[string]*refill.Dataset{"src": {Table: "src", Partition: refill.PartitionSpec{Column: "day"}}}
+	each(t, datasets, []string{"CREATE TABLE src (day TEXT)"}, func(t *testing.T, b *bundle) {
+		_, err := b.p.Build(context.Background(), req("src", "2026-11-01", "2026-11-02"))
+		if refill.ExitCode(err) != refill.ExitBadInput || !strings.Contains(err.Error(), "nothing to rebuild") {
+			t.Errorf("err = %v", err)
+		}
+	})
+}
