@@ -1,0 +1,69 @@
+package refill
+
+import (
+	"context"
+	"time"
+)
+
+// ProfileSpec is what the source gate measures in one scan of a table.
+type ProfileSpec struct {
+	// NotNull columns get a null count per partition.
+	NotNull []string
+	// TimeOrder pairs get a count of rows where Earlier > Later.
+	TimeOrder []TimeOrderCheck
+	// NoFuture columns get a count of rows later than Now, and their max.
+	NoFuture []string
+	// Now is the clock future timestamps are judged against.
+	Now time.Time
+}
+
+// Profile is one partition's measurements from a profile scan.
+type Profile struct {
+	Rows int64
+	// Nulls is keyed by column name.
+	Nulls map[string]int64
+	// Inversions is indexed like ProfileSpec.TimeOrder.
+	Inversions []int64
+	// Future is keyed by column name.
+	Future map[string]int64
+}
+
+// Digest is a partition's row count and content checksum: the sum modulo
+// 2^64 of a 64-bit hash of every row, so it ignores row order but counts
+// duplicates (DESIGN.md §8). It is only comparable within one warehouse.
+type Digest struct {
+	Rows     int64  `json:"rows"`
+	Checksum string `json:"checksum"` // 16 hex digits
+}
+
+// Profiler is the part of a warehouse the source gate uses.
+type Profiler interface {
+	// Profile scans [from, to] of t once and returns every non-empty
+	// partition's measurements.
+	Profile(ctx context.Context, t TableRef, spec ProfileSpec, from, to string) (map[string]Profile, error)
+}
+
+// Rehearser is the part of a warehouse that proofs use: building partitions
+// inside a transaction that is always rolled back.
+type Rehearser interface {
+	// Digest returns the count and checksum of one partition of t.
+	Digest(ctx context.Context, t TableRef, partition string) (Digest, error)
+	// Rehearse runs fn inside one transaction and always rolls it back,
+	// whatever fn returns, so the warehouse is left exactly as it was.
+	Rehearse(ctx context.Context, fn func(tx WarehouseTx) error) error
+}
+
+// WarehouseTx is what a rehearsal (and later a run) may do inside one
+// warehouse transaction.
+type WarehouseTx interface {
+	// ReplaceFromQuery deletes partition from t and inserts the rows of a
+	// query job (which binds :partition), matching its output columns to
+	// t's columns by name: refill owns the write.
+	ReplaceFromQuery(ctx context.Context, t TableRef, query, partition string) (inserted int64, err error)
+	// ExecSQL runs an sql job's statements in order, :partition bound.
+	ExecSQL(ctx context.Context, sql, partition string) error
+	// DeletePartition empties one partition of t.
+	DeletePartition(ctx context.Context, t TableRef, partition string) (deleted int64, err error)
+	// Digest is Rehearser.Digest as seen inside the transaction.
+	Digest(ctx context.Context, t TableRef, partition string) (Digest, error)
+}
