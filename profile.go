@@ -53,6 +53,13 @@ type Rehearser interface {
 	Rehearse(ctx context.Context, fn func(tx WarehouseTx) error) error
 }
 
+// Transactor runs fn inside one warehouse transaction and commits it when
+// fn returns nil (rolls back otherwise): the write side of a warehouse, used
+// to publish partitions and to reset a proof warehouse.
+type Transactor interface {
+	Transact(ctx context.Context, fn func(tx WarehouseTx) error) error
+}
+
 // WarehouseTx is what a rehearsal (and later a run) may do inside one
 // warehouse transaction.
 type WarehouseTx interface {

@@ -50,6 +50,14 @@ type Store interface {
 	// LatestSchema returns the most recently recorded columns of a dataset,
 	// or ok=false if none were recorded.
 	LatestSchema(ctx context.Context, dataset string) (snap SchemaSnapshot, ok bool, err error)
+	// SaveProof records a proof's evidence.
+	SaveProof(ctx context.Context, p *Proof) error
+	// Proofs returns a dataset's recorded proofs, newest first.
+	Proofs(ctx context.Context, dataset string) ([]Proof, error)
+	// SaveFlags records partitions the gate found bad.
+	SaveFlags(ctx context.Context, flags []Flag) error
+	// Flagged returns the partitions of dataset ever flagged by the gate.
+	Flagged(ctx context.Context, dataset string) (map[string]bool, error)
 	// Close releases the store.
 	Close() error
 }

@@ -21,6 +21,10 @@ type Proof struct {
 	Exists bool
 	// Current is true when a passing proof matches the job's fingerprint now.
 	Current bool
+	// Failed is true when the newest proof of the current job failed;
+	// Message then says how.
+	Failed  bool
+	Message string
 }
 
 // Input is everything a tier is decided from.
@@ -134,6 +138,8 @@ func (p *Policy) Decide(in Input) (Decision, error) {
 	for _, d := range in.Rebuilt {
 		pr := in.Proofs[d.Name]
 		switch {
+		case pr.Failed:
+			notAuto = append(notAuto, fmt.Sprintf("the idempotency proof of %s failed: %s", d.Name, pr.Message))
 		case pr.Current:
 		case pr.Exists:
 			stale = append(stale, d.Name)

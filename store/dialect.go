@@ -28,6 +28,8 @@ type dialect struct {
 	createMigrations string
 	// timestamp converts a time to the value bound for a timestamp column.
 	timestamp func(time.Time) any
+	// boolean converts a bool for a boolean column (SQLite has none).
+	boolean func(bool) any
 }
 
 // sqliteTime is the text form of timestamps on SQLite. SQLite has no time
@@ -44,6 +46,12 @@ var sqliteDialect = dialect{
 	applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 ) STRICT`,
 	timestamp: func(t time.Time) any { return t.UTC().Format(sqliteTime) },
+	boolean: func(b bool) any {
+		if b {
+			return 1
+		}
+		return 0
+	},
 }
 
 var postgresDialect = dialect{
@@ -58,6 +66,7 @@ var postgresDialect = dialect{
 	applied_at timestamptz NOT NULL DEFAULT now()
 )`,
 	timestamp: func(t time.Time) any { return t.UTC() },
+	boolean:   func(b bool) any { return b },
 }
 
 // rebind rewrites the ? placeholders of query for the dialect. Question

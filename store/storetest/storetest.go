@@ -33,6 +33,59 @@ func Exercise(t *testing.T, newDSN func(t *testing.T) string) {
 		return open(t, dsn), dsn
 	}
 
+	t.Run("ProofsNewestFirst", func(t *testing.T) {
+		t.Parallel()
+		s, _ := setup(t)
+		ctx := t.Context()
+		if got, err := s.Proofs(ctx, "agg"); err != nil || len(got) != 0 {
+			t.Fatalf("Proofs of an unproven dataset = %v, %v", got, err)
+		}
+		mk := func(part string, passed bool, fp string) *refill.Proof {
+			return &refill.Proof{Dataset: "agg", Partition: part, Kind: refill.JobSQL, Fingerprint: fp, Passed: passed,
+				Builds: []refill.ProofBuild{{Build: "over existing rows", Digest: refill.Digest{Rows: 3, Checksum: "00000000000000ff"}}},
+				Message: part, Warehouse: "warehouse", ProvenAt: at(1), ProvenBy: "alice"}
+		}
+		for _, p := range []*refill.Proof{mk("2026-11-01", false, "sha256:a"), mk("2026-11-02", true, "sha256:b")} {
+			if err := s.SaveProof(ctx, p); err != nil {
+				t.Fatalf("SaveProof: %v", err)
+			}
+		}
+		if err := s.SaveProof(ctx, &refill.Proof{Dataset: "agg"}); err == nil {
+			t.Error("a proof without a fingerprint was saved")
+		}
+		got, err := s.Proofs(ctx, "agg")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2 || got[0].Partition != "2026-11-02" || !got[0].Passed || got[1].Passed {
+			t.Fatalf("Proofs = %+v, want the passing 11-02 first", got)
+		}
+		if !reflect.DeepEqual(&got[0], mk("2026-11-02", true, "sha256:b")) {
+			t.Errorf("proof did not round-trip: %+v", got[0])
+		}
+	})
+
+	t.Run("GateFlags", func(t *testing.T) {
+		t.Parallel()
+		s, _ := setup(t)
+		ctx := t.Context()
+		err := s.SaveFlags(ctx, []refill.Flag{
+			{Dataset: "src", Partition: "2026-11-01", Check: "volume", PlanID: "p1"},
+			{Dataset: "src", Partition: "2026-11-01", Check: "not_null", PlanID: "p1"},
+			{Dataset: "other", Partition: "2026-11-02", Check: "volume"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Flagged(ctx, "src")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, map[string]bool{"2026-11-01": true}) {
+			t.Errorf("Flagged(src) = %v", got)
+		}
+	})
+
 	t.Run("SaveLoadRoundTrip", func(t *testing.T) {
 		t.Parallel()
 		s, dsn := setup(t)

@@ -1,0 +1,331 @@
+// Package gate is the source gate: before anything is reprocessed, it asks
+// whether the inputs are safe now. A fixed pipeline over a still-broken
+// source gives the same wrong answer, so a plan whose inputs fail the gate
+// is blocked.
+//
+// Per partition it checks null ratios, volume against history (a robust
+// score, DESIGN.md §8), timestamp inversions and future timestamps, all from
+// one scan of the range in the warehouse; per dataset it checks the schema
+// against the one recorded with the previous plan.
+package gate
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/refill-dev/refill"
+)
+
+// Check names, as findings carry them.
+const (
+	CheckNotNull     = "not_null"
+	CheckVolume      = "volume"
+	CheckTimeOrder   = "time_order"
+	CheckNoFuture    = "no_future"
+	CheckSchemaDrift = "schema_drift"
+)
+
+// MinHistory is the fewest same-slot history points a volume score needs;
+// with fewer the finding is a warning that is shown and does not block.
+const MinHistory = 4
+
+// scaleFloor keeps the volume score from alerting on changes under ~10%.
+var scaleFloor = math.Log(1.10)
+
+// Gate checks datasets against their configured checks.
+type Gate struct {
+	Config    *refill.Config
+	Warehouse refill.Warehouse
+	Store     refill.Store
+	Now       func() time.Time
+}
+
+// Result is a gate verdict plus what it saw, so a plan can record schemas
+// and flagged partitions in the state store.
+type Result struct {
+	refill.Gate
+	Schemas []refill.SchemaSnapshot
+	Flags   []refill.Flag
+}
+
+// Check runs the gate over datasets for the partitions of r.
+func (g *Gate) Check(ctx context.Context, datasets []string, r refill.Range) (Result, error) {
+	res := Result{Gate: refill.Gate{Passed: true, Checked: []string{}, Findings: []refill.Finding{}}}
+	for _, name := range datasets {
+		d, ok := g.Config.Datasets[name]
+		if !ok {
+			return res, refill.NotFoundf("unknown dataset %q (known: %s)", name, strings.Join(g.Config.DatasetNames(), ", "))
+		}
+		if d.Table == "" {
+			continue
+		}
+		res.Checked = append(res.Checked, name)
+		cols, err := g.Warehouse.Columns(ctx, d.Table)
+		if err != nil {
+			return res, fmt.Errorf("dataset %s: %w", name, err)
+		}
+		drift, err := g.drift(ctx, d, cols)
+		if err != nil {
+			return res, err
+		}
+		res.Findings = append(res.Findings, drift...)
+		res.Schemas = append(res.Schemas, refill.SchemaSnapshot{Dataset: name, Columns: cols})
+		if d.Checks != nil {
+			prof, ok := g.Warehouse.(refill.Profiler)
+			if !ok {
+				return res, fmt.Errorf("the %s warehouse cannot profile tables", g.Warehouse.Driver())
+			}
+			fs, err := g.partitions(ctx, prof, d, r)
+			if err != nil {
+				return res, err
+			}
+			res.Findings = append(res.Findings, fs...)
+		}
+	}
+	for _, f := range res.Findings {
+		if !f.Passed && !f.Warning {
+			res.Passed = false
+			if f.Partition != "" {
+				res.Flags = append(res.Flags, refill.Flag{Dataset: f.Dataset, Partition: f.Partition, Check: f.Check})
+			}
+		}
+	}
+	return res, nil
+}
+
+// drift compares a table's columns with those recorded with the last plan.
+func (g *Gate) drift(ctx context.Context, d *refill.Dataset, cols []refill.Column) ([]refill.Finding, error) {
+	if g.Store == nil {
+		return nil, nil
+	}
+	prev, ok, err := g.Store.LatestSchema(ctx, d.Name)
+	if err != nil || !ok {
+		return nil, err
+	}
+	before := map[string]string{}
+	for _, c := range prev.Columns {
+		before[c.Name] = c.Type
+	}
+	now := map[string]string{}
+	for _, c := range cols {
+		now[c.Name] = c.Type
+	}
+	var out []refill.Finding
+	add := func(col, msg string) {
+		out = append(out, refill.Finding{Dataset: d.Name, Check: CheckSchemaDrift, Column: col, Observed: 1, Limit: 0,
+			Message: msg + fmt.Sprintf(" since plan %s", prev.PlanID)})
+	}
+	for _, c := range cols {
+		t, had := before[c.Name]
+		switch {
+		case !had:
+			add(c.Name, fmt.Sprintf("column %s (%s) was added", c.Name, c.Type))
+		case t != c.Type:
+			add(c.Name, fmt.Sprintf("column %s changed type from %s to %s", c.Name, t, c.Type))
+		}
+	}
+	for _, c := range prev.Columns {
+		if _, has := now[c.Name]; !has {
+			add(c.Name, fmt.Sprintf("column %s (%s) was dropped", c.Name, c.Type))
+		}
+	}
+	return out, nil
+}
+
+// partitions runs the per-partition checks from one profile scan of the
+// range, and one grouped count of the history before it.
+func (g *Gate) partitions(ctx context.Context, prof refill.Profiler, d *refill.Dataset, r refill.Range) ([]refill.Finding, error) {
+	c := d.Checks
+	grain := d.Partition.Grain
+	if grain == "" {
+		grain = refill.GrainDay
+	}
+	ref := refill.TableRef{Table: d.Table, Column: d.Partition.Column, Grain: grain}
+	spec := refill.ProfileSpec{TimeOrder: c.TimeOrder, NoFuture: c.NoFuture, Now: g.now()}
+	if c.NotNull != nil {
+		spec.NotNull = c.NotNull.Columns
+	}
+	parts := r.Partitions(grain)
+	profiles, err := prof.Profile(ctx, ref, spec, parts[0], parts[len(parts)-1])
+	if err != nil {
+		return nil, fmt.Errorf("dataset %s: %w", d.Name, err)
+	}
+	var out []refill.Finding
+	find := func(p, check, col string, observed, limit float64, passed bool, msg string) {
+		out = append(out, refill.Finding{Dataset: d.Name, Partition: p, Check: check, Column: col,
+			Observed: round(observed), Limit: limit, Passed: passed, Message: msg})
+	}
+	var vol *volume
+	if c.Volume != nil {
+		if vol, err = g.history(ctx, d, ref, r, c.Volume); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range parts {
+		pr := profiles[p]
+		if vol != nil {
+			out = append(out, vol.judge(d.Name, p, pr.Rows, grain)...)
+		}
+		if pr.Rows == 0 {
+			continue // ratios of nothing say nothing; volume speaks for empty partitions
+		}
+		rows := float64(pr.Rows)
+		if c.NotNull != nil {
+			for _, col := range c.NotNull.Columns {
+				ratio := float64(pr.Nulls[col]) / rows
+				if ratio > c.NotNull.MaxRatio {
+					find(p, CheckNotNull, col, ratio, c.NotNull.MaxRatio, false,
+						fmt.Sprintf("%s of %s rows are null (%.1f%%), limit %.1f%%", humanize.Comma(pr.Nulls[col]), humanize.Comma(pr.Rows), 100*ratio, 100*c.NotNull.MaxRatio))
+				}
+			}
+		}
+		for i, to := range c.TimeOrder {
+			ratio := float64(pr.Inversions[i]) / rows
+			if ratio > c.MaxRatio {
+				find(p, CheckTimeOrder, to.Earlier+">"+to.Later, ratio, c.MaxRatio, false,
+					fmt.Sprintf("%s of %s rows have %s after %s (%.2f%%), limit %.2f%%", humanize.Comma(pr.Inversions[i]), humanize.Comma(pr.Rows), to.Earlier, to.Later, 100*ratio, 100*c.MaxRatio))
+			}
+		}
+		for _, col := range c.NoFuture {
+			ratio := float64(pr.Future[col]) / rows
+			if ratio > c.MaxRatio {
+				find(p, CheckNoFuture, col, ratio, c.MaxRatio, false,
+					fmt.Sprintf("%s of %s rows have %s in the future (after %s)", humanize.Comma(pr.Future[col]), humanize.Comma(pr.Rows), col, spec.Now.Format(time.RFC3339)))
+			}
+		}
+	}
+	return out, nil
+}
+
+func (g *Gate) now() time.Time {
+	if g.Now == nil {
+		return time.Now().UTC()
+	}
+	return g.Now().UTC()
+}
+
+// volume holds the history a range's partitions are scored against.
+type volume struct {
+	check refill.VolumeCheck
+	// history maps partition -> rows for the lookback partitions before the
+	// range that were not flagged before and are not empty.
+	history map[string]int64
+	order   []string
+}
+
+// history reads the row counts of the lookback partitions before the range,
+// skipping partitions the gate flagged before (an earlier incident must not
+// become the norm). It reads up to three times lookback partitions back so
+// that skipped ones can be replaced.
+func (g *Gate) history(ctx context.Context, d *refill.Dataset, ref refill.TableRef, r refill.Range, vc *refill.VolumeCheck) (*volume, error) {
+	flagged := map[string]bool{}
+	if g.Store != nil {
+		var err error
+		if flagged, err = g.Store.Flagged(ctx, d.Name); err != nil {
+			return nil, err
+		}
+	}
+	window := r.Extend(ref.Grain, 3*vc.Lookback).Partitions(ref.Grain)
+	before := window[:3*vc.Lookback]
+	counts, err := g.Warehouse.PartitionCounts(ctx, ref, before[0], before[len(before)-1])
+	if err != nil {
+		return nil, fmt.Errorf("dataset %s: history: %w", d.Name, err)
+	}
+	v := &volume{check: *vc, history: map[string]int64{}}
+	taken := 0
+	for i := len(before) - 1; i >= 0 && taken < vc.Lookback; i-- {
+		p := before[i]
+		if flagged[p] {
+			continue
+		}
+		taken++
+		if n := counts[p]; n > 0 {
+			v.history[p] = n
+			v.order = append(v.order, p)
+		}
+	}
+	return v, nil
+}
+
+// judge scores one partition's row count: y = ln(1+rows) against the same
+// weekday (day grain) or hour of day (hour grain) in history; centre is the
+// median, scale max(1.4826·MAD, ln 1.10).
+func (v *volume) judge(dataset, p string, rows int64, g refill.Grain) []refill.Finding {
+	pt, err := refill.PartitionTime(p, g)
+	if err != nil {
+		return nil
+	}
+	var ys []float64
+	var raw []int64
+	for _, h := range v.order {
+		ht, err := refill.PartitionTime(h, g)
+		if err != nil {
+			continue
+		}
+		if (g == refill.GrainHour && ht.Hour() == pt.Hour()) || (g != refill.GrainHour && ht.Weekday() == pt.Weekday()) {
+			ys = append(ys, math.Log1p(float64(v.history[h])))
+			raw = append(raw, v.history[h])
+		}
+	}
+	slot := "same-weekday"
+	if g == refill.GrainHour {
+		slot = "same-hour"
+	}
+	f := refill.Finding{Dataset: dataset, Partition: p, Check: CheckVolume, Limit: v.check.MaxZ}
+	if len(ys) < MinHistory {
+		f.Passed, f.Warning = true, true
+		f.Observed = float64(len(ys))
+		f.Message = fmt.Sprintf("insufficient history: %d %s partitions in the last %d, need %d; volume not scored (%s rows)", len(ys), slot, v.check.Lookback, MinHistory, humanize.Comma(rows))
+		if rows == 0 && len(ys) > 0 {
+			f.Passed, f.Warning = false, false
+			f.Message = fmt.Sprintf("partition is empty; history has rows (%s %s partitions)", humanize.Comma(int64(len(ys))), slot)
+		}
+		return []refill.Finding{f}
+	}
+	centre := median(ys)
+	dev := make([]float64, len(ys))
+	for i, y := range ys {
+		dev[i] = math.Abs(y - centre)
+	}
+	scale := math.Max(1.4826*median(dev), scaleFloor)
+	z := (math.Log1p(float64(rows)) - centre) / scale
+	typical := int64(math.Round(math.Expm1(centre)))
+	f.Observed = round(z)
+	switch {
+	case rows == 0 && typical > 0:
+		f.Message = fmt.Sprintf("partition is empty; typical %s is %s rows", slot, humanize.Comma(typical))
+	case math.Abs(z) > v.check.MaxZ:
+		f.Message = fmt.Sprintf("%s rows vs typical %s (%s, %d %s partitions): z = %.1f, limit %.1f",
+			humanize.Comma(rows), humanize.Comma(typical), pct(rows, typical), len(ys), slot, z, v.check.MaxZ)
+	default:
+		return nil // a pass is not worth a line
+	}
+	return []refill.Finding{f}
+}
+
+func pct(rows, typical int64) string {
+	if typical == 0 {
+		return "new"
+	}
+	return fmt.Sprintf("%.0f%% of typical", 100*float64(rows)/float64(typical))
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// round keeps findings readable in JSON: four decimals are plenty for a
+// ratio or a score.
+func round(x float64) float64 { return math.Round(x*1e4) / 1e4 }

@@ -1,0 +1,119 @@
+// Package jobs runs the job kinds that live outside the warehouse: command
+// jobs as child processes (and, later, Airflow DAG runs).
+package jobs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/refill-dev/refill"
+)
+
+// outputLimit bounds how much of a command's output is kept with a run.
+const outputLimit = 64 << 10
+
+// Command runs a command job for one partition.
+type Command struct {
+	// Dir is where the command runs and relative argv[0] resolves: the
+	// config's directory.
+	Dir string
+	// Warehouse is passed as REFILL_WAREHOUSE, so a command knows where to
+	// write (the proof warehouse during a proof).
+	Warehouse string
+}
+
+// Result is what a command left behind.
+type Result struct {
+	ExitCode int           `json:"exit_code"`
+	Output   string        `json:"output"`
+	Elapsed  time.Duration `json:"elapsed"`
+}
+
+// Run executes the job's argv with {{partition}}, {{from}} and {{to}}
+// substituted and the same values in REFILL_PARTITION, REFILL_FROM and
+// REFILL_TO. A job timeout kills the process (and its children, through
+// the process group). A non-zero exit is an error that carries the output's
+// tail.
+func (c Command) Run(ctx context.Context, d *refill.Dataset, partition string) (Result, error) {
+	j := d.Job
+	if j == nil || len(j.Command) == 0 {
+		return Result{}, refill.BadInputf("dataset %s has no command", d.Name)
+	}
+	vars := map[string]string{"partition": partition, "from": partition, "to": partition}
+	argv := make([]string, len(j.Command))
+	for i, a := range j.Command {
+		for k, v := range vars {
+			a = strings.ReplaceAll(a, "{{"+k+"}}", v)
+		}
+		argv[i] = a
+	}
+	if j.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(j.Timeout))
+		defer cancel()
+	}
+	name := argv[0]
+	if strings.Contains(name, "/") && !filepath.IsAbs(name) {
+		name = filepath.Join(c.Dir, name)
+	}
+	cmd := exec.CommandContext(ctx, name, argv[1:]...)
+	cmd.Dir = c.Dir
+	cmd.Env = append(os.Environ(), j.Env...)
+	cmd.Env = append(cmd.Env, "REFILL_DATASET="+d.Name, "REFILL_PARTITION="+partition, "REFILL_FROM="+partition, "REFILL_TO="+partition)
+	if c.Warehouse != "" {
+		cmd.Env = append(cmd.Env, "REFILL_WAREHOUSE="+c.Warehouse)
+	}
+	setProcessGroup(cmd)
+	var out bytes.Buffer
+	cmd.Stdout = &limited{w: &out, n: outputLimit}
+	cmd.Stderr = cmd.Stdout
+	start := time.Now()
+	err := cmd.Run()
+	res := Result{Output: out.String(), Elapsed: time.Since(start)}
+	if cmd.ProcessState != nil {
+		res.ExitCode = cmd.ProcessState.ExitCode()
+	}
+	switch {
+	case err == nil:
+		return res, nil
+	case ctx.Err() == context.DeadlineExceeded:
+		return res, fmt.Errorf("command %s timed out after %s and was killed", strings.Join(argv, " "), time.Duration(j.Timeout))
+	case errors.Is(err, exec.ErrNotFound), errors.Is(err, os.ErrNotExist):
+		return res, refill.BadInputf("dataset %s: command %s not found (relative paths resolve from %s)", d.Name, argv[0], c.Dir)
+	default:
+		return res, fmt.Errorf("command %s exited %d: %s", strings.Join(argv, " "), res.ExitCode, tail(res.Output, 400))
+	}
+}
+
+func tail(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}
+
+// limited keeps the first n bytes written and drops the rest, so a chatty
+// command cannot fill memory.
+type limited struct {
+	w *bytes.Buffer
+	n int
+}
+
+func (l *limited) Write(p []byte) (int, error) {
+	if room := l.n - l.w.Len(); room > 0 {
+		if len(p) > room {
+			l.w.Write(p[:room])
+		} else {
+			l.w.Write(p)
+		}
+	}
+	return len(p), nil
+}

@@ -1,0 +1,238 @@
+// Package proof shows, by running a job, whether it is safe to rerun. A
+// partition is built over its existing rows, built again, then emptied and
+// built from nothing; after each build its row count and content checksum
+// are taken. Only when all three agree is the job proven for its current
+// definition (its fingerprint).
+//
+// That catches the two failures that matter: a rerun that adds rows (a
+// plain INSERT), and a job whose result depends on what was there before (an
+// INSERT OR IGNORE that keeps stale rows and so can never repair them).
+package proof
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/policy"
+)
+
+// Build names, in the order they run.
+const (
+	BuildExisting = "over existing rows"
+	BuildAgain    = "again"
+	BuildEmpty    = "from empty"
+)
+
+// Failure kinds.
+const (
+	FailAddsRows       = "rerun_adds_rows"
+	FailDependsOnPrior = "depends_on_prior"
+	FailChangesContent = "rerun_changes_content"
+)
+
+// Prover runs proofs and records their evidence.
+type Prover struct {
+	Config    *refill.Config
+	Warehouse refill.Warehouse
+	Store     refill.Store
+	Now       func() time.Time
+	// Commands builds command jobs against the proof warehouse; nil means
+	// command jobs cannot be proven here.
+	Commands CommandRunner
+}
+
+// CommandRunner runs a command job for one partition against a warehouse
+// and empties partitions there; the proof warehouse implements it.
+type CommandRunner interface {
+	Run(ctx context.Context, d *refill.Dataset, partition string) error
+	Delete(ctx context.Context, t refill.TableRef, partition string) error
+	Digest(ctx context.Context, t refill.TableRef, partition string) (refill.Digest, error)
+	// Name says where the builds run, for the evidence.
+	Name() string
+}
+
+// Prove proves one dataset's job on one partition and stores the evidence.
+// A failing proof is stored too, and returned with an error wrapping
+// refill.ErrVerification.
+func (p *Prover) Prove(ctx context.Context, dataset, partition, actor string) (*refill.Proof, error) {
+	d, ok := p.Config.Datasets[dataset]
+	if !ok {
+		return nil, refill.NotFoundf("unknown dataset %q (known: %s)", dataset, strings.Join(p.Config.DatasetNames(), ", "))
+	}
+	if d.IsSource() {
+		return nil, refill.BadInputf("%s is a source: refill never rewrites it, so there is no job to prove", dataset)
+	}
+	grain := d.Partition.Grain
+	if grain == "" {
+		grain = refill.GrainDay
+	}
+	if _, err := refill.PartitionTime(partition, grain); err != nil {
+		return nil, fmt.Errorf("dataset %s: %w", dataset, err)
+	}
+	if d.Table == "" {
+		return nil, refill.BadInputf("%s has no table: a proof compares the partition's rows, so give the dataset a table", dataset)
+	}
+	ref := refill.TableRef{Table: d.Table, Column: d.Partition.Column, Grain: grain}
+	pr := &refill.Proof{Dataset: dataset, Partition: partition, Kind: d.Job.Kind, Fingerprint: d.Job.Fingerprint(),
+		ProvenBy: actor, ProvenAt: p.now()}
+
+	var err error
+	switch d.Job.Kind {
+	case refill.JobQuery, refill.JobSQL:
+		pr.Warehouse = "warehouse (one transaction, rolled back)"
+		err = p.rehearse(ctx, d, ref, partition, pr)
+	case refill.JobCommand:
+		if p.Commands == nil {
+			return nil, refill.BadInputf("%s has a command job: it is proven against a scratch warehouse, never the production one; set proof_warehouse: in %s", dataset, p.configName())
+		}
+		pr.Warehouse = p.Commands.Name()
+		err = p.runCommand(ctx, d, ref, partition, pr)
+	default:
+		return nil, refill.BadInputf("%s has an %s job: proving it needs proof_warehouse: and a DAG that writes there; this version proves query, sql and command jobs", dataset, d.Job.Kind)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := judge(pr); err != nil {
+		return nil, err
+	}
+	if err := p.Store.SaveProof(ctx, pr); err != nil {
+		return nil, fmt.Errorf("storing proof: %w", err)
+	}
+	if !pr.Passed {
+		return pr, fmt.Errorf("%w: %s: %s", refill.ErrVerification, dataset, pr.Message)
+	}
+	return pr, nil
+}
+
+// rehearse builds three times inside one warehouse transaction that is
+// always rolled back, so the warehouse ends exactly as it began.
+func (p *Prover) rehearse(ctx context.Context, d *refill.Dataset, ref refill.TableRef, partition string, pr *refill.Proof) error {
+	reh, ok := p.Warehouse.(refill.Rehearser)
+	if !ok {
+		return fmt.Errorf("the %s warehouse cannot rehearse jobs", p.Warehouse.Driver())
+	}
+	build := func(tx refill.WarehouseTx) error {
+		if d.Job.Kind == refill.JobQuery {
+			_, err := tx.ReplaceFromQuery(ctx, ref, d.Job.Query, partition)
+			return err
+		}
+		return tx.ExecSQL(ctx, d.Job.SQL, partition)
+	}
+	return reh.Rehearse(ctx, func(tx refill.WarehouseTx) error {
+		for _, name := range []string{BuildExisting, BuildAgain, BuildEmpty} {
+			if name == BuildEmpty {
+				if _, err := tx.DeletePartition(ctx, ref, partition); err != nil {
+					return fmt.Errorf("emptying %s %s: %w", d.Name, partition, err)
+				}
+			}
+			if err := build(tx); err != nil {
+				return fmt.Errorf("building %s %s (%s): %w", d.Name, partition, name, err)
+			}
+			dg, err := tx.Digest(ctx, ref, partition)
+			if err != nil {
+				return fmt.Errorf("checksum of %s %s: %w", d.Name, partition, err)
+			}
+			pr.Builds = append(pr.Builds, refill.ProofBuild{Build: name, Digest: dg})
+		}
+		return nil
+	})
+}
+
+// runCommand builds three times in the proof warehouse, where writes are
+// real: the command is an outside process.
+func (p *Prover) runCommand(ctx context.Context, d *refill.Dataset, ref refill.TableRef, partition string, pr *refill.Proof) error {
+	c := p.Commands
+	for _, name := range []string{BuildExisting, BuildAgain, BuildEmpty} {
+		if name == BuildEmpty {
+			if err := c.Delete(ctx, ref, partition); err != nil {
+				return fmt.Errorf("emptying %s %s in %s: %w", d.Name, partition, c.Name(), err)
+			}
+		}
+		if err := c.Run(ctx, d, partition); err != nil {
+			return fmt.Errorf("building %s %s (%s): %w", d.Name, partition, name, err)
+		}
+		dg, err := c.Digest(ctx, ref, partition)
+		if err != nil {
+			return fmt.Errorf("checksum of %s %s in %s: %w", d.Name, partition, c.Name(), err)
+		}
+		pr.Builds = append(pr.Builds, refill.ProofBuild{Build: name, Digest: dg})
+	}
+	return nil
+}
+
+// judge sets the verdict from the three digests. A partition with no rows
+// in any build proves nothing and is refused, not passed.
+func judge(pr *refill.Proof) error {
+	if len(pr.Builds) != 3 {
+		return fmt.Errorf("proof of %s: %d builds, want 3", pr.Dataset, len(pr.Builds))
+	}
+	a, b, c := pr.Builds[0].Digest, pr.Builds[1].Digest, pr.Builds[2].Digest
+	if a.Rows == 0 && b.Rows == 0 && c.Rows == 0 {
+		return refill.BadInputf("%s %s has no rows in any build: there is nothing to compare; prove a partition whose inputs have data", pr.Dataset, pr.Partition)
+	}
+	switch {
+	case b.Rows > a.Rows:
+		pr.Failure = FailAddsRows
+		pr.Message = fmt.Sprintf("a rerun adds rows: %s after the first build, %s after the second (+%s); the job appends instead of replacing (a plain INSERT?)",
+			humanize.Comma(a.Rows), humanize.Comma(b.Rows), humanize.Comma(b.Rows-a.Rows))
+	case c != b:
+		pr.Failure = FailDependsOnPrior
+		pr.Message = fmt.Sprintf("the result depends on what was there before: built from empty the partition has %s rows (checksum %s), built over its existing rows %s (checksum %s); stale rows survive a rebuild (an INSERT OR IGNORE / ON CONFLICT DO NOTHING?)",
+			humanize.Comma(c.Rows), c.Checksum, humanize.Comma(b.Rows), b.Checksum)
+	case a != b:
+		pr.Failure = FailChangesContent
+		pr.Message = fmt.Sprintf("a rerun changes the content: %s rows (checksum %s), then %s rows (checksum %s); the job is not deterministic",
+			humanize.Comma(a.Rows), a.Checksum, humanize.Comma(b.Rows), b.Checksum)
+	default:
+		pr.Passed = true
+		pr.Message = fmt.Sprintf("all three builds agree: %s rows, checksum %s", humanize.Comma(a.Rows), a.Checksum)
+	}
+	return nil
+}
+
+func (p *Prover) now() time.Time {
+	if p.Now == nil {
+		return time.Now().UTC()
+	}
+	return p.Now().UTC()
+}
+
+func (p *Prover) configName() string {
+	if p.Config.File == "" {
+		return "refill.yaml"
+	}
+	return p.Config.File
+}
+
+// Status tells the policy whether a dataset's job is proven for its current
+// definition: the newest proof for this fingerprint decides.
+type Status struct {
+	Store refill.Store
+}
+
+// ProofStatus implements planner.ProofSource.
+func (s Status) ProofStatus(ctx context.Context, dataset, fingerprint string) (policy.Proof, error) {
+	proofs, err := s.Store.Proofs(ctx, dataset)
+	if err != nil {
+		return policy.Proof{}, err
+	}
+	var out policy.Proof
+	for _, pr := range proofs { // newest first
+		if pr.Passed {
+			out.Exists = true
+		}
+		if pr.Fingerprint == fingerprint {
+			out.Current = pr.Passed
+			out.Failed = !pr.Passed
+			out.Message = pr.Message
+			return out, nil
+		}
+	}
+	return out, nil
+}
