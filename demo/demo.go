@@ -59,6 +59,9 @@ func Write(ctx context.Context, dir string, today time.Time) (*Scenario, error) 
 	if err := os.WriteFile(filepath.Join(dir, "export.sh"), []byte(exportScript), 0o755); err != nil {
 		return nil, fmt.Errorf("demo export script: %w", err)
 	}
+	if err := writeScratch(ctx, filepath.Join(dir, "scratch.db")); err != nil {
+		return nil, fmt.Errorf("demo proof warehouse: %w", err)
+	}
 	return s, nil
 }
 
@@ -103,6 +106,11 @@ func (s *Scenario) writeWarehouse(ctx context.Context) error {
 			return fmt.Errorf("%s: %w", ddl, err)
 		}
 	}
+	redo, err := tx.PrepareContext(ctx, `INSERT INTO upstream_redelivery (event_id, amount) VALUES (?, ?)`)
+	if err != nil {
+		return err
+	}
+	defer redo.Close()
 	ins, err := tx.PrepareContext(ctx, `INSERT INTO events_raw (event_id, event_date, event_time, ingested_at, user_id, event_type, amount) VALUES (?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return err
@@ -120,7 +128,6 @@ func (s *Scenario) writeWarehouse(ctx context.Context) error {
 		}
 		count := int(base * (0.9 + 0.2*rng.Float64()))
 		for i := 0; i < count; i++ {
-			id++
 			t := day.Add(time.Duration(rng.IntN(86400)) * time.Second)
 			ing := t.Add(time.Duration(30+rng.IntN(600)) * time.Second)
 			typ := eventTypes[weighted(rng)]
@@ -133,9 +140,15 @@ func (s *Scenario) writeWarehouse(ctx context.Context) error {
 			}
 			if broken {
 				// The upstream renamed amount to amount_cents: the column
-				// the pipeline reads arrived empty for 72 hours.
+				// the pipeline reads arrived empty for 72 hours. The
+				// upstream's corrected re-delivery waits in a side table
+				// until the demo "repairs" the source.
+				if _, err := redo.ExecContext(ctx, id+1, amount); err != nil {
+					return err
+				}
 				amount = nil
 			}
+			id++
 			if _, err := ins.ExecContext(ctx, id, day.Format("2006-01-02"), t.Format("2006-01-02 15:04:05"),
 				ing.Format("2006-01-02 15:04:05"), 1+rng.IntN(400), typ, amount); err != nil {
 				return err
@@ -156,8 +169,13 @@ func (s *Scenario) writeWarehouse(ctx context.Context) error {
 		if n >= 7 && n <= 9 {
 			stmts[1] = `INSERT INTO events_daily (day, event_type, events, amount) SELECT event_date, 'unknown', count(*), 0 FROM events_raw WHERE event_date = ? GROUP BY event_date`
 		}
-		stmts = append(stmts,
-			`INSERT INTO revenue_daily (day, amount) SELECT day, sum(amount) FROM events_daily WHERE day = ? GROUP BY day`,
+		revenue := `INSERT INTO revenue_daily (day, amount) SELECT day, sum(amount) FROM events_daily WHERE day = ? GROUP BY day`
+		if n <= 3 {
+			// Billing ran before the last days' late events arrived: these
+			// rows are stale, and an INSERT OR IGNORE can never fix them.
+			revenue = `INSERT INTO revenue_daily (day, amount) SELECT day, round(0.9 * sum(amount), 2) FROM events_daily WHERE day = ? GROUP BY day`
+		}
+		stmts = append(stmts, revenue,
 			`INSERT INTO partner_feed (day, rows_exported) SELECT day, sum(events) FROM events_daily WHERE day = ? GROUP BY day`,
 		)
 		for _, q := range stmts {
@@ -195,13 +213,53 @@ var schema = []string{
 	`CREATE INDEX events_daily_day ON events_daily (day)`,
 	`CREATE TABLE revenue_daily (day TEXT PRIMARY KEY, amount REAL NOT NULL)`,
 	`CREATE TABLE partner_feed (day TEXT PRIMARY KEY, rows_exported INTEGER NOT NULL)`,
+	`CREATE TABLE upstream_redelivery (event_id INTEGER PRIMARY KEY, amount REAL)`,
 }
 
+// writeScratch creates the proof warehouse: the same tables, no data.
+// Command jobs are proven there, never against the real warehouse.
+func writeScratch(ctx context.Context, path string) error {
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	for _, ddl := range schema {
+		if _, err := db.ExecContext(ctx, ddl); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Repair loads the upstream's corrected re-delivery of the broken 72 hours
+// into events_raw, as the source team would once they fix their export.
+func (s *Scenario) Repair(ctx context.Context) (int64, error) {
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(s.Dir, "warehouse.db")+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	res, err := db.ExecContext(ctx, `UPDATE events_raw SET amount = (SELECT r.amount FROM upstream_redelivery r WHERE r.event_id = events_raw.event_id)
+		WHERE event_id IN (SELECT event_id FROM upstream_redelivery)`)
+	if err != nil {
+		return 0, fmt.Errorf("repairing events_raw: %w", err)
+	}
+	return res.RowsAffected()
+}
+
+// exportScript is the partner export: it writes one file per day for the
+// partner to collect and records the delivery in partner_feed of the
+// warehouse refill names in REFILL_WAREHOUSE (the proof warehouse during a
+// proof). It replaces the day's row, so reruns are safe.
 const exportScript = `#!/bin/sh
-# The partner export: writes one file per day for the partner to collect.
 set -eu
+day="$1"
+db="${REFILL_WAREHOUSE#sqlite:}"
 mkdir -p exports
-echo "exported partition $1 at $(date -u +%FT%TZ)" > "exports/partner-$1.txt"
+sqlite3 "$db" "SELECT day, event_type, events, amount FROM events_daily WHERE day = '$day'" > "exports/partner-$day.csv" 2>/dev/null || : > "exports/partner-$day.csv"
+rows=$(wc -l < "exports/partner-$day.csv")
+sqlite3 "$db" "DELETE FROM partner_feed WHERE day = '$day'; INSERT INTO partner_feed (day, rows_exported) VALUES ('$day', $rows);"
 `
 
 const configYAML = marker + `: the incident refill exists for, replayed.

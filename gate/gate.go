@@ -213,16 +213,30 @@ func (g *Gate) now() time.Time {
 // volume holds the history a range's partitions are scored against.
 type volume struct {
 	check refill.VolumeCheck
-	// history maps partition -> rows for the lookback partitions before the
-	// range that were not flagged before and are not empty.
-	history map[string]int64
-	order   []string
+	grain refill.Grain
+	// points is how many same-slot partitions a score compares against.
+	points int
+	// before lists the partitions before the range, newest first, with
+	// their row counts; flagged ones are already left out.
+	before []string
+	counts map[string]int64
 }
 
-// history reads the row counts of the lookback partitions before the range,
-// skipping partitions the gate flagged before (an earlier incident must not
-// become the norm). It reads up to three times lookback partitions back so
-// that skipped ones can be replaced.
+// period is how many partitions make one seasonal cycle: a week of days,
+// a day of hours.
+func period(g refill.Grain) int {
+	if g == refill.GrainHour {
+		return 24
+	}
+	return 7
+}
+
+// history reads, in one grouped count, the partitions before the range that
+// a score may compare against. The lookback is lookback partitions, so
+// lookback/period same-slot points (at least MinHistory); partitions the gate
+// flagged before are skipped and replaced by older ones of the same slot, so
+// an earlier incident neither becomes the norm nor starves the next check of
+// history.
 func (g *Gate) history(ctx context.Context, d *refill.Dataset, ref refill.TableRef, r refill.Range, vc *refill.VolumeCheck) (*volume, error) {
 	flagged := map[string]bool{}
 	if g.Store != nil {
@@ -231,46 +245,43 @@ func (g *Gate) history(ctx context.Context, d *refill.Dataset, ref refill.TableR
 			return nil, err
 		}
 	}
-	window := r.Extend(ref.Grain, 3*vc.Lookback).Partitions(ref.Grain)
-	before := window[:3*vc.Lookback]
-	counts, err := g.Warehouse.PartitionCounts(ctx, ref, before[0], before[len(before)-1])
+	points := max(MinHistory, vc.Lookback/period(ref.Grain))
+	depth := max(vc.Lookback, points*period(ref.Grain)) * 2
+	window := r.Extend(ref.Grain, depth).Partitions(ref.Grain)[:depth]
+	counts, err := g.Warehouse.PartitionCounts(ctx, ref, window[0], window[len(window)-1])
 	if err != nil {
 		return nil, fmt.Errorf("dataset %s: history: %w", d.Name, err)
 	}
-	v := &volume{check: *vc, history: map[string]int64{}}
-	taken := 0
-	for i := len(before) - 1; i >= 0 && taken < vc.Lookback; i-- {
-		p := before[i]
-		if flagged[p] {
-			continue
-		}
-		taken++
-		if n := counts[p]; n > 0 {
-			v.history[p] = n
-			v.order = append(v.order, p)
+	v := &volume{check: *vc, grain: ref.Grain, points: points, counts: counts}
+	for i := len(window) - 1; i >= 0; i-- {
+		if !flagged[window[i]] {
+			v.before = append(v.before, window[i])
 		}
 	}
 	return v, nil
 }
 
-// judge scores one partition's row count: y = ln(1+rows) against the same
-// weekday (day grain) or hour of day (hour grain) in history; centre is the
-// median, scale max(1.4826·MAD, ln 1.10).
+// judge scores one partition's row count: y = ln(1+rows) against the
+// nearest non-empty history partitions in the same weekday (day grain) or
+// hour of day (hour grain); centre is their median, scale max(1.4826·MAD,
+// ln 1.10).
 func (v *volume) judge(dataset, p string, rows int64, g refill.Grain) []refill.Finding {
 	pt, err := refill.PartitionTime(p, g)
 	if err != nil {
 		return nil
 	}
 	var ys []float64
-	var raw []int64
-	for _, h := range v.order {
+	for _, h := range v.before {
+		if len(ys) == v.points {
+			break
+		}
+		n := v.counts[h]
 		ht, err := refill.PartitionTime(h, g)
-		if err != nil {
+		if err != nil || n == 0 {
 			continue
 		}
 		if (g == refill.GrainHour && ht.Hour() == pt.Hour()) || (g != refill.GrainHour && ht.Weekday() == pt.Weekday()) {
-			ys = append(ys, math.Log1p(float64(v.history[h])))
-			raw = append(raw, v.history[h])
+			ys = append(ys, math.Log1p(float64(n)))
 		}
 	}
 	slot := "same-weekday"
@@ -281,10 +292,10 @@ func (v *volume) judge(dataset, p string, rows int64, g refill.Grain) []refill.F
 	if len(ys) < MinHistory {
 		f.Passed, f.Warning = true, true
 		f.Observed = float64(len(ys))
-		f.Message = fmt.Sprintf("insufficient history: %d %s partitions in the last %d, need %d; volume not scored (%s rows)", len(ys), slot, v.check.Lookback, MinHistory, humanize.Comma(rows))
+		f.Message = fmt.Sprintf("insufficient history: %d non-empty %s partitions before the range, need %d; volume not scored (%s rows)", len(ys), slot, MinHistory, humanize.Comma(rows))
 		if rows == 0 && len(ys) > 0 {
 			f.Passed, f.Warning = false, false
-			f.Message = fmt.Sprintf("partition is empty; history has rows (%s %s partitions)", humanize.Comma(int64(len(ys))), slot)
+			f.Message = fmt.Sprintf("partition is empty; history has rows (%d %s partitions)", len(ys), slot)
 		}
 		return []refill.Finding{f}
 	}

@@ -105,25 +105,92 @@ func decode[T any](t *testing.T, s string) T {
 	return v
 }
 
-func TestDemoShowsThreePlansWithHonestCounts(t *testing.T) {
+type findingJSON struct {
+	Dataset   string  `json:"dataset"`
+	Partition string  `json:"partition"`
+	Check     string  `json:"check"`
+	Column    string  `json:"column"`
+	Observed  float64 `json:"observed"`
+	Limit     float64 `json:"limit"`
+	Passed    bool    `json:"passed"`
+	Warning   bool    `json:"warning"`
+}
+
+type proofJSON struct {
+	Dataset string `json:"dataset"`
+	Passed  bool   `json:"passed"`
+	Failure string `json:"failure"`
+	Message string `json:"message"`
+}
+
+func TestDemoPlaysOutTheIncident(t *testing.T) {
 	dir := t.TempDir()
 	r := run(t, dir, nil, "demo", "d", "-o", "json")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
 	out := decode[struct {
-		Broken []string   `json:"broken"`
-		Plans  []planJSON `json:"plans"`
+		Broken   []string    `json:"broken"`
+		Blocked  planJSON    `json:"blocked"`
+		Proofs   []proofJSON `json:"proofs"`
+		Repaired int         `json:"repaired_rows"`
+		Plans    []planJSON  `json:"plans"`
 	}](t, r.stdout)
+
+	// 1. Over the broken source, the gate blocks the plan, with findings on
+	// exactly the 72 broken hours.
+	if out.Blocked.Status != "blocked" || out.Blocked.Gate.Passed {
+		t.Errorf("incident plan over the broken source: status %s, gate passed %v", out.Blocked.Status, out.Blocked.Gate.Passed)
+	}
+	var bad []string
+	for _, raw := range out.Blocked.Gate.Findings {
+		f := decode[findingJSON](t, string(raw))
+		if !f.Passed && !f.Warning {
+			bad = append(bad, f.Check+":"+f.Column+":"+f.Partition)
+			if f.Observed != 1 || f.Limit != 0.01 {
+				t.Errorf("finding %+v: want observed 1 (all null), limit 0.01", f)
+			}
+		}
+	}
+	want := []string{"not_null:amount:2026-11-21", "not_null:amount:2026-11-22", "not_null:amount:2026-11-23"}
+	if strings.Join(bad, " ") != strings.Join(want, " ") || strings.Join(out.Broken, "..") != "2026-11-21..2026-11-23" {
+		t.Errorf("gate failures = %v, want %v", bad, want)
+	}
+
+	// 2. Proofs: billing's INSERT OR IGNORE keeps stale rows; the query
+	// jobs are proven.
+	got := map[string]proofJSON{}
+	for _, p := range out.Proofs {
+		got[p.Dataset] = p
+	}
+	if p := got["revenue_daily"]; p.Passed || p.Failure != "depends_on_prior" {
+		t.Errorf("revenue_daily proof = %+v, want a depends_on_prior failure", p)
+	}
+	if !got["sessions"].Passed || !got["events_daily"].Passed {
+		t.Errorf("query jobs not proven: %+v", out.Proofs)
+	}
+	if out.Repaired < 500 {
+		t.Errorf("repaired %d rows", out.Repaired)
+	}
+
+	// 3. Three plans, three tiers.
 	if len(out.Plans) != 3 {
 		t.Fatalf("%d plans, want 3", len(out.Plans))
 	}
-	// The third plan names the source over the broken 72 hours: every
-	// dataset downstream, in lineage order, and manual.
-	p := out.Plans[2]
-	if p.Tier != "manual" {
-		t.Errorf("incident plan tier = %s, want manual (%q)", p.Tier, p.Reasons)
+	for i, tier := range []string{"auto", "semi-auto", "manual"} {
+		if p := out.Plans[i]; p.Tier != tier || !p.Gate.Passed {
+			t.Errorf("plan %d: tier %s gate %v, want %s and a passing gate (%q)", i+1, p.Tier, p.Gate.Passed, tier, p.Reasons)
+		}
 	}
+	if out.Plans[0].Status != "ready" {
+		t.Errorf("the auto plan's status is %s, want ready", out.Plans[0].Status)
+	}
+	if !strings.Contains(strings.Join(out.Plans[1].Reasons, ";"), "range is 14 days, over the auto limit of 7") {
+		t.Errorf("plan 2 reasons: %q", out.Plans[1].Reasons)
+	}
+	// The manual plan rebuilds everything downstream of the source, in
+	// lineage order, with honest counts.
+	p := out.Plans[2]
 	var names []string
 	for _, s := range p.Steps {
 		names = append(names, fmt.Sprintf("%s:%d", s.Dataset, s.Order))
@@ -131,21 +198,19 @@ func TestDemoShowsThreePlansWithHonestCounts(t *testing.T) {
 	if got := strings.Join(names, " "); got != "events_daily:1 sessions:1 partner_feed:2 revenue_daily:2" {
 		t.Errorf("steps = %s", got)
 	}
-	// events_daily holds one wrong row per broken day; its query now yields
-	// one row per event type (5).
 	for _, pp := range p.Steps[0].Partitions {
 		if *pp.CurrentRows != 1 || *pp.ExpectedRows != 5 || pp.ExpectedMethod != "query" {
 			t.Errorf("events_daily %s: current %d expected %d (%s), want 1 -> 5 (query)", pp.Partition, *pp.CurrentRows, *pp.ExpectedRows, pp.ExpectedMethod)
 		}
 	}
-	// revenue_daily is a sql job: expected from history, one row a day.
 	for _, pp := range p.Steps[3].Partitions {
 		if pp.ExpectedMethod != "history" || *pp.ExpectedRows != 1 || *pp.CurrentRows != 1 {
 			t.Errorf("revenue_daily %s: %d -> %d (%s), want 1 -> 1 (history)", pp.Partition, *pp.CurrentRows, *pp.ExpectedRows, pp.ExpectedMethod)
 		}
 	}
-	if out.Plans[1].Tier != "semi-auto" || !strings.Contains(strings.Join(out.Plans[1].Reasons, ";"), "range is 14 days, over the auto limit of 7") {
-		t.Errorf("plan 2: %s %q", out.Plans[1].Tier, out.Plans[1].Reasons)
+	reasons := strings.Join(p.Reasons, ";")
+	if p.Tier != "manual" || !strings.Contains(reasons, "revenue_daily is tagged billing") || !strings.Contains(reasons, "partner_feed is tagged external") {
+		t.Errorf("manual reasons: %q", p.Reasons)
 	}
 }
 
@@ -156,11 +221,9 @@ func TestPlanShowPlansRoundTrip(t *testing.T) {
 		t.Fatalf("plan: exit %d %s", r.code, r.stderr)
 	}
 	p := decode[planJSON](t, r.stdout)
-	if p.Tier != "semi-auto" || p.Status != "pending" || p.Request.RequestedBy != "bob" || !strings.HasPrefix(p.Hash, "sha256:") {
+	// The demo proved sessions, so a 3-day plan of it is auto.
+	if p.Tier != "auto" || p.Status != "ready" || p.Request.RequestedBy != "bob" || !strings.HasPrefix(p.Hash, "sha256:") {
 		t.Errorf("plan = %+v", p)
-	}
-	if !strings.Contains(strings.Join(p.Reasons, ";"), "no idempotency proof for sessions") {
-		t.Errorf("reasons %q do not say sessions lacks a proof", p.Reasons)
 	}
 	if len(p.Steps) != 1 || len(p.Steps[0].Partitions) != 3 {
 		t.Fatalf("steps = %+v", p.Steps)
@@ -181,7 +244,7 @@ func TestPlanShowPlansRoundTrip(t *testing.T) {
 		}
 	}
 	text := run(t, d, nil, "show", p.ID)
-	for _, want := range []string{"Plan " + p.ID, "~ sessions  query job -> sessions", "2026-11-25", "Tier: SEMI-AUTO", "refill approve " + p.ID} {
+	for _, want := range []string{"Plan " + p.ID, "~ sessions  query job -> sessions", "2026-11-25", "Tier: AUTO", "refill apply " + p.ID} {
 		if !strings.Contains(text.stdout, want) {
 			t.Errorf("show text lacks %q:\n%s", want, text.stdout)
 		}
@@ -190,12 +253,26 @@ func TestPlanShowPlansRoundTrip(t *testing.T) {
 		ID     string `json:"id"`
 		Status string `json:"status"`
 	}](t, run(t, d, nil, "plans", "-o", "json").stdout)
-	if len(list) != 4 || list[0].ID != p.ID {
-		t.Errorf("plans = %+v, want 4 newest first", list)
+	if len(list) != 5 || list[0].ID != p.ID {
+		t.Errorf("plans = %+v, want 5 newest first", list)
 	}
 	ready := decode[[]json.RawMessage](t, run(t, d, nil, "plans", "--status", "ready", "-o", "json").stdout)
-	if len(ready) != 0 {
-		t.Errorf("no plan can be ready without proofs, got %d", len(ready))
+	if len(ready) != 2 {
+		t.Errorf("ready plans: %d, want the demo's auto plan and this one", len(ready))
+	}
+	// Editing the job makes the proof stale: the same request is semi-auto.
+	cfg, err := os.ReadFile(filepath.Join(d, "refill.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(cfg), "count(*) AS events,", "count(*) AS events, -- edited\n",  1)
+	if err := os.WriteFile(filepath.Join(d, "refill.yaml"), []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = run(t, d, nil, "plan", "sessions", "--from", "2026-11-25", "--to", "2026-11-27", "--reason", "late events", "--as", "bob", "-o", "json")
+	stale := decode[planJSON](t, r.stdout)
+	if stale.Tier != "semi-auto" || !strings.Contains(strings.Join(stale.Reasons, ";"), "idempotency proof is stale for sessions") {
+		t.Errorf("after editing the job: %s %q", stale.Tier, stale.Reasons)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/config"
 	"github.com/refill-dev/refill/planner"
+	"github.com/refill-dev/refill/proof"
 	"github.com/refill-dev/refill/store"
 	"github.com/refill-dev/refill/warehouse"
 )
@@ -33,6 +34,10 @@ type app struct {
 	configPath string
 	output     string
 	as         string
+	// printed is set once a JSON document went to stdout: a command that
+	// reports and then fails (a blocked plan, a failed proof) has already
+	// printed its one document, which carries the verdict.
+	printed bool
 }
 
 // Main runs the command line and returns the process exit code.
@@ -51,7 +56,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		err = refill.BadInputf("%s", ue.Error())
 	}
 	code := refill.ExitCode(err)
-	if a.output == "json" {
+	if a.output == "json" && !a.printed {
 		a.printJSON(map[string]any{"error": err.Error(), "code": code})
 	}
 	fmt.Fprintf(stderr, "refill: %s\n", err)
@@ -88,7 +93,7 @@ Start with:  refill demo`,
 		}
 		return nil
 	}
-	root.AddCommand(a.planCmd(), a.showCmd(), a.plansCmd(), a.lineageCmd(), a.demoCmd())
+	root.AddCommand(a.planCmd(), a.showCmd(), a.plansCmd(), a.lineageCmd(), a.checkCmd(), a.proveCmd(), a.demoCmd())
 	for _, c := range root.Commands() {
 		c.Args = wrapArgs(c.Args)
 	}
@@ -110,12 +115,16 @@ func wrapArgs(v cobra.PositionalArgs) cobra.PositionalArgs {
 
 // env is the project a command works in: its config, warehouse and store.
 type env struct {
-	cfg *refill.Config
-	wh  refill.Warehouse
-	st  *store.Store
+	cfg     *refill.Config
+	wh      refill.Warehouse
+	st      *store.Store
+	closers []func() error
 }
 
 func (e *env) Close() {
+	for _, c := range e.closers {
+		c()
+	}
 	if e.wh != nil {
 		e.wh.Close()
 	}
@@ -195,12 +204,14 @@ func (a *app) planner(e *env) (*planner.Planner, error) {
 	if p.Now, err = a.now(); err != nil {
 		return nil, err
 	}
+	p.Proofs = proof.Status{Store: e.st}
 	return p, nil
 }
 
 func (a *app) json() bool { return a.output == "json" }
 
 func (a *app) printJSON(v any) error {
+	a.printed = true
 	enc := json.NewEncoder(a.stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
