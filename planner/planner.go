@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/gate"
 	"github.com/refill-dev/refill/lineage"
 	"github.com/refill-dev/refill/policy"
 )
@@ -32,11 +33,6 @@ type ProofSource interface {
 	ProofStatus(ctx context.Context, dataset, fingerprint string) (policy.Proof, error)
 }
 
-// Gate checks sources before a plan may be approved or applied.
-type Gate interface {
-	Check(ctx context.Context, sources []string, r refill.Range, planID string) (refill.Gate, error)
-}
-
 // Planner builds and stores plans.
 type Planner struct {
 	Config    *refill.Config
@@ -44,9 +40,10 @@ type Planner struct {
 	Policy    *policy.Policy
 	Warehouse refill.Warehouse
 	Store     refill.Store
-	// Proofs and Gate are optional collaborators.
+	// Gate checks the plan's inputs; Proofs says which jobs are proven.
+	// Without Proofs, no dataset has a proof.
+	Gate   *gate.Gate
 	Proofs ProofSource
-	Gate   Gate
 	// Now is the clock (REFILL_NOW in the CLI).
 	Now func() time.Time
 }
@@ -61,7 +58,9 @@ func New(cfg *refill.Config, wh refill.Warehouse, st refill.Store) (*Planner, er
 	if err != nil {
 		return nil, err
 	}
-	return &Planner{Config: cfg, Graph: g, Policy: pol, Warehouse: wh, Store: st, Now: time.Now}, nil
+	p := &Planner{Config: cfg, Graph: g, Policy: pol, Warehouse: wh, Store: st, Now: time.Now}
+	p.Gate = &gate.Gate{Config: cfg, Warehouse: wh, Store: st, Now: func() time.Time { return p.Now() }}
+	return p, nil
 }
 
 // Request is what the user asked for, before validation.
@@ -74,20 +73,44 @@ type Request struct {
 	Actor string
 }
 
-// Plan builds the plan for r and stores it.
+// Plan builds the plan for r and stores it, with the source schemas it saw
+// (the next plan's drift baseline) and the partitions its gate flagged.
 func (p *Planner) Plan(ctx context.Context, r Request) (*refill.Plan, error) {
-	plan, err := p.Build(ctx, r)
+	plan, seen, err := p.build(ctx, r)
 	if err != nil {
 		return nil, err
 	}
 	if err := p.Store.SavePlan(ctx, plan); err != nil {
 		return nil, fmt.Errorf("storing plan: %w", err)
 	}
+	for i := range seen.Schemas {
+		seen.Schemas[i].PlanID = plan.ID
+	}
+	for i := range seen.Flags {
+		seen.Flags[i].PlanID = plan.ID
+	}
+	if err := p.Store.SaveSchemas(ctx, seen.Schemas); err != nil {
+		return nil, fmt.Errorf("storing source schemas: %w", err)
+	}
+	if err := p.Store.SaveFlags(ctx, seen.Flags); err != nil {
+		return nil, fmt.Errorf("storing gate flags: %w", err)
+	}
 	return plan, nil
 }
 
 // Build makes the plan for r without storing it.
 func (p *Planner) Build(ctx context.Context, r Request) (*refill.Plan, error) {
+	plan, _, err := p.build(ctx, r)
+	return plan, err
+}
+
+func (p *Planner) build(ctx context.Context, r Request) (*refill.Plan, gate.Result, error) {
+	var seen gate.Result
+	plan, err := p.assemble(ctx, r, &seen)
+	return plan, seen, err
+}
+
+func (p *Planner) assemble(ctx context.Context, r Request, seen *gate.Result) (*refill.Plan, error) {
 	if len(r.Targets) == 0 {
 		return nil, refill.BadInputf("name at least one dataset to reprocess (known: %s)", strings.Join(p.Graph.Names(), ", "))
 	}
@@ -142,14 +165,12 @@ func (p *Planner) Build(ctx context.Context, r Request) (*refill.Plan, error) {
 		plan.Steps = append(plan.Steps, step)
 	}
 
-	plan.Gate = refill.Gate{Passed: true, Checked: closure.Sources, Findings: []refill.Finding{}}
-	if p.Gate != nil {
-		g, err := p.Gate.Check(ctx, closure.Sources, rng, plan.ID)
-		if err != nil {
-			return nil, fmt.Errorf("source gate: %w", err)
-		}
-		plan.Gate = g
+	res, err := p.Gate.Check(ctx, p.inputs(closure), rng)
+	if err != nil {
+		return nil, fmt.Errorf("source gate: %w", err)
 	}
+	*seen = res
+	plan.Gate = res.Gate
 
 	in := policy.Input{Request: plan.Request, Downstream: closure.Downstream, Proofs: map[string]policy.Proof{}}
 	for _, n := range closure.Steps {
@@ -175,6 +196,25 @@ func (p *Planner) Build(ctx context.Context, r Request) (*refill.Plan, error) {
 	}
 	plan.Hash = plan.ComputeHash()
 	return plan, nil
+}
+
+// inputs are what the gate checks: every source upstream of the plan, and
+// every dataset with checks that a step reads but the plan does not rebuild.
+func (p *Planner) inputs(c lineage.Closure) []string {
+	in := slices.Clone(c.Sources)
+	steps := map[string]bool{}
+	for _, n := range c.Steps {
+		steps[n.Dataset.Name] = true
+	}
+	for _, n := range c.Steps {
+		for _, up := range n.Dataset.Upstream {
+			if d := p.Config.Datasets[up]; !steps[up] && d.Checks != nil && !slices.Contains(in, up) {
+				in = append(in, up)
+			}
+		}
+	}
+	slices.Sort(in)
+	return in
 }
 
 // checkTable verifies a dataset's table and partition column exist.

@@ -10,9 +10,8 @@ import (
 	"time"
 
 	"github.com/refill-dev/refill"
-	"github.com/refill-dev/refill/internal/pgtest"
+	"github.com/refill-dev/refill/internal/whtest"
 	"github.com/refill-dev/refill/store"
-	"github.com/refill-dev/refill/warehouse"
 )
 
 // bundle is what a planner test works with: the planner over a real
@@ -26,71 +25,33 @@ type bundle struct {
 	name string
 }
 
-type driver struct {
-	name string
-	// open returns a warehouse DSN and a raw handle on the same database.
-	open func(t *testing.T) (dsn string, db *sql.DB)
-}
-
-var drivers = []driver{
-	{"sqlite", func(t *testing.T) (string, *sql.DB) {
-		path := filepath.Join(t.TempDir(), "wh.db")
-		db, err := sql.Open("sqlite", "file:"+path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return "sqlite:" + path, db
-	}},
-	{"postgres", func(t *testing.T) (string, *sql.DB) {
-		dsn := pgtest.Schema(t)
-		db, err := sql.Open("pgx", dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return dsn, db
-	}},
-}
-
 // each runs fn against every warehouse driver.
 func each(t *testing.T, datasets map[string]*refill.Dataset, fixtures []string, fn func(t *testing.T, b *bundle)) {
-	for _, d := range drivers {
-		t.Run(d.name, func(t *testing.T) {
-			dsn, db := d.open(t)
-			for _, f := range fixtures {
-				if _, err := db.Exec(f); err != nil {
-					t.Fatalf("%s: %v", f, err)
-				}
+	whtest.Each(t, func(t *testing.T, w *whtest.Warehouse) {
+		w.Exec(t, fixtures...)
+		ctx := context.Background()
+		wh, db := w.WH, w.DB
+		st, err := store.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "state.db"), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		// Each driver gets its own copy: tests edit jobs.
+		datasets := clone(datasets)
+		for n, ds := range datasets {
+			ds.Name = n
+			if ds.Partition.Grain == "" {
+				ds.Partition.Grain = refill.GrainDay
 			}
-			ctx := context.Background()
-			wh, err := warehouse.Open(ctx, dsn, "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { wh.Close() })
-			st, err := store.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "state.db"), "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { st.Close() })
-			// Each driver gets its own copy: tests edit jobs.
-			datasets := clone(datasets)
-			for n, ds := range datasets {
-				ds.Name = n
-				if ds.Partition.Grain == "" {
-					ds.Partition.Grain = refill.GrainDay
-				}
-			}
-			cfg := &refill.Config{Policy: refill.DefaultPolicy(), Datasets: datasets}
-			p, err := New(cfg, wh, st)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p.Now = func() time.Time { return time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC) }
-			fn(t, &bundle{p: p, db: db, st: st, cfg: cfg, name: d.name})
-		})
-	}
+		}
+		cfg := &refill.Config{Policy: refill.DefaultPolicy(), Datasets: datasets}
+		p, err := New(cfg, wh, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Now = func() time.Time { return time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC) }
+		fn(t, &bundle{p: p, db: db, st: st, cfg: cfg, name: w.Driver})
+	})
 }
 
 func clone(in map[string]*refill.Dataset) map[string]*refill.Dataset {

@@ -30,6 +30,10 @@ type dialect struct {
 	timestamp func(time.Time) any
 	// boolean converts a bool for a boolean column (SQLite has none).
 	boolean func(bool) any
+	// lockAudit, when set, runs first in every write transaction so that
+	// appends to the audit chain from several processes take turns. SQLite
+	// needs none: an IMMEDIATE transaction already holds the only write lock.
+	lockAudit string
 }
 
 // sqliteTime is the text form of timestamps on SQLite. SQLite has no time
@@ -67,6 +71,7 @@ var postgresDialect = dialect{
 )`,
 	timestamp: func(t time.Time) any { return t.UTC() },
 	boolean:   func(b bool) any { return b },
+	lockAudit: `SELECT pg_advisory_xact_lock(hashtext('refill_audit'), hashtext(coalesce(current_schema(), '')))`,
 }
 
 // rebind rewrites the ? placeholders of query for the dialect. Question

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/refill-dev/refill"
 )
@@ -13,6 +12,10 @@ import (
 // history of what was proven, by whom and against which job definition is
 // itself evidence.
 func (s *Store) SaveProof(ctx context.Context, p *refill.Proof) error {
+	return s.Update(ctx, func(tx *Tx) error { return tx.SaveProof(ctx, p) })
+}
+
+func saveProof(ctx context.Context, q querier, d dialect, p *refill.Proof) error {
 	if p.Dataset == "" || p.Fingerprint == "" {
 		return fmt.Errorf("save proof: dataset and fingerprint are required")
 	}
@@ -20,10 +23,10 @@ func (s *Store) SaveProof(ctx context.Context, p *refill.Proof) error {
 	if err != nil {
 		return fmt.Errorf("save proof of %s: %w", p.Dataset, err)
 	}
-	_, err = s.db.ExecContext(ctx, s.d.rebind(`
+	_, err = q.ExecContext(ctx, d.rebind(`
 		INSERT INTO proofs (dataset, partition, fingerprint, passed, proven_at, proven_by, body)
 		VALUES (?, ?, ?, ?, ?, ?, ?)`),
-		p.Dataset, p.Partition, p.Fingerprint, s.d.boolean(p.Passed), s.d.timestamp(p.ProvenAt), p.ProvenBy, string(body))
+		p.Dataset, p.Partition, p.Fingerprint, d.boolean(p.Passed), d.timestamp(p.ProvenAt), p.ProvenBy, string(body))
 	if err != nil {
 		return fmt.Errorf("save proof of %s: %w", p.Dataset, err)
 	}
@@ -54,25 +57,7 @@ func (s *Store) Proofs(ctx context.Context, dataset string) ([]refill.Proof, err
 
 // SaveFlags records partitions the gate found bad, in one transaction.
 func (s *Store) SaveFlags(ctx context.Context, flags []refill.Flag) error {
-	if len(flags) == 0 {
-		return nil
-	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("save gate flags: %w", err)
-	}
-	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	insert := s.d.rebind(`INSERT INTO gate_flags (dataset, partition, "check", plan_id, flagged_at) VALUES (?, ?, ?, ?, ?)`)
-	now := s.d.timestamp(time.Now())
-	for _, f := range flags {
-		if _, err := tx.ExecContext(ctx, insert, f.Dataset, f.Partition, f.Check, f.PlanID, now); err != nil {
-			return fmt.Errorf("save gate flag %s %s: %w", f.Dataset, f.Partition, err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("save gate flags: %w", err)
-	}
-	return nil
+	return s.Update(ctx, func(tx *Tx) error { return tx.SaveFlags(ctx, flags) })
 }
 
 // Flagged returns every partition of dataset the gate ever flagged.

@@ -194,6 +194,17 @@ func (s *Store) Close() error {
 // against that hash, and an ID already saved, since a saved plan never
 // changes: anything that would change a plan makes a new one.
 func (s *Store) SavePlan(ctx context.Context, p *refill.Plan) error {
+	return s.Update(ctx, func(tx *Tx) error { return tx.SavePlan(ctx, p) })
+}
+
+// querier is what a statement runs on: the database, or a transaction.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func savePlan(ctx context.Context, q querier, d dialect, p *refill.Plan) error {
 	if p.ID == "" {
 		return errors.New("save plan: the plan has no ID")
 	}
@@ -222,12 +233,12 @@ func (s *Store) SavePlan(ctx context.Context, p *refill.Plan) error {
 	}
 	// ON CONFLICT DO NOTHING reports a duplicate as zero rows on both
 	// engines, without parsing driver-specific constraint errors.
-	res, err := s.db.ExecContext(ctx, s.d.rebind(`
+	res, err := q.ExecContext(ctx, d.rebind(`
 		INSERT INTO plans (id, hash, status, tier, created_at, requested_by, targets,
 			range_from, range_to, reason, datasets, partitions, body)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING`),
-		p.ID, p.Hash, string(p.Status), string(p.Tier), s.d.timestamp(p.CreatedAt), p.Request.RequestedBy, string(targets),
+		p.ID, p.Hash, string(p.Status), string(p.Tier), d.timestamp(p.CreatedAt), p.Request.RequestedBy, string(targets),
 		p.Request.From, p.Request.To, p.Request.Reason, len(p.Steps), partitions, string(body))
 	if err != nil {
 		return fmt.Errorf("save plan %s: %w", p.ID, err)
@@ -316,7 +327,11 @@ func (s *Store) Plans(ctx context.Context, f refill.PlanFilter) ([]refill.PlanSu
 // exactly one wins. Whether the move itself is allowed is the caller's
 // decision, not the store's.
 func (s *Store) SetStatus(ctx context.Context, id string, from, to refill.Status) error {
-	res, err := s.db.ExecContext(ctx, s.d.rebind(`UPDATE plans SET status = ? WHERE id = ? AND status = ?`),
+	return s.Update(ctx, func(tx *Tx) error { return tx.SetStatus(ctx, id, from, to) })
+}
+
+func setStatus(ctx context.Context, q querier, d dialect, id string, from, to refill.Status) error {
+	res, err := q.ExecContext(ctx, d.rebind(`UPDATE plans SET status = ? WHERE id = ? AND status = ?`),
 		string(to), id, string(from))
 	if err != nil {
 		return fmt.Errorf("plan %s: set status %s: %w", id, to, err)
@@ -329,7 +344,7 @@ func (s *Store) SetStatus(ctx context.Context, id string, from, to refill.Status
 		return nil
 	}
 	var cur string
-	err = s.db.QueryRowContext(ctx, s.d.rebind(`SELECT status FROM plans WHERE id = ?`), id).Scan(&cur)
+	err = q.QueryRowContext(ctx, d.rebind(`SELECT status FROM plans WHERE id = ?`), id).Scan(&cur)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return refill.NotFoundf("no plan %q in the state store; `refill plans` lists the plans there are", id)
@@ -346,32 +361,7 @@ func (s *Store) SetStatus(ctx context.Context, id string, from, to refill.Status
 // Snapshots are only ever added, so the history of a source's schema stays
 // readable.
 func (s *Store) SaveSchemas(ctx context.Context, snaps []refill.SchemaSnapshot) error {
-	if len(snaps) == 0 {
-		return nil
-	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("save schemas: %w", err)
-	}
-	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	insert := s.d.rebind(`INSERT INTO schema_snapshots (dataset, plan_id, columns, recorded_at) VALUES (?, ?, ?, ?)`)
-	now := s.d.timestamp(time.Now())
-	for _, sn := range snaps {
-		if sn.Dataset == "" {
-			return fmt.Errorf("save schemas for plan %s: a snapshot has no dataset", sn.PlanID)
-		}
-		cols, err := json.Marshal(sn.Columns)
-		if err != nil {
-			return fmt.Errorf("save schema of %s: %w", sn.Dataset, err)
-		}
-		if _, err := tx.ExecContext(ctx, insert, sn.Dataset, sn.PlanID, string(cols), now); err != nil {
-			return fmt.Errorf("save schema of %s: %w", sn.Dataset, err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("save schemas: %w", err)
-	}
-	return nil
+	return s.Update(ctx, func(tx *Tx) error { return tx.SaveSchemas(ctx, snaps) })
 }
 
 // LatestSchema returns the columns of dataset recorded last. Insertion order

@@ -42,7 +42,7 @@ func Exercise(t *testing.T, newDSN func(t *testing.T) string) {
 		}
 		mk := func(part string, passed bool, fp string) *refill.Proof {
 			return &refill.Proof{Dataset: "agg", Partition: part, Kind: refill.JobSQL, Fingerprint: fp, Passed: passed,
-				Builds: []refill.ProofBuild{{Build: "over existing rows", Digest: refill.Digest{Rows: 3, Checksum: "00000000000000ff"}}},
+				Builds:  []refill.ProofBuild{{Build: "over existing rows", Digest: refill.Digest{Rows: 3, Checksum: "00000000000000ff"}}},
 				Message: part, Warehouse: "warehouse", ProvenAt: at(1), ProvenBy: "alice"}
 		}
 		for _, p := range []*refill.Proof{mk("2026-11-01", false, "sha256:a"), mk("2026-11-02", true, "sha256:b")} {
