@@ -86,6 +86,92 @@ func Exercise(t *testing.T, newDSN func(t *testing.T) string) {
 		}
 	})
 
+	t.Run("AuditChain", func(t *testing.T) {
+		t.Parallel()
+		ctx := t.Context()
+		// appendN writes n entries, each in its own transaction.
+		appendN := func(t *testing.T, s *store.Store, n int) {
+			t.Helper()
+			for i := 0; i < n; i++ {
+				err := s.Update(ctx, func(tx *store.Tx) error {
+					return tx.Append(ctx, &refill.Event{Kind: refill.EventApproval, Actor: "carol", PlanID: fmt.Sprintf("p%d", i),
+						Dataset: "agg", Partition: "2026-11-02", At: at(i).Add(123456789), Detail: refill.Detail(map[string]any{"note": "ok", "n": i})})
+				})
+				if err != nil {
+					t.Fatalf("append: %v", err)
+				}
+			}
+		}
+		verify := func(t *testing.T, s *store.Store) (store.AuditReport, error) {
+			t.Helper()
+			return s.VerifyAudit(ctx)
+		}
+		tampers := []struct {
+			name    string
+			sql     string
+			seq     int64
+			problem string
+		}{
+			{"altered", "UPDATE audit_log SET actor = 'mallory' WHERE seq = 3", 3, "was altered"},
+			{"removed", "DELETE FROM audit_log WHERE seq = 2", 2, "is missing"},
+			{"removed at the end", "DELETE FROM audit_log WHERE seq = 5", 5, "removed from the end"},
+			{"swapped", "UPDATE audit_log SET seq = 1000 WHERE seq = 2; UPDATE audit_log SET seq = 2 WHERE seq = 3; UPDATE audit_log SET seq = 3 WHERE seq = 1000", 2, "does not follow entry 1"},
+		}
+		for _, tc := range tampers {
+			t.Run(tc.name, func(t *testing.T) {
+				s, _ := setup(t)
+				appendN(t, s, 5)
+				rep, err := verify(t, s)
+				if err != nil || !rep.OK || rep.Entries != 5 {
+					t.Fatalf("untouched chain: %+v, %v", rep, err)
+				}
+				if _, err := s.DB().ExecContext(ctx, tc.sql); err != nil {
+					t.Fatal(err)
+				}
+				rep, err = verify(t, s)
+				if !errors.Is(err, refill.ErrVerification) || rep.OK || rep.Broken == nil || rep.Broken.Seq != tc.seq || !strings.Contains(rep.Broken.Problem, tc.problem) {
+					t.Errorf("after %s: report %+v, err %v; want entry %d %q", tc.sql, rep.Broken, err, tc.seq, tc.problem)
+				}
+			})
+		}
+		t.Run("entries round-trip", func(t *testing.T) {
+			s, _ := setup(t)
+			appendN(t, s, 2)
+			got, err := s.Audit(ctx, store.AuditFilter{PlanID: "p1"})
+			if err != nil || len(got) != 1 {
+				t.Fatalf("Audit(p1) = %v, %v", got, err)
+			}
+			e := got[0]
+			if e.Seq != 2 || e.Actor != "carol" || e.Partition != "2026-11-02" || string(e.Detail) != `{"n":1,"note":"ok"}` || e.ComputeHash() != e.Hash {
+				t.Errorf("entry = %+v", e)
+			}
+		})
+		t.Run("a failed change leaves no entry", func(t *testing.T) {
+			s, _ := setup(t)
+			p := newPlan("p-audit", at(1))
+			mustSave(t, s, p)
+			boom := errors.New("crash after the audit entry")
+			err := s.Update(ctx, func(tx *store.Tx) error {
+				if err := tx.SetStatus(ctx, p.ID, refill.StatusPending, refill.StatusApproved); err != nil {
+					return err
+				}
+				if err := tx.Append(ctx, &refill.Event{Kind: refill.EventApproval, Actor: "carol", PlanID: p.ID}); err != nil {
+					return err
+				}
+				return boom
+			})
+			if !errors.Is(err, boom) {
+				t.Fatalf("Update = %v", err)
+			}
+			if got, _ := s.Audit(ctx, store.AuditFilter{PlanID: p.ID}); len(got) != 0 {
+				t.Errorf("entries after a failed change: %+v", got)
+			}
+			if got, _ := s.Plan(ctx, p.ID); got.Status != refill.StatusPending {
+				t.Errorf("status after a failed change: %s", got.Status)
+			}
+		})
+	})
+
 	t.Run("SaveLoadRoundTrip", func(t *testing.T) {
 		t.Parallel()
 		s, dsn := setup(t)
