@@ -32,6 +32,13 @@ type SchemaSnapshot struct {
 	Columns []Column `json:"columns"`
 }
 
+// PlanRecord is a new plan and what its gate saw.
+type PlanRecord struct {
+	Plan    *Plan
+	Schemas []SchemaSnapshot
+	Flags   []Flag
+}
+
 // Store keeps refill's own state: plans and everything that happens to them.
 // Plans are immutable once saved; only their status moves.
 type Store interface {
@@ -45,6 +52,10 @@ type Store interface {
 	// SetStatus moves a plan from one status to another; it fails with
 	// ErrNotPermitted if the plan is not in status from.
 	SetStatus(ctx context.Context, id string, from, to Status) error
+	// RecordPlan stores a new plan with what its gate saw, supersedes
+	// earlier live plans of the same request, and appends the audit entries
+	// for all of it, in one transaction. It returns the superseded plans.
+	RecordPlan(ctx context.Context, rec PlanRecord) (superseded []string, err error)
 	// SaveSchemas records sources' columns as seen by a plan.
 	SaveSchemas(ctx context.Context, snaps []SchemaSnapshot) error
 	// LatestSchema returns the most recently recorded columns of a dataset,

@@ -80,20 +80,8 @@ func (p *Planner) Plan(ctx context.Context, r Request) (*refill.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := p.Store.SavePlan(ctx, plan); err != nil {
+	if _, err := p.Store.RecordPlan(ctx, refill.PlanRecord{Plan: plan, Schemas: seen.Schemas, Flags: seen.Flags}); err != nil {
 		return nil, fmt.Errorf("storing plan: %w", err)
-	}
-	for i := range seen.Schemas {
-		seen.Schemas[i].PlanID = plan.ID
-	}
-	for i := range seen.Flags {
-		seen.Flags[i].PlanID = plan.ID
-	}
-	if err := p.Store.SaveSchemas(ctx, seen.Schemas); err != nil {
-		return nil, fmt.Errorf("storing source schemas: %w", err)
-	}
-	if err := p.Store.SaveFlags(ctx, seen.Flags); err != nil {
-		return nil, fmt.Errorf("storing gate flags: %w", err)
 	}
 	return plan, nil
 }

@@ -248,6 +248,15 @@ func savePlan(ctx context.Context, q querier, d dialect, p *refill.Plan) error {
 	} else if n == 0 {
 		return refill.NotPermittedf("plan %s already exists; a saved plan never changes, so make a new plan instead", p.ID)
 	}
+	// The partitions it rewrites, for locks and history.
+	ins := d.rebind(`INSERT INTO plan_partitions (plan_id, dataset, partition) VALUES (?, ?, ?)`)
+	for _, st := range p.Steps {
+		for _, pp := range st.Partitions {
+			if _, err := q.ExecContext(ctx, ins, p.ID, st.Dataset, pp.Partition); err != nil {
+				return fmt.Errorf("save plan %s: %w", p.ID, err)
+			}
+		}
+	}
 	return nil
 }
 

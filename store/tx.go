@@ -52,9 +52,13 @@ func (t *Tx) SetStatus(ctx context.Context, id string, from, to refill.Status) e
 	return setStatus(ctx, t.tx, t.d, id, from, to)
 }
 
-// SaveProof records a proof's evidence.
+// SaveProof records a proof's evidence and its audit entry.
 func (t *Tx) SaveProof(ctx context.Context, p *refill.Proof) error {
-	return saveProof(ctx, t.tx, t.d, p)
+	if err := saveProof(ctx, t.tx, t.d, p); err != nil {
+		return err
+	}
+	return t.Append(ctx, &refill.Event{Kind: refill.EventProof, Actor: p.ProvenBy, Dataset: p.Dataset, Partition: p.Partition, At: p.ProvenAt,
+		Detail: refill.Detail(map[string]any{"passed": p.Passed, "failure": p.Failure, "fingerprint": p.Fingerprint, "message": p.Message})})
 }
 
 // SaveSchemas records sources' columns as a plan saw them.

@@ -1,0 +1,73 @@
+package refill
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Roles a user may hold (DESIGN.md §9). A lead may approve manual plans.
+const (
+	RoleEngineer = "engineer"
+	RoleLead     = "lead"
+)
+
+// Decisions on a plan.
+const (
+	DecisionApprove = "approve"
+	DecisionReject  = "reject"
+)
+
+// Approval is a person's decision on a plan, bound to the plan's hash: a
+// plan whose content changed is a different plan and needs its own.
+type Approval struct {
+	PlanID   string    `json:"plan_id"`
+	PlanHash string    `json:"plan_hash"`
+	Actor    string    `json:"actor"`
+	Decision string    `json:"decision"`
+	Note     string    `json:"note,omitempty"`
+	At       time.Time `json:"at"`
+}
+
+// Manual checklist steps, in the order they must happen; approval and the
+// run sit between scope and signoff.
+const (
+	StepSnapshot = "snapshot"
+	StepScope    = "scope"
+	StepSignoff  = "signoff"
+)
+
+// ChecklistStep records one step of the manual checklist: who and when.
+type ChecklistStep struct {
+	PlanID string          `json:"plan_id"`
+	Step   string          `json:"step"`
+	Actor  string          `json:"actor"`
+	Note   string          `json:"note,omitempty"`
+	Detail json.RawMessage `json:"detail,omitempty"`
+	At     time.Time       `json:"at"`
+}
+
+// SnapshotPart is one partition copied before a run, with the digest that a
+// rollback must reproduce.
+type SnapshotPart struct {
+	PlanID    string `json:"plan_id"`
+	Dataset   string `json:"dataset"`
+	Table     string `json:"table"`
+	Partition string `json:"partition"`
+	// SnapshotTable is the warehouse table holding the copy.
+	SnapshotTable string `json:"snapshot_table"`
+	Digest        Digest `json:"digest"`
+	// Source is true for partitions of sources the plan reads: kept as
+	// evidence, never restored (refill does not rewrite sources).
+	Source bool `json:"source,omitempty"`
+}
+
+// Live reports whether a plan in status s still holds its partitions: it
+// may yet run (or resume), so another plan over the same partitions must
+// wait.
+func (s Status) Live() bool {
+	switch s {
+	case StatusPending, StatusReady, StatusApproved, StatusRunning, StatusFailed:
+		return true
+	}
+	return false
+}
