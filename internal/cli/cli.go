@@ -93,7 +93,8 @@ Start with:  refill demo`,
 		}
 		return nil
 	}
-	root.AddCommand(a.planCmd(), a.showCmd(), a.plansCmd(), a.lineageCmd(), a.checkCmd(), a.proveCmd(), a.demoCmd())
+	root.AddCommand(a.planCmd(), a.showCmd(), a.plansCmd(), a.lineageCmd(), a.checkCmd(), a.proveCmd(),
+		a.approveCmd(), a.rejectCmd(), a.scopeCmd(), a.auditCmd(), a.demoCmd())
 	for _, c := range root.Commands() {
 		c.Args = wrapArgs(c.Args)
 	}

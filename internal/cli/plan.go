@@ -89,11 +89,15 @@ func (a *app) showCmd() *cobra.Command {
 				return err
 			}
 			defer e.Close()
-			plan, err := e.st.Plan(cmd.Context(), args[0])
+			c, err := a.control(e)
 			if err != nil {
 				return err
 			}
-			return a.printPlan(plan, e.cfg)
+			s, err := c.Load(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return a.printState(s, e.cfg)
 		},
 	}
 }

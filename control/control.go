@@ -1,0 +1,316 @@
+// Package control decides whether a plan may run now, and records the
+// people in the loop: approvals, rejections and the manual checklist.
+//
+// One function, Unmet, answers "may this plan run now?" with every
+// requirement not yet met; `refill show` prints that list and `refill
+// apply` refuses while it is not empty (atlantis's apply requirements,
+// DESIGN.md §4 and §9).
+package control
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/store"
+)
+
+// Control works on stored plans.
+type Control struct {
+	Config *refill.Config
+	Store  *store.Store
+	Now    func() time.Time
+}
+
+func (c *Control) now() time.Time {
+	if c.Now == nil {
+		return time.Now().UTC()
+	}
+	return c.Now().UTC()
+}
+
+// State is a plan with everything that decides whether it may run.
+type State struct {
+	Plan      *refill.Plan           `json:"plan"`
+	Approvals []refill.Approval      `json:"approvals"`
+	Checklist []refill.ChecklistStep `json:"checklist"`
+	Holders   []store.Holder         `json:"holders,omitempty"`
+	// Unmet lists every requirement not yet met to run the plan now; empty
+	// means it may run.
+	Unmet []string `json:"unmet"`
+}
+
+// Load reads a plan and its state.
+func (c *Control) Load(ctx context.Context, id string) (*State, error) {
+	p, err := c.Store.Plan(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	s := &State{Plan: p}
+	if s.Approvals, err = c.Store.Approvals(ctx, id); err != nil {
+		return nil, err
+	}
+	if s.Checklist, err = c.Store.Checklist(ctx, id); err != nil {
+		return nil, err
+	}
+	if s.Holders, err = c.Store.Holders(ctx, id); err != nil {
+		return nil, err
+	}
+	s.Unmet = c.unmet(s)
+	return s, nil
+}
+
+// Done reports whether a checklist step was recorded.
+func (s *State) Done(step string) (refill.ChecklistStep, bool) {
+	for _, st := range s.Checklist {
+		if st.Step == step {
+			return st, true
+		}
+	}
+	return refill.ChecklistStep{}, false
+}
+
+// approval returns the approval that counts: by someone other than the
+// requester, of this exact plan content, by a lead when the plan is manual.
+func (c *Control) approval(s *State) (refill.Approval, bool) {
+	for _, a := range s.Approvals {
+		if a.Decision != refill.DecisionApprove || a.PlanHash != s.Plan.Hash || a.Actor == s.Plan.Request.RequestedBy {
+			continue
+		}
+		if s.Plan.Tier == refill.TierManual && !c.isLead(a.Actor) {
+			continue
+		}
+		return a, true
+	}
+	return refill.Approval{}, false
+}
+
+func (c *Control) isLead(name string) bool {
+	u, ok := c.Config.Users[name]
+	return ok && u.HasRole(refill.RoleLead)
+}
+
+// unmet is the one place that decides whether a plan may run now.
+func (c *Control) unmet(s *State) []string {
+	p := s.Plan
+	out := []string{}
+	switch p.Status {
+	case refill.StatusBlocked:
+		return append(out, fmt.Sprintf("the source gate failed (%d finding(s)): a blocked plan can never run; repair the source and plan again", failed(p.Gate)))
+	case refill.StatusRejected:
+		who := ""
+		for _, a := range s.Approvals {
+			if a.Decision == refill.DecisionReject {
+				who = fmt.Sprintf(" by %s: %s", a.Actor, a.Note)
+			}
+		}
+		return append(out, "the plan was rejected"+who)
+	case refill.StatusSuperseded:
+		return append(out, "a newer plan of the same request superseded this one: review and approve that one (refill plans)")
+	case refill.StatusApplied:
+		return append(out, "the plan has already been applied")
+	case refill.StatusRolledBack:
+		return append(out, "the plan was rolled back; plan again to reprocess")
+	}
+	switch p.Tier {
+	case refill.TierSemiAuto:
+		if _, ok := c.approval(s); !ok {
+			out = append(out, fmt.Sprintf("needs one approval by someone other than %s (refill approve %s --as USER)", p.Request.RequestedBy, p.ID))
+		}
+	case refill.TierManual:
+		if len(c.Config.Users) == 0 {
+			out = append(out, "manual plans need a lead's approval: add users: to refill.yaml with at least one user with roles: [lead]")
+		}
+		if _, ok := s.Done(refill.StepSnapshot); !ok {
+			out = append(out, fmt.Sprintf("checklist 1/5: snapshot the partitions it will overwrite (refill snapshot %s)", p.ID))
+		}
+		if _, ok := s.Done(refill.StepScope); !ok {
+			out = append(out, fmt.Sprintf("checklist 2/5: state the scope (refill scope %s --note ...)", p.ID))
+		}
+		if _, ok := c.approval(s); !ok {
+			out = append(out, fmt.Sprintf("checklist 3/5: approval by a lead other than %s (refill approve %s --as LEAD)", p.Request.RequestedBy, p.ID))
+		}
+	}
+	for _, h := range s.Holders {
+		out = append(out, fmt.Sprintf("plan %s (%s) holds %d partition(s) of %s: it must finish, be rejected or be superseded first", h.PlanID, h.Status, h.Partitions, h.Dataset))
+	}
+	return out
+}
+
+func failed(g refill.Gate) int {
+	n := 0
+	for _, f := range g.Findings {
+		if !f.Passed && !f.Warning {
+			n++
+		}
+	}
+	return n
+}
+
+// notDecidable explains why a plan in its status can take no decision.
+func notDecidable(p *refill.Plan) error {
+	switch p.Status {
+	case refill.StatusBlocked:
+		return refill.NotPermittedf("plan %s is blocked by the source gate and can never be approved; repair the source and plan again", p.ID)
+	case refill.StatusRejected:
+		return refill.NotPermittedf("plan %s was rejected; plan again if it should run", p.ID)
+	case refill.StatusSuperseded:
+		return refill.NotPermittedf("plan %s was superseded by a newer plan of the same request (its inputs changed): approve the newest one (refill plans)", p.ID)
+	case refill.StatusApproved:
+		return refill.NotPermittedf("plan %s is already approved", p.ID)
+	case refill.StatusReady:
+		return refill.NotPermittedf("plan %s is auto: it needs no approval (refill apply %s)", p.ID, p.ID)
+	case refill.StatusPending:
+		return nil
+	}
+	return refill.NotPermittedf("plan %s is %s: it can no longer be approved", p.ID, p.Status)
+}
+
+// Approve records actor's approval of plan id, bound to its hash.
+func (c *Control) Approve(ctx context.Context, id, actor, note string) (*State, error) {
+	s, err := c.Load(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	p := s.Plan
+	if err := notDecidable(p); err != nil {
+		return nil, err
+	}
+	if actor == p.Request.RequestedBy {
+		return nil, refill.NotPermittedf("%s requested plan %s and cannot approve it: nobody approves their own request", actor, id)
+	}
+	if p.Tier == refill.TierManual {
+		if len(c.Config.Users) == 0 {
+			return nil, refill.NotPermittedf("plan %s is manual and needs a lead's approval: add users: to refill.yaml with a lead (roles: [lead]), then approve with --as that lead", id)
+		}
+		if !c.isLead(actor) {
+			return nil, refill.NotPermittedf("plan %s is manual: only a lead may approve it, and %s is not a lead", id, actor)
+		}
+		for _, step := range []string{refill.StepSnapshot, refill.StepScope} {
+			if _, ok := s.Done(step); !ok {
+				return nil, refill.NotPermittedf("plan %s: the checklist runs in order and its %s step is not done yet (refill %s %s)", id, step, step, id)
+			}
+		}
+	}
+	if len(s.Holders) > 0 {
+		h := s.Holders[0]
+		return nil, refill.NotPermittedf("plan %s is locked: plan %s (%s) holds %d partition(s) of %s; it must finish, be rejected or be superseded first", id, h.PlanID, h.Status, h.Partitions, h.Dataset)
+	}
+	a := refill.Approval{PlanID: id, PlanHash: p.Hash, Actor: actor, Decision: refill.DecisionApprove, Note: note, At: c.now()}
+	err = c.Store.Update(ctx, func(tx *store.Tx) error {
+		if err := tx.SetStatus(ctx, id, refill.StatusPending, refill.StatusApproved); err != nil {
+			return err
+		}
+		if err := tx.AddApproval(ctx, a); err != nil {
+			return err
+		}
+		return tx.Append(ctx, &refill.Event{Kind: refill.EventApproval, Actor: actor, PlanID: id, At: a.At,
+			Detail: refill.Detail(map[string]any{"hash": p.Hash, "tier": p.Tier, "note": note})})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c.Load(ctx, id)
+}
+
+// Reject records actor's rejection of a plan that has not run.
+func (c *Control) Reject(ctx context.Context, id, actor, note string) (*State, error) {
+	if strings.TrimSpace(note) == "" {
+		return nil, refill.BadInputf("--note is required: say why the plan is rejected")
+	}
+	s, err := c.Load(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	p := s.Plan
+	switch p.Status {
+	case refill.StatusPending, refill.StatusReady, refill.StatusApproved:
+	default:
+		return nil, refill.NotPermittedf("plan %s is %s and can no longer be rejected", id, p.Status)
+	}
+	a := refill.Approval{PlanID: id, PlanHash: p.Hash, Actor: actor, Decision: refill.DecisionReject, Note: note, At: c.now()}
+	err = c.Store.Update(ctx, func(tx *store.Tx) error {
+		if err := tx.SetStatus(ctx, id, p.Status, refill.StatusRejected); err != nil {
+			return err
+		}
+		if err := tx.AddApproval(ctx, a); err != nil {
+			return err
+		}
+		return tx.Append(ctx, &refill.Event{Kind: refill.EventRejection, Actor: actor, PlanID: id, At: a.At,
+			Detail: refill.Detail(map[string]any{"hash": p.Hash, "note": note})})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c.Load(ctx, id)
+}
+
+// Impact is the plan's own summary of what it will change: the text a
+// scope statement starts from.
+func Impact(p *refill.Plan) string {
+	var parts int
+	var cur, exp int64
+	var names []string
+	for _, s := range p.Steps {
+		names = append(names, s.Dataset)
+		parts += len(s.Partitions)
+		for _, pp := range s.Partitions {
+			if pp.CurrentRows != nil {
+				cur += *pp.CurrentRows
+			}
+			if pp.ExpectedRows != nil {
+				exp += *pp.ExpectedRows
+			}
+		}
+	}
+	return fmt.Sprintf("Rebuild %s for %s..%s (%d days): %d partitions, %s rows now, %s expected after. Reason: %s.",
+		strings.Join(names, ", "), p.Request.From, p.Request.To, p.Request.Days, parts, humanize.Comma(cur), humanize.Comma(exp), p.Request.Reason)
+}
+
+// Scope records the scope statement of a manual plan: its impact summary
+// and the note of the person stating it.
+func (c *Control) Scope(ctx context.Context, id, actor, note string) (*State, error) {
+	if strings.TrimSpace(note) == "" {
+		return nil, refill.BadInputf("--note is required: state the scope in your words; refill adds the plan's impact summary")
+	}
+	s, err := c.Load(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.checklistOpen(s); err != nil {
+		return nil, err
+	}
+	if _, ok := s.Done(refill.StepSnapshot); !ok {
+		return nil, refill.NotPermittedf("plan %s: the checklist runs in order; snapshot first (refill snapshot %s)", id, id)
+	}
+	step := refill.ChecklistStep{PlanID: id, Step: refill.StepScope, Actor: actor, Note: note, At: c.now(),
+		Detail: refill.Detail(map[string]any{"impact": Impact(s.Plan)})}
+	err = c.Store.Update(ctx, func(tx *store.Tx) error {
+		if err := tx.AddStep(ctx, step); err != nil {
+			return err
+		}
+		return tx.Append(ctx, &refill.Event{Kind: refill.EventScope, Actor: actor, PlanID: id, At: step.At,
+			Detail: refill.Detail(map[string]any{"note": note, "impact": Impact(s.Plan)})})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c.Load(ctx, id)
+}
+
+// checklistOpen refuses checklist steps before approval on plans that are
+// not manual or no longer pending.
+func (c *Control) checklistOpen(s *State) error {
+	p := s.Plan
+	if p.Tier != refill.TierManual {
+		return refill.NotPermittedf("plan %s is %s: the checklist is for manual plans", p.ID, p.Tier)
+	}
+	if p.Status != refill.StatusPending {
+		return refill.NotPermittedf("plan %s is %s: the checklist steps before approval are closed", p.ID, p.Status)
+	}
+	return nil
+}

@@ -1,0 +1,156 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/control"
+)
+
+func (a *app) control(e *env) (*control.Control, error) {
+	now, err := a.now()
+	if err != nil {
+		return nil, err
+	}
+	return &control.Control{Config: e.cfg, Store: e.st, Now: now}, nil
+}
+
+// decisionCmd builds approve, reject and scope: each acts as --as on one
+// plan and prints the plan's state after.
+func (a *app) decisionCmd(use, short, long string, act func(c *control.Control, cmd *cobra.Command, id, actor, note string) (*control.State, error)) *cobra.Command {
+	var note string
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Long:  long,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, err := a.open(cmd.Context(), false, true)
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			actor, err := a.actor(e.cfg)
+			if err != nil {
+				return err
+			}
+			c, err := a.control(e)
+			if err != nil {
+				return err
+			}
+			s, err := act(c, cmd, args[0], actor, note)
+			if err != nil {
+				return err
+			}
+			return a.printState(s, e.cfg)
+		},
+	}
+	cmd.Flags().StringVar(&note, "note", "", "a note kept with the decision in the audit log")
+	cmd.Flags().StringVar(&a.as, "as", "", "who is acting (default $REFILL_USER)")
+	return cmd
+}
+
+func (a *app) approveCmd() *cobra.Command {
+	return a.decisionCmd("approve PLAN [--note TEXT] [--as USER]", "Approve a plan after reviewing its dry run",
+		`Approve a semi-auto or manual plan. Nobody approves their own request; manual
+plans need a lead, after the snapshot and scope steps. The approval is bound to
+the plan's hash: a re-plan of the same request is a new plan and needs its own.`,
+		func(c *control.Control, cmd *cobra.Command, id, actor, note string) (*control.State, error) {
+			return c.Approve(cmd.Context(), id, actor, note)
+		})
+}
+
+func (a *app) rejectCmd() *cobra.Command {
+	return a.decisionCmd("reject PLAN --note TEXT [--as USER]", "Reject a plan that has not run, saying why",
+		"Reject a plan; it can never be approved or applied afterwards.",
+		func(c *control.Control, cmd *cobra.Command, id, actor, note string) (*control.State, error) {
+			return c.Reject(cmd.Context(), id, actor, note)
+		})
+}
+
+func (a *app) scopeCmd() *cobra.Command {
+	return a.decisionCmd("scope PLAN --note TEXT [--as USER]", "Manual checklist step 2: state the scope",
+		`Record the scope statement of a manual plan: your note, with the plan's own
+impact summary (datasets, range, partitions, rows) attached.`,
+		func(c *control.Control, cmd *cobra.Command, id, actor, note string) (*control.State, error) {
+			return c.Scope(cmd.Context(), id, actor, note)
+		})
+}
+
+func (a *app) printState(s *control.State, cfg *refill.Config) error {
+	if a.json() {
+		return a.printJSON(stateJSON(s))
+	}
+	_, err := fmt.Fprint(a.stdout, renderPlan(s.Plan, cfg)+renderState(s))
+	return err
+}
+
+// stateJSON is the plan of DESIGN.md §6 with its state beside it.
+func stateJSON(s *control.State) any {
+	return struct {
+		*refill.Plan
+		Approvals []refill.Approval      `json:"approvals"`
+		Checklist []refill.ChecklistStep `json:"checklist"`
+		Unmet     []string               `json:"unmet"`
+		MayRun    bool                   `json:"may_run"`
+	}{s.Plan, s.Approvals, s.Checklist, s.Unmet, len(s.Unmet) == 0}
+}
+
+func renderState(s *control.State) string {
+	var b strings.Builder
+	if len(s.Approvals) > 0 || len(s.Checklist) > 0 {
+		b.WriteString("\nDecisions and checklist:\n")
+		for _, st := range s.Checklist {
+			note := ""
+			if st.Note != "" {
+				note = ": " + st.Note
+			}
+			fmt.Fprintf(&b, "  %s  %-8s by %s%s\n", st.At.Format("2006-01-02 15:04"), st.Step, st.Actor, note)
+		}
+		for _, ap := range s.Approvals {
+			note := ""
+			if ap.Note != "" {
+				note = ": " + ap.Note
+			}
+			fmt.Fprintf(&b, "  %s  %-8s by %s%s\n", ap.At.Format("2006-01-02 15:04"), ap.Decision, ap.Actor, note)
+		}
+	}
+	if len(s.Unmet) == 0 {
+		b.WriteString("\nMay run now: yes\n")
+	} else {
+		b.WriteString("\nMay run now: no\n")
+		for _, u := range s.Unmet {
+			fmt.Fprintf(&b, "  - %s\n", u)
+		}
+	}
+	return b.String()
+}
+
+func (a *app) auditCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "audit", Short: "The audit log"}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "verify",
+		Short: "Walk the audit log's hash chain; exit 5 naming the first broken entry",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, err := a.open(cmd.Context(), false, true)
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			rep, verr := e.st.VerifyAudit(cmd.Context())
+			if a.json() {
+				if err := a.printJSON(rep); err != nil {
+					return err
+				}
+			} else if verr == nil {
+				fmt.Fprintf(a.stdout, "audit log intact: %d entries, head %s\n", rep.Entries, rep.Head)
+			}
+			return verr
+		},
+	})
+	return cmd
+}
