@@ -98,7 +98,19 @@ func (w *Warehouse) Close() error {
 // varying(20)"). to_regclass resolves the name exactly as a query would:
 // through search_path, or in the schema a dotted name gives.
 func (w *Warehouse) Columns(ctx context.Context, table string) ([]refill.Column, error) {
-	rows, err := w.pool.Query(ctx, `SELECT a.attname, lower(format_type(a.atttypid, a.atttypmod))
+	return columns(ctx, w.pool, table)
+}
+
+// querier is what reads and writes run on: the pool, or a rehearsal's
+// transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+func columns(ctx context.Context, db querier, table string) ([]refill.Column, error) {
+	rows, err := db.Query(ctx, `SELECT a.attname, lower(format_type(a.atttypid, a.atttypmod))
 FROM pg_catalog.pg_attribute a
 WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY a.attnum`, sqltext.QuoteIdent(table))
@@ -123,7 +135,11 @@ ORDER BY a.attnum`, sqltext.QuoteIdent(table))
 // with one grouped query. The range is a predicate on the raw column, so an
 // index on it serves the scan.
 func (w *Warehouse) PartitionCounts(ctx context.Context, t refill.TableRef, from, to string) (map[string]int64, error) {
-	p, err := w.partitionPlan(ctx, t, from, to)
+	cols, err := columns(ctx, w.pool, t.Table)
+	if err != nil {
+		return nil, err // names the table already
+	}
+	p, err := partitionPlanFor(t, cols, from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -151,15 +167,16 @@ type partitionPlan struct {
 	key   string
 	where string
 	args  []any
+	// group is a cheaper expression than key that takes one value per
+	// partition, and render turns it into the key (a format with one %s):
+	// grouping on a date and formatting thirty of them beats formatting
+	// every row.
+	group, render string
 }
 
-// partitionPlan looks up the type of t's partition column and renders the
-// key and range for it.
-func (w *Warehouse) partitionPlan(ctx context.Context, t refill.TableRef, from, to string) (partitionPlan, error) {
-	cols, err := w.Columns(ctx, t.Table)
-	if err != nil {
-		return partitionPlan{}, err // names the table already
-	}
+// partitionPlanFor renders the key and range of t's partition column,
+// whose type it finds in cols.
+func partitionPlanFor(t refill.TableRef, cols []refill.Column, from, to string) (partitionPlan, error) {
 	typ, found := "", false
 	for _, c := range cols {
 		if c.Name == t.Column {
@@ -190,10 +207,10 @@ func (w *Warehouse) partitionPlan(ctx context.Context, t refill.TableRef, from, 
 	}
 	// end is the first instant after the last partition.
 	end := l.AddDate(0, 0, 1)
-	keyFormat := "YYYY-MM-DD"
+	keyFormat, truncUnit := "YYYY-MM-DD", "day"
 	if grain == refill.GrainHour {
 		end = l.Add(time.Hour)
-		keyFormat = `YYYY-MM-DD"T"HH24`
+		keyFormat, truncUnit = `YYYY-MM-DD"T"HH24`, "hour"
 	}
 	col := sqltext.QuoteIdent(t.Column)
 	const stamp = "2006-01-02 15:04:05"
@@ -203,23 +220,29 @@ func (w *Warehouse) partitionPlan(ctx context.Context, t refill.TableRef, from, 
 			return partitionPlan{}, refill.BadInputf("partition column %s.%s is a date, which has no hours; use grain day or a timestamp column", t.Table, t.Column)
 		}
 		return partitionPlan{
-			key:   fmt.Sprintf("to_char(%s, 'YYYY-MM-DD')", col),
-			where: fmt.Sprintf("%s BETWEEN $1::date AND $2::date", col),
-			args:  []any{from, to},
+			key:    fmt.Sprintf("to_char(%s, 'YYYY-MM-DD')", col),
+			where:  fmt.Sprintf("%s BETWEEN $1::date AND $2::date", col),
+			args:   []any{from, to},
+			group:  col,
+			render: "to_char(%s, 'YYYY-MM-DD')",
 		}, nil
 	case strings.HasPrefix(typ, "timestamp") && strings.HasSuffix(typ, " with time zone"):
 		// Rendered in UTC whatever the session's TimeZone is.
 		return partitionPlan{
-			key:   fmt.Sprintf("to_char(%s AT TIME ZONE 'UTC', '%s')", col, keyFormat),
-			where: fmt.Sprintf("%[1]s >= $1::timestamptz AND %[1]s < $2::timestamptz", col),
-			args:  []any{f.Format(stamp) + "+00", end.Format(stamp) + "+00"},
+			key:    fmt.Sprintf("to_char(%s AT TIME ZONE 'UTC', '%s')", col, keyFormat),
+			where:  fmt.Sprintf("%[1]s >= $1::timestamptz AND %[1]s < $2::timestamptz", col),
+			args:   []any{f.Format(stamp) + "+00", end.Format(stamp) + "+00"},
+			group:  fmt.Sprintf("date_trunc('%s', %s AT TIME ZONE 'UTC')", truncUnit, col),
+			render: "to_char(%s, '" + keyFormat + "')",
 		}, nil
 	case strings.HasPrefix(typ, "timestamp"):
 		// A timestamp without time zone is taken to be UTC already.
 		return partitionPlan{
-			key:   fmt.Sprintf("to_char(%s, '%s')", col, keyFormat),
-			where: fmt.Sprintf("%[1]s >= $1::timestamp AND %[1]s < $2::timestamp", col),
-			args:  []any{f.Format(stamp), end.Format(stamp)},
+			key:    fmt.Sprintf("to_char(%s, '%s')", col, keyFormat),
+			where:  fmt.Sprintf("%[1]s >= $1::timestamp AND %[1]s < $2::timestamp", col),
+			args:   []any{f.Format(stamp), end.Format(stamp)},
+			group:  fmt.Sprintf("date_trunc('%s', %s)", truncUnit, col),
+			render: "to_char(%s, '" + keyFormat + "')",
 		}, nil
 	case typ == "text" || strings.HasPrefix(typ, "character") || strings.HasPrefix(typ, "varchar"):
 		// Text is cut, not parsed: a cast would fail the whole scan on one
@@ -231,9 +254,11 @@ func (w *Warehouse) partitionPlan(ctx context.Context, t refill.TableRef, from, 
 		}
 		const day = "2006-01-02"
 		return partitionPlan{
-			key:   key,
-			where: fmt.Sprintf("%[1]s >= $1 AND %[1]s < $2 AND %[2]s BETWEEN $3 AND $4", col, key),
-			args:  []any{f.Format(day), l.Truncate(24*time.Hour).AddDate(0, 0, 1).Format(day), from, to},
+			key:    key,
+			where:  fmt.Sprintf("%[1]s >= $1 AND %[1]s < $2 AND %[2]s BETWEEN $3 AND $4", col, key),
+			args:   []any{f.Format(day), l.Truncate(24*time.Hour).AddDate(0, 0, 1).Format(day), from, to},
+			group:  key,
+			render: "%s",
 		}, nil
 	}
 	return partitionPlan{}, refill.BadInputf("partition column %s.%s is %s; refill reads date, timestamp, timestamptz and text partition columns", t.Table, t.Column, typ)

@@ -69,14 +69,26 @@ func (w *Warehouse) Ping(ctx context.Context) error { return w.db.PingContext(ct
 // Close closes the database.
 func (w *Warehouse) Close() error { return w.db.Close() }
 
+// querier is what reads and writes run on: the pool, or the one connection
+// a rehearsal holds its transaction on.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
 // Columns returns the table's columns in table order with their declared
 // types lower-cased. A name schema.table looks in that attached schema.
 func (w *Warehouse) Columns(ctx context.Context, table string) ([]refill.Column, error) {
+	return columns(ctx, w.db, table)
+}
+
+func columns(ctx context.Context, db querier, table string) ([]refill.Column, error) {
 	q, args := "SELECT name, lower(type) FROM pragma_table_info(?1) ORDER BY cid", []any{table}
 	if schema, name, ok := strings.Cut(table, "."); ok {
 		q, args = "SELECT name, lower(type) FROM pragma_table_info(?1, ?2) ORDER BY cid", []any{name, schema}
 	}
-	rows, err := w.db.QueryContext(ctx, q, args...)
+	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("columns of %s: %w", table, err)
 	}
@@ -100,25 +112,17 @@ func (w *Warehouse) Columns(ctx context.Context, table string) ([]refill.Column,
 
 // PartitionCounts counts the rows of every non-empty partition in [from, to]
 // with one grouped query.
-//
-// The range is filtered twice: first on the raw column, with text bounds a
-// day wider than the range on each side, which an index on the column can
-// serve and which no timestamp's UTC offset can move a row across; then on
-// the partition key itself, which is exact.
 func (w *Warehouse) PartitionCounts(ctx context.Context, t refill.TableRef, from, to string) (map[string]int64, error) {
-	key, err := w.partitionKey(ctx, t)
+	cols, err := columns(ctx, w.db, t.Table)
 	if err != nil {
-		return nil, err
+		return nil, err // names the table already
 	}
-	lo, hi, err := dayBounds(t.Grain, from, to)
+	f, err := partitionFilter(t, cols, from, to)
 	if err != nil {
 		return nil, fmt.Errorf("partition counts of %s: %w", t.Table, err)
 	}
-	col := sqltext.QuoteIdent(t.Column)
-	q := fmt.Sprintf(`SELECT %[1]s AS p, count(*) FROM %[2]s
-WHERE %[3]s >= ?1 AND %[3]s < ?2 AND %[1]s BETWEEN ?3 AND ?4
-GROUP BY 1`, key, sqltext.QuoteIdent(t.Table), col)
-	rows, err := w.db.QueryContext(ctx, q, lo, hi, from, to)
+	q := fmt.Sprintf("SELECT %s AS p, count(*) FROM %s WHERE %s GROUP BY 1", f.key, sqltext.QuoteIdent(t.Table), f.where)
+	rows, err := w.db.QueryContext(ctx, q, f.args...)
 	if err != nil {
 		return nil, fmt.Errorf("partition counts of %s: %w", t.Table, err)
 	}
@@ -138,27 +142,58 @@ GROUP BY 1`, key, sqltext.QuoteIdent(t.Table), col)
 	return counts, nil
 }
 
+// filter selects the rows of a range of partitions: where is the predicate,
+// with its arguments numbered ?1 to ?4, and key renders a row's partition.
+type filter struct {
+	key   string
+	where string
+	args  []any
+}
+
+// partitionFilter returns the filter for partitions [from, to] of t, whose
+// columns are cols.
+//
+// The range is filtered twice: first on the raw column, with text bounds a
+// day wider than the range on each side, which an index on the column can
+// serve and which no timestamp's UTC offset can move a row across; then on
+// the partition key itself, which is exact.
+func partitionFilter(t refill.TableRef, cols []refill.Column, from, to string) (filter, error) {
+	key, err := partitionKey(t, cols)
+	if err != nil {
+		return filter{}, err
+	}
+	lo, hi, err := dayBounds(t.Grain, from, to)
+	if err != nil {
+		return filter{}, err
+	}
+	return filter{
+		key:   key,
+		where: fmt.Sprintf("%[1]s >= ?1 AND %[1]s < ?2 AND %[2]s BETWEEN ?3 AND ?4", sqltext.QuoteIdent(t.Column), key),
+		args:  []any{lo, hi, from, to},
+	}, nil
+}
+
+// column finds a column by name as SQLite does, ignoring ASCII case.
+func column(cols []refill.Column, name string) (refill.Column, bool) {
+	for _, c := range cols {
+		if strings.EqualFold(c.Name, name) {
+			return c, true
+		}
+	}
+	return refill.Column{}, false
+}
+
 // partitionKey returns the SQL expression that renders t's partition column
 // as a partition key of t's grain. Values in key form ('2026-11-02',
 // '2026-11-02T13') are cut, not parsed; anything else is read as a timestamp
 // and converted to UTC by strftime, which yields NULL (no partition) for
 // text that is not a time.
-func (w *Warehouse) partitionKey(ctx context.Context, t refill.TableRef) (string, error) {
-	cols, err := w.Columns(ctx, t.Table)
-	if err != nil {
-		return "", err // names the table already
-	}
-	var typ string
-	found := false
-	for _, c := range cols {
-		if strings.EqualFold(c.Name, t.Column) {
-			typ, found = c.Type, true
-			break
-		}
-	}
+func partitionKey(t refill.TableRef, cols []refill.Column) (string, error) {
+	c, found := column(cols, t.Column)
 	if !found {
 		return "", refill.BadInputf("table %s has no column %s (the partition column)", t.Table, t.Column)
 	}
+	typ := c.Type
 	// Columns of INTEGER or REAL affinity hold numbers, not date text: a
 	// text range over them would silently match nothing.
 	if strings.Contains(typ, "int") || strings.Contains(typ, "real") || strings.Contains(typ, "floa") || strings.Contains(typ, "doub") {

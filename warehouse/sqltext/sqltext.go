@@ -214,6 +214,13 @@ func (d Dialect) CountEach(query string, n int) (stmt string, params int, err er
 // how many extra bytes to skip (0 to go on with the next byte). scan returns
 // the offset at which an unterminated literal or comment starts, or -1.
 func (d Dialect) scan(sql string, code func(i int) int) (unterminated int) {
+	return d.lex(sql, code, nil)
+}
+
+// lex is scan that also reports each literal, quoted identifier or comment
+// it steps over to skipped, if skipped is not nil: the byte range and
+// whether it is a comment.
+func (d Dialect) lex(sql string, code func(i int) int, skipped func(start, end int, comment bool)) (unterminated int) {
 	n := len(sql)
 	for i := 0; i < n; {
 		c := sql[i]
@@ -256,6 +263,9 @@ func (d Dialect) scan(sql string, code func(i int) int) (unterminated int) {
 		}
 		if end < 0 {
 			return i
+		}
+		if skipped != nil {
+			skipped(i, end, c == '-' || c == '/')
 		}
 		i = end
 	}

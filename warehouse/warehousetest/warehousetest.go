@@ -320,6 +320,10 @@ func Exercise(t *testing.T, newHarness func(t *testing.T) *Harness) {
 			t.Errorf("QueryCounts = %v, want %v", got, want)
 		}
 	})
+
+	exerciseProfile(t, setup)
+	exerciseDigest(t, setup)
+	exerciseRehearse(t, setup)
 }
 
 // loadOrders creates the orders table: two orders on 2026-10-31, three by

@@ -1,0 +1,227 @@
+package sqltext
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/refill-dev/refill"
+)
+
+// SplitStatements cuts sql at every semicolon that is code, by the dialect's
+// lexical rules: a semicolon inside a string literal, quoted identifier,
+// comment or Postgres dollar-quoted body does not end a statement, and
+// neither does one inside a SQLite CREATE TRIGGER body or a Postgres
+// BEGIN ATOMIC function body, which the database reads, up to their END, as
+// part of one statement.
+//
+// The pieces are returned verbatim and all of them, blank ones included, so
+// that strings.Join(pieces, ";") == sql: nothing the user wrote is dropped or
+// rewritten. unterminated is the byte offset at which an unclosed literal or
+// comment starts, or -1; the text from there on is in the last piece.
+func (d Dialect) SplitStatements(sql string) (pieces []string, unterminated int) {
+	start := 0
+	var b body
+	unterminated = d.scan(sql, func(i int) int {
+		c := sql[i]
+		switch {
+		case c == ';' && !b.open:
+			pieces = append(pieces, sql[start:i])
+			start = i + 1
+			b = body{}
+		case isWordStart(sql, i):
+			end := wordEnd(sql, i)
+			b.word(d, strings.ToUpper(sql[i:end]))
+			return end - i - 1
+		case !isSpace(c):
+			b.prev = ""
+		}
+		return 0
+	})
+	return append(pieces, sql[start:]), unterminated
+}
+
+// body follows just enough of a statement's words to know whether a
+// semicolon is inside a body that the database reads as part of the one
+// statement: a SQLite trigger (CREATE [TEMP] TRIGGER ... BEGIN ...; END) or
+// a Postgres SQL-standard function body (BEGIN ATOMIC ...; END). Bodies hold
+// CASE expressions, whose END does not close the body, so CASE ... END pairs
+// are counted.
+type body struct {
+	words   int    // words seen in the statement
+	trigger bool   // the statement is CREATE [TEMP|TEMPORARY] TRIGGER
+	open    bool   // inside BEGIN [ATOMIC] ... END
+	cases   int    // open CASE expressions inside the body
+	prev    string // the previous word, if nothing but blanks came since
+}
+
+func (b *body) word(d Dialect, w string) {
+	b.words++
+	switch {
+	case b.open && w == "CASE":
+		b.cases++
+	case b.open && w == "END":
+		if b.cases > 0 {
+			b.cases--
+		} else {
+			b.open = false
+		}
+	case b.open:
+	case d.bracketIdents && b.words <= 3 && w == "TRIGGER" && (b.prev == "CREATE" || b.prev == "TEMP" || b.prev == "TEMPORARY"):
+		b.trigger = true
+	case d.bracketIdents && b.trigger && w == "BEGIN":
+		b.open = true
+	case d.postgresStrings && w == "ATOMIC" && b.prev == "BEGIN":
+		b.open = true
+	}
+	b.prev = w
+}
+
+// isWordStart reports whether sql[i] starts a word: an unquoted identifier
+// or keyword. A $ starts a parameter ($1, $name), not a word.
+func isWordStart(sql string, i int) bool {
+	c := sql[i]
+	return isIdentByte(c) && c != '$' && (c < '0' || c > '9') && (i == 0 || !isIdentByte(sql[i-1]))
+}
+
+// wordEnd returns the offset just after the word starting at sql[i].
+func wordEnd(sql string, i int) int {
+	end := i + 1
+	for end < len(sql) && isIdentByte(sql[end]) {
+		end++
+	}
+	return end
+}
+
+// Statements splits an sql job into the statements to run, in order,
+// leaving out pieces that hold only blanks and comments.
+//
+// It refuses, as bad input naming the statement, text with an unclosed
+// literal or comment, and any statement that would begin, commit or roll
+// back a transaction (BEGIN, START, COMMIT, END, ABORT, ROLLBACK other than
+// ROLLBACK TO a savepoint, PREPARE TRANSACTION): refill runs a job inside
+// its own transaction, and a rehearsal is only safe because that
+// transaction is always rolled back. Savepoints are allowed.
+func (d Dialect) Statements(sql string) ([]string, error) {
+	pieces, unterminated := d.SplitStatements(sql)
+	if unterminated >= 0 {
+		return nil, refill.BadInputf("sql has an unterminated string, quoted name or comment starting at %s", position(sql, unterminated))
+	}
+	var out []string
+	offset := 0
+	for _, p := range pieces {
+		words, first := d.leadingWords(p, 3)
+		at := offset + first
+		offset += len(p) + 1
+		if first < 0 {
+			continue // only blanks and comments
+		}
+		if w := transactionControl(words); w != "" {
+			return nil, refill.BadInputf("sql statement %d (at %s) is %s: refill runs a job inside its own transaction, so a job must not begin, commit or roll back one", len(out)+1, position(sql, at), w)
+		}
+		out = append(out, p)
+	}
+	if len(out) == 0 {
+		return nil, refill.BadInputf("sql is empty")
+	}
+	return out, nil
+}
+
+// transactionControl returns the command if a statement starting with words
+// begins or ends a transaction, or "".
+func transactionControl(words []string) string {
+	if len(words) == 0 {
+		return ""
+	}
+	switch words[0] {
+	case "BEGIN", "START", "COMMIT", "END", "ABORT":
+		return words[0]
+	case "ROLLBACK":
+		// ROLLBACK [TRANSACTION|WORK] TO [SAVEPOINT] name keeps the
+		// transaction open.
+		if len(words) > 1 && words[1] == "TO" || len(words) > 2 && (words[1] == "TRANSACTION" || words[1] == "WORK") && words[2] == "TO" {
+			return ""
+		}
+		return "ROLLBACK"
+	case "PREPARE":
+		if len(words) > 1 && words[1] == "TRANSACTION" {
+			return "PREPARE TRANSACTION"
+		}
+	}
+	return ""
+}
+
+// leadingWords returns up to n leading words of stmt, upper-cased, skipping
+// blanks and comments, and the offset of its first code: a word, a
+// punctuation mark or a literal (-1 if stmt holds only blanks and comments).
+// Anything but a word ends the words.
+func (d Dialect) leadingWords(stmt string, n int) (words []string, first int) {
+	first = -1
+	stopped := false
+	d.lex(stmt, func(i int) int {
+		rest := len(stmt) - i - 1
+		switch {
+		case stopped:
+			return rest
+		case isSpace(stmt[i]):
+			return 0
+		case first < 0:
+			first = i
+		}
+		if len(words) == n || !isWordStart(stmt, i) {
+			stopped = true
+			return rest
+		}
+		end := wordEnd(stmt, i)
+		words = append(words, strings.ToUpper(stmt[i:end]))
+		return end - i - 1
+	}, func(start, _ int, comment bool) {
+		if comment || stopped {
+			return
+		}
+		if first < 0 {
+			first = start
+		}
+		stopped = true
+	})
+	return words, first
+}
+
+// Excerpt shortens a statement for an error message: its first line of
+// code (after any leading comments), at most 60 bytes.
+func (d Dialect) Excerpt(stmt string) string {
+	if _, first := d.leadingWords(stmt, 0); first > 0 {
+		stmt = stmt[first:]
+	}
+	stmt = strings.TrimSpace(stmt)
+	if i := strings.IndexByte(stmt, '\n'); i >= 0 {
+		stmt = strings.TrimSpace(stmt[:i]) + " ..."
+	}
+	if len(stmt) > 60 {
+		cut := 57
+		for cut > 0 && stmt[cut]&0xc0 == 0x80 {
+			cut-- // not inside a UTF-8 character
+		}
+		stmt = stmt[:cut] + "..."
+	}
+	return stmt
+}
+
+// StatementError is a statement of an sql job that the warehouse refused.
+// It is the job's failure, not bad input: the job's SQL reached the
+// warehouse, which is where its problems show.
+type StatementError struct {
+	// N is the statement's number (1-based) among Of statements.
+	N, Of     int
+	Partition string
+	// SQL is an excerpt of the statement.
+	SQL string
+	// Err is the driver's error.
+	Err error
+}
+
+func (e *StatementError) Error() string {
+	return fmt.Sprintf("sql job statement %d of %d (%s) failed for partition %s: %v", e.N, e.Of, e.SQL, e.Partition, e.Err)
+}
+
+// Unwrap lets errors.As reach the driver's error.
+func (e *StatementError) Unwrap() error { return e.Err }

@@ -1,0 +1,150 @@
+package sqltext
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/refill-dev/refill"
+)
+
+func TestSplitStatements(t *testing.T) {
+	both := []Dialect{SQLite, Postgres}
+	tests := []struct {
+		name     string
+		dialects []Dialect
+		in       string
+		want     []string
+	}{
+		{"one", both, "DELETE FROM t", []string{"DELETE FROM t"}},
+		{"two and a trailing semicolon", both, "DELETE FROM t; INSERT INTO t SELECT 1;", []string{"DELETE FROM t", " INSERT INTO t SELECT 1", ""}},
+		{"semicolon in a string", both, "INSERT INTO t VALUES (';'); SELECT 1", []string{"INSERT INTO t VALUES (';')", " SELECT 1"}},
+		{"semicolon in a quoted name", both, `SELECT 1 AS "a;b"; SELECT 2`, []string{`SELECT 1 AS "a;b"`, " SELECT 2"}},
+		{"semicolon in comments", both, "SELECT 1 -- a; b\n; /* c; d */ SELECT 2", []string{"SELECT 1 -- a; b\n", " /* c; d */ SELECT 2"}},
+		{"empty statements", both, ";;", []string{"", "", ""}},
+		{"postgres dollar quoting", []Dialect{Postgres}, "DO $$ BEGIN PERFORM 1; END $$; SELECT 2", []string{"DO $$ BEGIN PERFORM 1; END $$", " SELECT 2"}},
+		{"postgres tagged dollar quoting", []Dialect{Postgres}, "CREATE FUNCTION f() RETURNS int AS $fn$ SELECT 1; $fn$ LANGUAGE sql; SELECT f()", []string{"CREATE FUNCTION f() RETURNS int AS $fn$ SELECT 1; $fn$ LANGUAGE sql", " SELECT f()"}},
+		{"postgres escape string", []Dialect{Postgres}, `SELECT E'\';'; SELECT 2`, []string{`SELECT E'\';'`, " SELECT 2"}},
+		{"postgres nested comment", []Dialect{Postgres}, "/* a /* b */ ; */ SELECT 1; SELECT 2", []string{"/* a /* b */ ; */ SELECT 1", " SELECT 2"}},
+		{"sqlite comments do not nest", []Dialect{SQLite}, "/* a /* b */ SELECT 1; SELECT 2 */", []string{"/* a /* b */ SELECT 1", " SELECT 2 */"}},
+		{"sqlite bracket name", []Dialect{SQLite}, "SELECT 1 AS [a;b]; SELECT 2", []string{"SELECT 1 AS [a;b]", " SELECT 2"}},
+		{"postgres brackets are code", []Dialect{Postgres}, "SELECT a[1]; SELECT 2", []string{"SELECT a[1]", " SELECT 2"}},
+		{"sqlite trigger body", []Dialect{SQLite},
+			"CREATE TEMP TRIGGER tr AFTER INSERT ON t BEGIN UPDATE t SET x = CASE WHEN 1 THEN 2 END; DELETE FROM u; END; SELECT 1",
+			[]string{"CREATE TEMP TRIGGER tr AFTER INSERT ON t BEGIN UPDATE t SET x = CASE WHEN 1 THEN 2 END; DELETE FROM u; END", " SELECT 1"}},
+		{"begin outside a trigger", []Dialect{SQLite}, "BEGIN; SELECT 1; END", []string{"BEGIN", " SELECT 1", " END"}},
+		{"postgres begin atomic", []Dialect{Postgres},
+			"CREATE FUNCTION f() RETURNS int LANGUAGE sql BEGIN ATOMIC SELECT 1; SELECT CASE WHEN true THEN 2 END; END; SELECT f()",
+			[]string{"CREATE FUNCTION f() RETURNS int LANGUAGE sql BEGIN ATOMIC SELECT 1; SELECT CASE WHEN true THEN 2 END; END", " SELECT f()"}},
+	}
+	for _, tt := range tests {
+		for _, d := range tt.dialects {
+			got, unterminated := d.SplitStatements(tt.in)
+			if !slices.Equal(got, tt.want) || unterminated != -1 {
+				t.Errorf("%s/%s: SplitStatements(%q) = %q, %d; want %q, -1", tt.name, d, tt.in, got, unterminated, tt.want)
+			}
+		}
+	}
+	got, unterminated := Postgres.SplitStatements("SELECT 1; SELECT 'x; y")
+	if want := []string{"SELECT 1", " SELECT 'x; y"}; !slices.Equal(got, want) || unterminated != 17 {
+		t.Errorf("unterminated: SplitStatements = %q, %d; want %q, 17", got, unterminated, want)
+	}
+}
+
+func TestStatements(t *testing.T) {
+	got, err := SQLite.Statements("-- rebuild\nDELETE FROM t WHERE d = :partition;\n/* then */\nINSERT INTO t SELECT * FROM s WHERE d = :partition; -- done\n")
+	want := []string{"-- rebuild\nDELETE FROM t WHERE d = :partition", "\n/* then */\nINSERT INTO t SELECT * FROM s WHERE d = :partition"}
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("Statements = %q, %v; want %q", got, err, want)
+	}
+
+	ok := []string{
+		"SAVEPOINT a; DELETE FROM t; ROLLBACK TO a; RELEASE a",
+		"SAVEPOINT a; ROLLBACK TRANSACTION TO SAVEPOINT a",
+		"'COMMIT' ; SELECT 1", // a literal first: whatever it is, it is not COMMIT
+		"SELECT 1 AS commit",
+		"PREPARE q AS SELECT 1",
+		"/* COMMIT */ SELECT 1",
+	}
+	for _, sql := range ok {
+		if _, err := Postgres.Statements(sql); err != nil {
+			t.Errorf("Statements(%q): %v", sql, err)
+		}
+	}
+
+	bad := map[string]string{
+		"DELETE FROM t; COMMIT; DELETE FROM u":      "statement 2 (at line 1, column 16) is COMMIT",
+		"DELETE FROM t;\n  /* x */ end transaction": "statement 2 (at line 2, column 11) is END",
+		"BEGIN; DELETE FROM t":                      "is BEGIN",
+		"ROLLBACK":                                  "is ROLLBACK",
+		"rollback work":                             "is ROLLBACK",
+		"ABORT":                                     "is ABORT",
+		"START TRANSACTION":                         "is START",
+		"PREPARE TRANSACTION 'x'":                   "PREPARE TRANSACTION",
+		"-- nothing\n ; ":                           "empty",
+		"SELECT 'x":                                 "unterminated",
+	}
+	for sql, want := range bad {
+		for _, d := range []Dialect{SQLite, Postgres} {
+			_, err := d.Statements(sql)
+			if !errors.Is(err, refill.ErrBadInput) || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: Statements(%q): error = %v, want bad input mentioning %q", d, sql, err, want)
+			}
+		}
+	}
+}
+
+// FuzzSplitStatements checks properties that hold for any input: joining
+// the pieces with the separators gives back the input exactly, so no text is
+// lost or changed; a piece (other than an unterminated tail) splits into
+// itself alone, so no separator was missed; and Statements returns a
+// subsequence of the pieces, never a blank one.
+func FuzzSplitStatements(f *testing.F) {
+	for _, s := range []string{
+		"DELETE FROM t WHERE d = :partition; INSERT INTO t SELECT * FROM s;",
+		"SELECT ';', \";\", [;], `;` -- ;\n; /* ; /* ; */ ; */ ;",
+		"DO $$ ; $$; SELECT $a$ ; $a$; SELECT E'\\';';",
+		"CREATE TRIGGER x BEGIN SELECT CASE WHEN 1 THEN 2 END; END; COMMIT;",
+		"CREATE FUNCTION f() BEGIN ATOMIC SELECT 1; END; ROLLBACK TO a",
+		"'unterminated ;",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, sql string) {
+		for _, d := range []Dialect{SQLite, Postgres} {
+			pieces, unterminated := d.SplitStatements(sql)
+			if got := strings.Join(pieces, ";"); got != sql {
+				t.Fatalf("%s: joined pieces %q, want %q", d, got, sql)
+			}
+			for i, p := range pieces {
+				if i == len(pieces)-1 && unterminated >= 0 {
+					break
+				}
+				if again, _ := d.SplitStatements(p); len(again) != 1 {
+					t.Fatalf("%s: piece %q of %q splits again into %q", d, p, sql, again)
+				}
+			}
+			stmts, err := d.Statements(sql)
+			if err != nil {
+				if !errors.Is(err, refill.ErrBadInput) {
+					t.Fatalf("%s: Statements(%q): error %v is not bad input", d, sql, err)
+				}
+				continue
+			}
+			j := 0
+			for _, s := range stmts {
+				for j < len(pieces) && pieces[j] != s {
+					j++
+				}
+				if j == len(pieces) {
+					t.Fatalf("%s: statement %q is not one of the pieces %q in order", d, s, pieces)
+				}
+				j++
+				if _, first := d.leadingWords(s, 1); first < 0 {
+					t.Fatalf("%s: statement %q is blank", d, s)
+				}
+			}
+		}
+	})
+}
