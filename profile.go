@@ -73,4 +73,10 @@ type WarehouseTx interface {
 	DeletePartition(ctx context.Context, t TableRef, partition string) (deleted int64, err error)
 	// Digest is Rehearser.Digest as seen inside the transaction.
 	Digest(ctx context.Context, t TableRef, partition string) (Digest, error)
+	// CopyPartitions creates table dst holding a copy of t's rows in
+	// partitions [from, to]: a snapshot before a manual run.
+	CopyPartitions(ctx context.Context, t TableRef, dst, from, to string) error
+	// RestorePartition replaces one partition of t with that partition's
+	// rows in table src (a snapshot made by CopyPartitions).
+	RestorePartition(ctx context.Context, t TableRef, src, partition string) (restored int64, err error)
 }

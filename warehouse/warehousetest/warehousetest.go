@@ -324,6 +324,7 @@ func Exercise(t *testing.T, newHarness func(t *testing.T) *Harness) {
 	exerciseProfile(t, setup)
 	exerciseDigest(t, setup)
 	exerciseRehearse(t, setup)
+	exerciseWrite(t, setup)
 }
 
 // loadOrders creates the orders table: two orders on 2026-10-31, three by

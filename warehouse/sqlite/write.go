@@ -1,0 +1,86 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/warehouse/sqltext"
+)
+
+var _ refill.Transactor = (*Warehouse)(nil)
+
+// Transact runs fn in one write transaction on a connection of its own and
+// commits when fn returns nil; on an error, a panic or a cancelled context
+// it rolls back, so what fn wrote appears all at once or not at all.
+func (w *Warehouse) Transact(ctx context.Context, fn func(tx refill.WarehouseTx) error) (err error) {
+	conn, err := w.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("transaction: %w", err)
+	}
+	defer discard(conn)
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return fmt.Errorf("transaction: begin: %w", err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			_, _ = conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+	}()
+	if err := fn(&tx{conn: conn}); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+		return fmt.Errorf("transaction: commit: %w", err)
+	}
+	committed = true
+	return nil
+}
+
+// CopyPartitions creates dst as a copy of t's rows in [from, to].
+func (t *tx) CopyPartitions(ctx context.Context, ref refill.TableRef, dst, from, to string) error {
+	cols, err := columns(ctx, t.conn, ref.Table)
+	if err != nil {
+		return err
+	}
+	f, err := partitionFilter(ref, cols, from, to)
+	if err != nil {
+		return fmt.Errorf("copy %s: %w", ref.Table, err)
+	}
+	_, err = t.conn.ExecContext(ctx, fmt.Sprintf("CREATE TABLE %s AS SELECT * FROM %s WHERE %s",
+		sqltext.QuoteIdent(dst), sqltext.QuoteIdent(ref.Table), f.where), f.args...)
+	if err != nil {
+		return fmt.Errorf("copy %s %s..%s into %s: %w", ref.Table, from, to, dst, err)
+	}
+	return nil
+}
+
+// RestorePartition replaces a partition of t with the rows of src.
+func (t *tx) RestorePartition(ctx context.Context, ref refill.TableRef, src, partition string) (int64, error) {
+	cols, err := columns(ctx, t.conn, ref.Table)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := deletePartition(ctx, t.conn, ref, cols, partition); err != nil {
+		return 0, err
+	}
+	srcRef := refill.TableRef{Table: src, Column: ref.Column, Grain: ref.Grain}
+	srcCols, err := columns(ctx, t.conn, src)
+	if err != nil {
+		return 0, err
+	}
+	f, err := partitionFilter(srcRef, srcCols, partition, partition)
+	if err != nil {
+		return 0, fmt.Errorf("restore %s %s: %w", ref.Table, partition, err)
+	}
+	res, err := t.conn.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s SELECT * FROM %s WHERE %s",
+		sqltext.QuoteIdent(ref.Table), sqltext.QuoteIdent(src), f.where), f.args...)
+	if err != nil {
+		return 0, fmt.Errorf("restore %s %s from %s: %w", ref.Table, partition, src, err)
+	}
+	return res.RowsAffected()
+}
