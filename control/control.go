@@ -23,7 +23,9 @@ import (
 type Control struct {
 	Config *refill.Config
 	Store  *store.Store
-	Now    func() time.Time
+	// Warehouse is needed by the steps that touch data: snapshot, rollback.
+	Warehouse refill.Warehouse
+	Now       func() time.Time
 }
 
 func (c *Control) now() time.Time {

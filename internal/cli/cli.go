@@ -94,7 +94,8 @@ Start with:  refill demo`,
 		return nil
 	}
 	root.AddCommand(a.planCmd(), a.showCmd(), a.plansCmd(), a.lineageCmd(), a.checkCmd(), a.proveCmd(),
-		a.approveCmd(), a.rejectCmd(), a.scopeCmd(), a.auditCmd(), a.demoCmd())
+		a.approveCmd(), a.rejectCmd(), a.snapshotCmd(), a.scopeCmd(), a.signoffCmd(), a.rollbackCmd(),
+		a.historyCmd(), a.auditCmd(), a.demoCmd())
 	for _, c := range root.Commands() {
 		c.Args = wrapArgs(c.Args)
 	}

@@ -15,7 +15,7 @@ func (a *app) control(e *env) (*control.Control, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &control.Control{Config: e.cfg, Store: e.st, Now: now}, nil
+	return &control.Control{Config: e.cfg, Store: e.st, Warehouse: e.wh, Now: now}, nil
 }
 
 // decisionCmd builds approve, reject and scope: each acts as --as on one

@@ -1,0 +1,95 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/store"
+)
+
+// Touch is one plan's dealings with one partition: the answer to "why was
+// this date reprocessed?".
+type Touch struct {
+	PlanID      string        `json:"plan_id"`
+	Status      refill.Status `json:"status"`
+	Tier        refill.Tier   `json:"tier"`
+	RequestedBy string        `json:"requested_by"`
+	Reason      string        `json:"reason"`
+	Range       string        `json:"range"`
+	PlannedAt   time.Time     `json:"planned_at"`
+	ApprovedBy  []string      `json:"approved_by"`
+	// RowsPlanned are the plan's current and expected counts.
+	RowsNow      *int64 `json:"rows_now"`
+	RowsExpected *int64 `json:"rows_expected"`
+	// Events are the audit entries of this plan for this partition (runs,
+	// publishes, snapshots, rollbacks), in order.
+	Events []refill.Event `json:"events"`
+	// Ran, RowsBefore and RowsAfter come from the run, when it published
+	// the partition.
+	Ran        *time.Time `json:"ran,omitempty"`
+	RowsBefore *int64     `json:"rows_before,omitempty"`
+	RowsAfter  *int64     `json:"rows_after,omitempty"`
+}
+
+// History lists every plan that touched a dataset's partition, oldest first.
+func (c *Control) History(ctx context.Context, dataset, partition string) ([]Touch, error) {
+	d, ok := c.Config.Datasets[dataset]
+	if !ok {
+		return nil, refill.NotFoundf("unknown dataset %q", dataset)
+	}
+	if _, err := refill.PartitionTime(partition, ref(d).Grain); err != nil {
+		return nil, err
+	}
+	ids, err := c.Store.Touching(ctx, dataset, partition)
+	if err != nil {
+		return nil, err
+	}
+	out := []Touch{}
+	for _, id := range ids {
+		p, err := c.Store.Plan(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		t := Touch{PlanID: id, Status: p.Status, Tier: p.Tier, RequestedBy: p.Request.RequestedBy, Reason: p.Request.Reason,
+			Range: p.Request.From + ".." + p.Request.To, PlannedAt: p.CreatedAt, ApprovedBy: []string{}}
+		for _, st := range p.Steps {
+			if st.Dataset != dataset {
+				continue
+			}
+			for _, pp := range st.Partitions {
+				if pp.Partition == partition {
+					t.RowsNow, t.RowsExpected = pp.CurrentRows, pp.ExpectedRows
+				}
+			}
+		}
+		aps, err := c.Store.Approvals(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range aps {
+			if a.Decision == refill.DecisionApprove {
+				t.ApprovedBy = append(t.ApprovedBy, a.Actor)
+			}
+		}
+		if t.Events, err = c.Store.Audit(ctx, store.AuditFilter{PlanID: id, Dataset: dataset, Partition: partition}); err != nil {
+			return nil, err
+		}
+		for _, e := range t.Events {
+			if e.Kind != refill.EventPartitionPublished {
+				continue
+			}
+			var det struct {
+				RowsBefore *int64 `json:"rows_before"`
+				RowsAfter  *int64 `json:"rows_after"`
+			}
+			if json.Unmarshal(e.Detail, &det) == nil {
+				at := e.At
+				t.Ran, t.RowsBefore, t.RowsAfter = &at, det.RowsBefore, det.RowsAfter
+			}
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}

@@ -1,0 +1,150 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/dustin/go-humanize"
+	"github.com/spf13/cobra"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/control"
+)
+
+// warehouseCmd builds snapshot and rollback: acts on data, so it opens the
+// warehouse too, and prints the partitions it copied or restored.
+func (a *app) warehouseCmd(use, short, long string, act func(c *control.Control, cmd *cobra.Command, id, actor string) (*control.State, []refill.SnapshotPart, error)) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Long:  long,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, err := a.open(cmd.Context(), true, true)
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			actor, err := a.actor(e.cfg)
+			if err != nil {
+				return err
+			}
+			c, err := a.control(e)
+			if err != nil {
+				return err
+			}
+			s, parts, err := act(c, cmd, args[0], actor)
+			if err != nil {
+				return err
+			}
+			if a.json() {
+				return a.printJSON(map[string]any{"plan": stateJSON(s), "partitions": parts})
+			}
+			var b strings.Builder
+			tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "DATASET\tPARTITION\tROWS\tCHECKSUM\tTABLE")
+			for _, p := range parts {
+				name := p.Dataset
+				if p.Source {
+					name += " (source)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", name, p.Partition, humanize.Comma(p.Digest.Rows), p.Digest.Checksum, p.SnapshotTable)
+			}
+			tw.Flush()
+			fmt.Fprintf(a.stdout, "%s%s", b.String(), renderState(s))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&a.as, "as", "", "who is acting (default $REFILL_USER)")
+	return cmd
+}
+
+func (a *app) snapshotCmd() *cobra.Command {
+	return a.warehouseCmd("snapshot PLAN [--as USER]", "Manual checklist step 1: copy every partition the plan will overwrite",
+		`Copy every partition the plan will overwrite, and the source partitions it
+reads, into snapshot tables in the warehouse (refill_snap_<plan>_<table>), in
+one transaction, recording each partition's row count and checksum. A
+rollback restores exactly these.`,
+		func(c *control.Control, cmd *cobra.Command, id, actor string) (*control.State, []refill.SnapshotPart, error) {
+			return c.Snapshot(cmd.Context(), id, actor)
+		})
+}
+
+func (a *app) rollbackCmd() *cobra.Command {
+	return a.warehouseCmd("rollback PLAN [--as USER]", "Restore every snapshotted partition, proven by checksum",
+		`Restore every partition the plan rewrote from its snapshot, in one
+transaction; each restored partition must match the row count and checksum
+recorded at snapshot time, or nothing is restored (exit 5). Works after a
+finished or a failed run, and is audited.`,
+		func(c *control.Control, cmd *cobra.Command, id, actor string) (*control.State, []refill.SnapshotPart, error) {
+			return c.Rollback(cmd.Context(), id, actor)
+		})
+}
+
+func (a *app) signoffCmd() *cobra.Command {
+	return a.decisionCmd("signoff PLAN [--note TEXT] [--as USER]", "Manual checklist step 5: sign off the before/after comparison",
+		"Record that the finished run's report was reviewed and accepted.",
+		func(c *control.Control, cmd *cobra.Command, id, actor, note string) (*control.State, error) {
+			return c.Signoff(cmd.Context(), id, actor, note)
+		})
+}
+
+func (a *app) historyCmd() *cobra.Command {
+	var partition string
+	cmd := &cobra.Command{
+		Use:   "history DATASET --partition P",
+		Short: "Why was this date reprocessed? Every plan that touched a partition",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if partition == "" {
+				return refill.BadInputf("--partition is required")
+			}
+			e, err := a.open(cmd.Context(), false, true)
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			c, err := a.control(e)
+			if err != nil {
+				return err
+			}
+			hist, err := c.History(cmd.Context(), args[0], partition)
+			if err != nil {
+				return err
+			}
+			if a.json() {
+				return a.printJSON(map[string]any{"dataset": args[0], "partition": partition, "plans": hist})
+			}
+			fmt.Fprint(a.stdout, renderHistory(args[0], partition, hist))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&partition, "partition", "", "the partition (YYYY-MM-DD or YYYY-MM-DDTHH)")
+	return cmd
+}
+
+func renderHistory(dataset, partition string, hist []control.Touch) string {
+	var b strings.Builder
+	if len(hist) == 0 {
+		fmt.Fprintf(&b, "No plan has touched %s %s.\n", dataset, partition)
+		return b.String()
+	}
+	fmt.Fprintf(&b, "%s %s was in %d plan(s):\n\n", dataset, partition, len(hist))
+	for _, t := range hist {
+		fmt.Fprintf(&b, "  plan %s  %s  %s  planned %s by %s\n", t.PlanID, t.Tier, t.Status, t.PlannedAt.Format("2006-01-02 15:04"), t.RequestedBy)
+		fmt.Fprintf(&b, "    why        %s (range %s)\n", t.Reason, t.Range)
+		if len(t.ApprovedBy) > 0 {
+			fmt.Fprintf(&b, "    approved   by %s\n", strings.Join(t.ApprovedBy, ", "))
+		}
+		fmt.Fprintf(&b, "    planned    %s -> %s rows\n", rows(t.RowsNow), rows(t.RowsExpected))
+		if t.Ran != nil {
+			fmt.Fprintf(&b, "    ran        %s: %s -> %s rows\n", t.Ran.Format("2006-01-02 15:04"), rows(t.RowsBefore), rows(t.RowsAfter))
+		}
+		for _, ev := range t.Events {
+			fmt.Fprintf(&b, "    %s  %s by %s\n", ev.At.Format("2006-01-02 15:04"), ev.Kind, ev.Actor)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
