@@ -145,7 +145,7 @@ func (a *app) demo(ctx context.Context, dir string) error {
 				Reason: "late-arriving events for the last three days", Actor: "alice"}},
 		{"semi-auto: two weeks of sessions after a sessionization fix",
 			"14 days is past the auto limit of 7: one approval, by someone other than the\nrequester, after this dry run.",
-			planner.Request{Targets: []string{"sessions"}, From: sc.Day(16), To: sc.Day(3),
+			planner.Request{Targets: []string{"sessions"}, From: sc.Day(24), To: sc.Day(11),
 				Reason: "sessionization bug fixed in v2.4; recompute two weeks", Actor: "alice"}},
 		{"manual: the broken 72 hours, now that the source is clean",
 			"The gate passes. Billing and the partner export are downstream: manual, with\nsnapshot, scope, lead approval and sign-off. On the broken days the aggregate's\nquery now yields 5 rows where 1 wrong row sits today.",
