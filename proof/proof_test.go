@@ -201,4 +201,3 @@ func TestCommandJobNeedsProofWarehouse(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
-

@@ -265,7 +265,7 @@ func TestPlanShowPlansRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	edited := strings.Replace(string(cfg), "count(*) AS events,", "count(*) AS events, -- edited\n",  1)
+	edited := strings.Replace(string(cfg), "count(*) AS events,", "count(*) AS events, -- edited\n", 1)
 	if err := os.WriteFile(filepath.Join(d, "refill.yaml"), []byte(edited), 0o644); err != nil {
 		t.Fatal(err)
 	}
