@@ -42,6 +42,11 @@ type RunConfig struct {
 	MaxActive      int `json:"max_active"`
 	MaxActiveTotal int `json:"max_active_total"`
 	Attempts       int `json:"attempts"`
+	// Backoff is the first retry delay of a failed partition (doubling).
+	Backoff Duration `json:"backoff"`
+	// Tolerance is how far (a fraction) a published partition's rows may
+	// differ from the plan's expectation before the report flags it.
+	Tolerance float64 `json:"tolerance"`
 }
 
 // NotifyConfig names where dry runs and alerts go.

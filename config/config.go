@@ -152,9 +152,11 @@ type rawDatasetsFrom struct {
 }
 
 type rawRun struct {
-	MaxActive      *int `yaml:"max_active"`
-	MaxActiveTotal *int `yaml:"max_active_total"`
-	Attempts       *int `yaml:"attempts"`
+	MaxActive      *int     `yaml:"max_active"`
+	MaxActiveTotal *int     `yaml:"max_active_total"`
+	Attempts       *int     `yaml:"attempts"`
+	Backoff        *string  `yaml:"backoff"`
+	Tolerance      *float64 `yaml:"tolerance"`
 }
 
 type rawNotify struct {

@@ -132,9 +132,28 @@ func (c *converter) storeURL(path, s string) {
 }
 
 func (c *converter) run(raw *rawRun) refill.RunConfig {
-	r := refill.RunConfig{MaxActive: defaultMaxActive, MaxActiveTotal: defaultMaxActiveTotal, Attempts: defaultAttempts}
+	r := refill.RunConfig{MaxActive: defaultMaxActive, MaxActiveTotal: defaultMaxActiveTotal, Attempts: defaultAttempts,
+		Backoff: refill.Duration(time.Second), Tolerance: 0.1}
 	if raw == nil {
 		return r
+	}
+	if raw.Backoff != nil {
+		d, err := time.ParseDuration(*raw.Backoff)
+		switch {
+		case err != nil:
+			c.errorf("run.backoff", "%q is not a duration (e.g. 1s, 500ms)", clip(*raw.Backoff))
+		case d <= 0:
+			c.errorf("run.backoff", "must be positive, got %s", d)
+		default:
+			r.Backoff = refill.Duration(d)
+		}
+	}
+	if raw.Tolerance != nil {
+		if *raw.Tolerance < 0 || math.IsNaN(*raw.Tolerance) || math.IsInf(*raw.Tolerance, 0) {
+			c.errorf("run.tolerance", "must be a fraction of 0 or more (0.1 is 10%%), got %v", *raw.Tolerance)
+		} else {
+			r.Tolerance = *raw.Tolerance
+		}
 	}
 	set := func(key string, v *int, dst *int) {
 		if v == nil {

@@ -232,6 +232,26 @@ func writeScratch(ctx context.Context, path string) error {
 	return nil
 }
 
+// FixBillingJob rewrites revenue_daily's job in the demo's refill.yaml from
+// INSERT OR IGNORE, which can never repair a stale row, to a DELETE and
+// INSERT that replaces the partition — what the team does after the proof
+// and the report both showed billing was not repaired.
+func (s *Scenario) FixBillingJob() error {
+	b, err := os.ReadFile(s.Config)
+	if err != nil {
+		return err
+	}
+	fixed := strings.Replace(string(b), `        INSERT OR IGNORE INTO revenue_daily (day, amount)
+        SELECT day, sum(amount) FROM events_daily WHERE day = :partition GROUP BY day`,
+		`        DELETE FROM revenue_daily WHERE day = :partition;
+        INSERT INTO revenue_daily (day, amount)
+        SELECT day, sum(amount) FROM events_daily WHERE day = :partition GROUP BY day`, 1)
+	if fixed == string(b) {
+		return fmt.Errorf("demo: revenue_daily's job is not the one the demo wrote")
+	}
+	return os.WriteFile(s.Config, []byte(fixed), 0o644)
+}
+
 // Repair loads the upstream's corrected re-delivery of the broken 72 hours
 // into events_raw, as the source team would once they fix their export.
 func (s *Scenario) Repair(ctx context.Context) (int64, error) {
@@ -257,9 +277,9 @@ set -eu
 day="$1"
 db="${REFILL_WAREHOUSE#sqlite:}"
 mkdir -p exports
-sqlite3 "$db" "SELECT day, event_type, events, amount FROM events_daily WHERE day = '$day'" > "exports/partner-$day.csv" 2>/dev/null || : > "exports/partner-$day.csv"
+sqlite3 -cmd ".timeout 10000" "$db" "SELECT day, event_type, events, amount FROM events_daily WHERE day = '$day'" > "exports/partner-$day.csv" 2>/dev/null || : > "exports/partner-$day.csv"
 rows=$(wc -l < "exports/partner-$day.csv")
-sqlite3 "$db" "DELETE FROM partner_feed WHERE day = '$day'; INSERT INTO partner_feed (day, rows_exported) VALUES ('$day', $rows);"
+sqlite3 -cmd ".timeout 10000" "$db" "DELETE FROM partner_feed WHERE day = '$day'; INSERT INTO partner_feed (day, rows_exported) VALUES ('$day', $rows);"
 `
 
 const configYAML = marker + `: the incident refill exists for, replayed.

@@ -40,6 +40,7 @@ type Store struct {
 	db   *sql.DB
 	pool *pgxpool.Pool // nil on SQLite
 	d    dialect
+	path string // the SQLite file; "" on PostgreSQL
 }
 
 // sqlitePragmas are applied to every SQLite connection. WAL lets readers
@@ -95,7 +96,7 @@ func openSQLite(ctx context.Context, file, baseDir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state store sqlite:%s: %w", file, err)
 	}
-	s := &Store{db: db, d: sqliteDialect}
+	s := &Store{db: db, d: sqliteDialect, path: file}
 	err = awaitSQLite(ctx, db)
 	if err == nil {
 		err = s.start(ctx)

@@ -10,8 +10,9 @@ import (
 	"testing"
 )
 
-// demoPlans runs the demo and returns its directory and plan ids: the
-// blocked incident plan, and the auto, semi-auto and manual plans.
+// demoPlans runs the demo (which runs its own plans to the end) and makes
+// fresh plans over its warehouse: the demo's blocked incident plan, and new
+// auto, semi-auto and manual plans, all waiting.
 func demoPlans(t *testing.T) (dir string, blocked string, plans []string) {
 	t.Helper()
 	root := t.TempDir()
@@ -20,13 +21,21 @@ func demoPlans(t *testing.T) (dir string, blocked string, plans []string) {
 		t.Fatalf("demo: %s", r.stderr)
 	}
 	out := decode[struct {
-		Blocked planJSON   `json:"blocked"`
-		Plans   []planJSON `json:"plans"`
+		Blocked planJSON `json:"blocked"`
 	}](t, r.stdout)
-	for _, p := range out.Plans {
-		plans = append(plans, p.ID)
+	dir = filepath.Join(root, "d")
+	for _, req := range [][]string{
+		{"sessions", "2026-11-27", "2026-11-29"},
+		{"sessions", "2026-11-06", "2026-11-19"},
+		{"events_raw", "2026-11-21", "2026-11-23"},
+	} {
+		r := run(t, dir, nil, "plan", req[0], "--from", req[1], "--to", req[2], "--reason", "upstream schema change broke 72h of events (INC-4711)", "--as", "alice", "-o", "json")
+		if r.code != 0 {
+			t.Fatalf("plan %v: %s", req, r.stderr)
+		}
+		plans = append(plans, decode[planJSON](t, r.stdout).ID)
 	}
-	return filepath.Join(root, "d"), out.Blocked.ID, plans
+	return dir, out.Blocked.ID, plans
 }
 
 type stateOut struct {
@@ -139,7 +148,7 @@ func TestManualChecklist(t *testing.T) {
 		if err := db.QueryRow(`SELECT count(*) FROM "`+p.SnapshotTable+`" WHERE `+col+` = ?`, p.Partition).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n != p.Digest.Rows || (p.Dataset == "events_daily" && n != 1) {
+		if n != p.Digest.Rows || (p.Dataset == "events_daily" && n != 5) {
 			t.Errorf("%s %s: snapshot table holds %d rows, recorded %d", p.Dataset, p.Partition, n, p.Digest.Rows)
 		}
 	}
@@ -158,7 +167,7 @@ func TestManualChecklist(t *testing.T) {
 	step(t, d, 4, "after a finished or failed run", "rollback", manual, "--as", "carol")
 
 	h := step(t, d, 0, "", "history", "events_daily", "--partition", "2026-11-22")
-	for _, want := range []string{"was in 2 plan(s)", "plan " + manual + "  manual  approved", "upstream schema change broke 72h of events (INC-4711)", "approved   by carol", "snapshot by alice", "planned    1 -> 5 rows"} {
+	for _, want := range []string{"was in 4 plan(s)", "plan " + manual + "  manual  approved", "upstream schema change broke 72h of events (INC-4711)", "approved   by carol", "snapshot by alice", "planned    5 -> 5 rows"} {
 		if !strings.Contains(h.stdout, want) {
 			t.Errorf("history lacks %q:\n%s", want, h.stdout)
 		}
@@ -175,7 +184,7 @@ func TestManualChecklist(t *testing.T) {
 	if err := state.QueryRow(`SELECT seq FROM audit_log WHERE event = 'approval'`).Scan(&seq); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := state.Exec(`UPDATE audit_log SET actor = 'bob' WHERE seq = ?`, seq); err != nil {
+	if _, err := state.Exec(`UPDATE audit_log SET actor = 'mallory' WHERE seq = ?`, seq); err != nil {
 		t.Fatal(err)
 	}
 	r = step(t, d, 5, "was altered", "audit", "verify")

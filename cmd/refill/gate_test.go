@@ -3,6 +3,7 @@ package main
 import (
 	"database/sql"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,6 +22,24 @@ func TestGateAndProofThroughTheBinary(t *testing.T) {
 	}
 	defer db.Close()
 	if _, err := db.Exec(`UPDATE events_raw SET user_id = NULL WHERE event_date = '2026-11-26' AND event_id % 4 = 0`); err != nil {
+		t.Fatal(err)
+	}
+	// The demo fixed billing's job; put back the INSERT OR IGNORE its proof
+	// must catch.
+	cfgPath := filepath.Join(d, "refill.yaml")
+	cfg, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := strings.Replace(string(cfg), "DELETE FROM revenue_daily WHERE day = :partition;\n        INSERT INTO revenue_daily", "INSERT OR IGNORE INTO revenue_daily", 1)
+	if broken == string(cfg) {
+		t.Fatal("the demo's billing job is not the fixed one")
+	}
+	if err := os.WriteFile(cfgPath, []byte(broken), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Stale billing rows for the job to keep.
+	if _, err := db.Exec(`UPDATE revenue_daily SET amount = amount + 1 WHERE day = '2026-11-28'`); err != nil {
 		t.Fatal(err)
 	}
 	blockedBefore := len(decode[[]json.RawMessage](t, run(t, d, nil, "plans", "--status", "blocked", "-o", "json").stdout))

@@ -159,9 +159,11 @@ func TestDemoPlaysOutTheIncident(t *testing.T) {
 
 	// 2. Proofs: billing's INSERT OR IGNORE keeps stale rows; the query
 	// jobs are proven.
-	got := map[string]proofJSON{}
+	got := map[string]proofJSON{} // the first proof of each dataset
 	for _, p := range out.Proofs {
-		got[p.Dataset] = p
+		if _, ok := got[p.Dataset]; !ok {
+			got[p.Dataset] = p
+		}
 	}
 	if p := got["revenue_daily"]; p.Passed || p.Failure != "depends_on_prior" {
 		t.Errorf("revenue_daily proof = %+v, want a depends_on_prior failure", p)
@@ -214,6 +216,82 @@ func TestDemoPlaysOutTheIncident(t *testing.T) {
 	}
 }
 
+// TestDemoRunsItsPlans checks the second half of the demo: every plan runs,
+// the manual one through its checklist, a rollback, a fixed billing job
+// and a redo that signs off.
+func TestDemoRunsItsPlans(t *testing.T) {
+	r := run(t, t.TempDir(), nil, "demo", "d", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	type digest struct {
+		Rows     int64  `json:"rows"`
+		Checksum string `json:"checksum"`
+	}
+	out := decode[struct {
+		Plans []planJSON `json:"plans"`
+		Runs  []struct {
+			PlanID    string `json:"plan_id"`
+			Status    string `json:"status"`
+			Total     int    `json:"partitions"`
+			Published int    `json:"published"`
+			Flagged   int    `json:"flagged"`
+			Rows      []struct {
+				Dataset   string  `json:"dataset"`
+				Partition string  `json:"partition"`
+				Before    *digest `json:"before"`
+				After     *digest `json:"after"`
+				Expected  *int64  `json:"expected_rows"`
+			} `json:"rows"`
+		} `json:"runs"`
+		Proofs     []proofJSON `json:"proofs"`
+		RolledBack string      `json:"rolled_back"`
+		Redo       string      `json:"redo"`
+		History    []struct {
+			PlanID string `json:"plan_id"`
+			Status string `json:"status"`
+		} `json:"history"`
+		Audit int `json:"audit_entries"`
+	}](t, r.stdout)
+	if len(out.Runs) != 4 {
+		t.Fatalf("%d runs, want auto, semi-auto, manual and the redo", len(out.Runs))
+	}
+	for _, run := range out.Runs {
+		if run.Status != "applied" || run.Published != run.Total || run.Flagged != 0 {
+			t.Errorf("run %s: %s, %d of %d published, %d flagged", run.PlanID, run.Status, run.Published, run.Total, run.Flagged)
+		}
+	}
+	// The manual run repaired the aggregate but not billing; the redo, with
+	// the fixed job, repaired billing too.
+	for i, run := range out.Runs[2:] {
+		for _, row := range run.Rows {
+			changed := row.Before.Checksum != row.After.Checksum
+			switch {
+			case row.Dataset == "events_daily" && (row.Before.Rows != 1 || row.After.Rows != 5):
+				t.Errorf("run %d events_daily %s: %d -> %d rows, want 1 -> 5", i, row.Partition, row.Before.Rows, row.After.Rows)
+			case row.Dataset == "revenue_daily" && changed != (i == 1):
+				t.Errorf("run %d revenue_daily %s: checksum changed %v", i, row.Partition, changed)
+			}
+		}
+	}
+	if out.RolledBack != out.Plans[2].ID || out.Redo == "" {
+		t.Errorf("rolled back %q (want the manual plan %q), redo %q", out.RolledBack, out.Plans[2].ID, out.Redo)
+	}
+	if last := out.Proofs[len(out.Proofs)-1]; last.Dataset != "revenue_daily" || !last.Passed {
+		t.Errorf("the fixed billing job's proof: %+v", last)
+	}
+	var hist []string
+	for _, h := range out.History {
+		hist = append(hist, h.Status)
+	}
+	if strings.Join(hist, ",") != "blocked,rolled_back,applied" {
+		t.Errorf("history of revenue_daily: %v", hist)
+	}
+	if out.Audit < 50 {
+		t.Errorf("audit entries: %d", out.Audit)
+	}
+}
+
 func TestPlanShowPlansRoundTrip(t *testing.T) {
 	d := setup(t)
 	r := run(t, d, nil, "plan", "sessions", "--from", "2026-11-25", "--to", "2026-11-27", "--reason", "late events", "--as", "bob", "-o", "json")
@@ -253,12 +331,12 @@ func TestPlanShowPlansRoundTrip(t *testing.T) {
 		ID     string `json:"id"`
 		Status string `json:"status"`
 	}](t, run(t, d, nil, "plans", "-o", "json").stdout)
-	if len(list) != 5 || list[0].ID != p.ID {
-		t.Errorf("plans = %+v, want 5 newest first", list)
+	if len(list) != 6 || list[0].ID != p.ID {
+		t.Errorf("plans = %+v, want the demo's 5 and this one, newest first", list)
 	}
 	ready := decode[[]json.RawMessage](t, run(t, d, nil, "plans", "--status", "ready", "-o", "json").stdout)
-	if len(ready) != 2 {
-		t.Errorf("ready plans: %d, want the demo's auto plan and this one", len(ready))
+	if len(ready) != 1 {
+		t.Errorf("ready plans: %d, want this one (the demo ran its own)", len(ready))
 	}
 	// Editing the job makes the proof stale: the same request is semi-auto.
 	cfg, err := os.ReadFile(filepath.Join(d, "refill.yaml"))

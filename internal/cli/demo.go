@@ -10,9 +10,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/control"
 	"github.com/refill-dev/refill/demo"
 	"github.com/refill-dev/refill/planner"
 	"github.com/refill-dev/refill/proof"
+	"github.com/refill-dev/refill/run"
 )
 
 // demoRun is what the walkthrough did, for -o json and for tests.
@@ -24,6 +26,13 @@ type demoRun struct {
 	Proofs   []*refill.Proof `json:"proofs"`
 	Repaired int64           `json:"repaired_rows"`
 	Plans    []*refill.Plan  `json:"plans"`
+	// Runs are the reports of the runs, in the order they ran; RolledBack
+	// and Redo are the manual plan that was rolled back and its redo.
+	Runs       []run.Report    `json:"runs"`
+	RolledBack string          `json:"rolled_back"`
+	Redo       string          `json:"redo"`
+	History    []control.Touch `json:"history"`
+	Audit      int             `json:"audit_entries"`
 }
 
 func (a *app) demoCmd() *cobra.Command {
@@ -159,10 +168,165 @@ func (a *app) demo(ctx context.Context, dir string) error {
 		}
 		out.Plans = append(out.Plans, pl)
 	}
+	if err := a.demoRuns(ctx, sc, &out, say, title); err != nil {
+		return err
+	}
 	if a.json() {
 		return a.printJSON(out)
 	}
 	say("Try it yourself:\n  cd %s\n  refill plans\n  refill show %s\n  refill check events_raw --from %s --to %s\n  refill lineage --format mermaid\n",
 		dir, out.Plans[len(out.Plans)-1].ID, sc.Day(14), sc.Day(1))
+	return nil
+}
+
+// demoRuns runs the three plans: auto on its own, semi-auto after an
+// approval, manual through its checklist — which ends in a rollback when the
+// report shows billing was not repaired, a fixed billing job, and the
+// checklist again through sign-off.
+func (a *app) demoRuns(ctx context.Context, sc *demo.Scenario, out *demoRun, say func(string, ...any),
+	title func(string, string)) error {
+	open := func() (*env, *control.Control, *run.Runner, error) {
+		e, err := a.open(ctx, true, true)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		c, err := a.control(e)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		r, err := a.runner(e)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return e, c, r, nil
+	}
+	e, c, r, err := open()
+	if err != nil {
+		return err
+	}
+	defer func() { e.Close() }()
+	apply := func(id, actor string) error {
+		say("$ refill apply %s --as %s\n\n", id, actor)
+		if err := r.Apply(ctx, id, actor); err != nil {
+			return err
+		}
+		p, err := e.st.Plan(ctx, id)
+		if err != nil {
+			return err
+		}
+		rep, err := run.BuildReport(ctx, e.st, p, e.cfg.Run.Tolerance)
+		if err != nil {
+			return err
+		}
+		out.Runs = append(out.Runs, rep)
+		say("%s\n", renderReport(rep))
+		return nil
+	}
+	do := func(cmdline string, f func() error) error {
+		say("$ refill %s\n", cmdline)
+		return f()
+	}
+	checklist := func(id string) error {
+		if err := do("snapshot "+id+" --as alice", func() error { _, _, err := c.Snapshot(ctx, id, "alice"); return err }); err != nil {
+			return err
+		}
+		if err := do("scope "+id+" --as alice --note \"the 72 broken hours of INC-4711, nothing else\"", func() error {
+			_, err := c.Scope(ctx, id, "alice", "the 72 broken hours of INC-4711, nothing else")
+			return err
+		}); err != nil {
+			return err
+		}
+		if err := do("approve "+id+" --as carol", func() error { _, err := c.Approve(ctx, id, "carol", "scope and dry run reviewed"); return err }); err != nil {
+			return err
+		}
+		say("\n")
+		return apply(id, "alice")
+	}
+
+	auto, semi, manual := out.Plans[0].ID, out.Plans[1].ID, out.Plans[2].ID
+	title("the auto plan runs on its own",
+		"River runs one job per partition; each is rebuilt and published in one transaction.")
+	if err := apply(auto, "alice"); err != nil {
+		return err
+	}
+	title("the semi-auto plan: bob looks at the dry run and approves",
+		"Nobody approves their own request; the approval is bound to the plan's hash.")
+	if err := do("approve "+semi+" --as bob --note \"range checked against the v2.4 release\"", func() error {
+		_, err := c.Approve(ctx, semi, "bob", "range checked against the v2.4 release")
+		return err
+	}); err != nil {
+		return err
+	}
+	say("\n")
+	if err := apply(semi, "alice"); err != nil {
+		return err
+	}
+	title("the manual plan: snapshot, scope, a lead's approval, the run",
+		"Then the report: events_daily went 1 -> 5 rows a day, but revenue_daily's checksum\ndid not change. Its INSERT OR IGNORE kept the stale rows, as its proof warned.")
+	if err := checklist(manual); err != nil {
+		return err
+	}
+	title("carol rolls back rather than sign off",
+		"Every snapshotted partition is restored in one transaction, proven by checksum.")
+	if err := do("rollback "+manual+" --as carol", func() error { _, _, err := c.Rollback(ctx, manual, "carol"); return err }); err != nil {
+		return err
+	}
+	out.RolledBack = manual
+	say("  restored; plan %s is rolled_back\n\n", manual)
+
+	title("fix billing's job, prove it, and do it again",
+		"revenue_daily now deletes and re-inserts its partition.")
+	if err := sc.FixBillingJob(); err != nil {
+		return err
+	}
+	e.Close()
+	if e, c, r, err = open(); err != nil {
+		return err
+	}
+	say("$ refill prove revenue_daily --partition %s --as alice\n\n", sc.Day(2))
+	fixed := &proof.Prover{Config: e.cfg, Warehouse: e.wh, Store: e.st, Now: c.Now}
+	pr, err := fixed.Prove(ctx, "revenue_daily", sc.Day(2), "alice")
+	if err != nil {
+		return fmt.Errorf("the fixed billing job: %w", err)
+	}
+	out.Proofs = append(out.Proofs, pr)
+	say("%s\n", renderProof(pr))
+	p, err := planner.New(e.cfg, e.wh, e.st)
+	if err != nil {
+		return err
+	}
+	p.Now, p.Proofs = c.Now, proof.Status{Store: e.st}
+	req := planner.Request{Targets: []string{"events_raw"}, From: sc.BrokenFrom, To: sc.BrokenTo,
+		Reason: "upstream schema change broke 72h of events (INC-4711); billing job fixed", Actor: "alice"}
+	say("$ refill plan events_raw --from %s --to %s --reason %q --as alice\n\n", req.From, req.To, req.Reason)
+	redo, err := p.Plan(ctx, req)
+	if err != nil {
+		return err
+	}
+	say("  plan %s: %s, %s\n\n", redo.ID, redo.Tier, redo.Status)
+	out.Redo = redo.ID
+	if err := checklist(redo.ID); err != nil {
+		return err
+	}
+	if err := do("signoff "+redo.ID+" --as carol --note \"billing and partner export match the report\"", func() error {
+		_, err := c.Signoff(ctx, redo.ID, "carol", "billing and partner export match the report")
+		return err
+	}); err != nil {
+		return err
+	}
+	say("\n")
+
+	title("months later: why was this date reprocessed?", "")
+	say("$ refill history revenue_daily --partition %s\n\n", sc.Day(8))
+	if out.History, err = c.History(ctx, "revenue_daily", sc.Day(8)); err != nil {
+		return err
+	}
+	say("%s", renderHistory("revenue_daily", sc.Day(8), out.History))
+	rep, err := e.st.VerifyAudit(ctx)
+	if err != nil {
+		return err
+	}
+	out.Audit = rep.Entries
+	say("$ refill audit verify\naudit log intact: %d entries, head %s\n\n", rep.Entries, rep.Head)
 	return nil
 }

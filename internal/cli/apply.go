@@ -1,0 +1,157 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/dustin/go-humanize"
+	"github.com/spf13/cobra"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/gate"
+	"github.com/refill-dev/refill/run"
+)
+
+func (a *app) runner(e *env) (*run.Runner, error) {
+	c, err := a.control(e)
+	if err != nil {
+		return nil, err
+	}
+	return &run.Runner{Config: e.cfg, Warehouse: e.wh, Store: e.st, Control: c, Now: c.Now,
+		Gate:    &gate.Gate{Config: e.cfg, Warehouse: e.wh, Store: e.st, Now: c.Now},
+		Backoff: time.Duration(e.cfg.Run.Backoff)}, nil
+}
+
+func (a *app) applyCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "apply PLAN [--as USER]",
+		Short: "Run a plan that may run now, or resume a stopped one",
+		Long: `Run a plan: refused (exit 4) while anything is unmet (refill show lists it);
+the source gate is checked again first (exit 3, plan blocked, nothing written,
+if it fails); then datasets are rebuilt in lineage order, partitions of one
+dataset in parallel up to run.max_active, each as a River job retried with
+backoff up to run.attempts, each published atomically and recorded once.
+Running apply again on a failed or interrupted run resumes it: published
+partitions are not rebuilt. Ends with the report.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, err := a.open(cmd.Context(), true, true)
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			actor, err := a.actor(e.cfg)
+			if err != nil {
+				return err
+			}
+			r, err := a.runner(e)
+			if err != nil {
+				return err
+			}
+			if !a.json() {
+				r.Log = a.stderr
+			}
+			applyErr := r.Apply(cmd.Context(), args[0], actor)
+			if applyErr != nil && refill.ExitCode(applyErr) != refill.ExitInternal {
+				return applyErr // refused or blocked before anything ran
+			}
+			p, err := e.st.Plan(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			rep, err := run.BuildReport(cmd.Context(), e.st, p, e.cfg.Run.Tolerance)
+			if err != nil {
+				return err
+			}
+			if a.json() {
+				if err := a.printJSON(rep); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprint(a.stdout, renderReport(rep))
+			}
+			if applyErr != nil {
+				return applyErr
+			}
+			if rep.Flagged > 0 {
+				fmt.Fprintf(a.stderr, "ALERT plan %s: %d partition(s) differ from the plan's expectation by more than %.0f%%\n", p.ID, rep.Flagged, 100*rep.Tolerance)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&a.as, "as", "", "who is running it (default $REFILL_USER)")
+	return cmd
+}
+
+func (a *app) reportCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "report PLAN",
+		Short: "Before/after rows and checksums of every rewritten partition; exit 5 when any is off its expectation",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, err := a.open(cmd.Context(), false, true)
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			p, err := e.st.Plan(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			rep, err := run.BuildReport(cmd.Context(), e.st, p, e.cfg.Run.Tolerance)
+			if err != nil {
+				return err
+			}
+			if a.json() {
+				if err := a.printJSON(rep); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprint(a.stdout, renderReport(rep))
+			}
+			if rep.Flagged > 0 {
+				return fmt.Errorf("%w: %d partition(s) differ from the plan's expectation by more than %.0f%%", refill.ErrVerification, rep.Flagged, 100*rep.Tolerance)
+			}
+			return nil
+		},
+	}
+}
+
+func renderReport(rep run.Report) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Report of plan %s (%s): %d of %d partitions published, %d flagged (tolerance %.0f%%)\n\n",
+		rep.PlanID, rep.Status, rep.Published, rep.Total, rep.Flagged, 100*rep.Tolerance)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  DATASET\tPARTITION\tBEFORE\tAFTER\tEXPECTED\tCHECKSUM BEFORE -> AFTER\t")
+	for _, r := range rep.Partitions {
+		mark := ""
+		if r.Flagged {
+			mark = fmt.Sprintf("! %+.0f%% off", 100**r.Deviation)
+		}
+		if !r.Published {
+			mark = "not published"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Dataset, r.Partition, digestRows(r.Before), digestRows(r.After), rows(r.Expected), checksums(r), mark)
+	}
+	tw.Flush()
+	return b.String()
+}
+
+func digestRows(d *refill.Digest) string {
+	if d == nil {
+		return "?"
+	}
+	return humanize.Comma(d.Rows)
+}
+
+func checksums(r run.PartitionReport) string {
+	if r.Before == nil || r.After == nil {
+		return ""
+	}
+	if r.Before.Checksum == r.After.Checksum {
+		return r.After.Checksum + " (same)"
+	}
+	return r.Before.Checksum + " -> " + r.After.Checksum
+}

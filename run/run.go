@@ -1,0 +1,458 @@
+// Package run executes approved plans: it re-checks the source gate, then
+// rebuilds datasets in lineage order — a level starts only when every
+// partition of the level before is published — each partition as one River
+// job, retried with backoff, published atomically, recorded exactly once.
+// Running apply again on a stopped or failed run resumes it: published
+// partitions are not rebuilt.
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/control"
+	"github.com/refill-dev/refill/gate"
+	"github.com/refill-dev/refill/jobs"
+	"github.com/refill-dev/refill/store"
+	"github.com/refill-dev/refill/warehouse"
+)
+
+// Runner runs plans.
+type Runner struct {
+	Config    *refill.Config
+	Warehouse refill.Warehouse
+	Store     *store.Store
+	Control   *control.Control
+	Gate      *gate.Gate
+	Now       func() time.Time
+	// Log receives one line per event of the run (partition published,
+	// retries, failures); nil discards them.
+	Log io.Writer
+	// Backoff is the first retry delay (doubling, capped at a minute).
+	Backoff time.Duration
+	// RescueAfter is when River hands a job whose worker died to another;
+	// it must exceed the longest partition job.
+	RescueAfter time.Duration
+
+	mu     sync.Mutex
+	active chan struct{} // bounds partitions in flight in this process
+}
+
+func (r *Runner) now() time.Time {
+	if r.Now == nil {
+		return time.Now().UTC()
+	}
+	return r.Now().UTC()
+}
+
+func (r *Runner) logf(format string, args ...any) {
+	if r.Log == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fmt.Fprintf(r.Log, "%s  %s\n", time.Now().UTC().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+}
+
+func key(dataset, partition string) string { return dataset + "\x00" + partition }
+
+// Apply runs plan id as actor, or resumes it. It refuses (ErrNotPermitted)
+// while anything is unmet, and stops (ErrBlocked) when the source gate now
+// fails.
+func (r *Runner) Apply(ctx context.Context, id, actor string) error {
+	s, err := r.Control.Load(ctx, id)
+	if err != nil {
+		return err
+	}
+	p := s.Plan
+	if len(s.Unmet) > 0 {
+		return refill.NotPermittedf("plan %s may not run yet:\n  - %s", id, strings.Join(s.Unmet, "\n  - "))
+	}
+	for _, st := range p.Steps {
+		if st.Kind == refill.JobAirflow {
+			return refill.BadInputf("plan %s rebuilds %s, an airflow job: this version runs query, sql and command jobs", id, st.Dataset)
+		}
+	}
+	// The source may have broken again since the plan was made.
+	rng, err := refill.ParseRange(p.Request.From, p.Request.To, 0)
+	if err != nil {
+		return err
+	}
+	res, err := r.Gate.Check(ctx, p.Gate.Checked, rng)
+	if err != nil {
+		return fmt.Errorf("source gate: %w", err)
+	}
+	if !res.Passed {
+		return r.block(ctx, p, actor, res)
+	}
+	if p.Status != refill.StatusRunning {
+		err = r.Store.Update(ctx, func(tx *store.Tx) error {
+			if err := tx.SetStatus(ctx, id, p.Status, refill.StatusRunning); err != nil {
+				return err
+			}
+			return tx.Append(ctx, &refill.Event{Kind: refill.EventRunStarted, Actor: actor, PlanID: id, At: r.now(),
+				Detail: refill.Detail(map[string]any{"resumed_from": p.Status})})
+		})
+		if err != nil {
+			return err
+		}
+	}
+	r.logf("plan %s: running %d datasets (%s..%s)", id, len(p.Steps), p.Request.From, p.Request.To)
+	if err := r.execute(ctx, p); err != nil {
+		return r.fail(ctx, p, actor, err)
+	}
+	err = r.Store.Update(ctx, func(tx *store.Tx) error {
+		if err := tx.SetStatus(ctx, id, refill.StatusRunning, refill.StatusApplied); err != nil {
+			return err
+		}
+		return tx.Append(ctx, &refill.Event{Kind: refill.EventRunFinished, Actor: actor, PlanID: id, At: r.now()})
+	})
+	if err != nil {
+		return err
+	}
+	r.logf("plan %s: applied", id)
+	return nil
+}
+
+// block stores a failed re-check: the plan is blocked for good.
+func (r *Runner) block(ctx context.Context, p *refill.Plan, actor string, res gate.Result) error {
+	failed := 0
+	for _, f := range res.Findings {
+		if !f.Passed && !f.Warning {
+			failed++
+		}
+	}
+	err := r.Store.Update(ctx, func(tx *store.Tx) error {
+		if err := tx.SetStatus(ctx, p.ID, p.Status, refill.StatusBlocked); err != nil {
+			return err
+		}
+		if err := tx.SaveFlags(ctx, res.Flags); err != nil {
+			return err
+		}
+		return tx.Append(ctx, &refill.Event{Kind: refill.EventGateResult, Actor: actor, PlanID: p.ID, At: r.now(),
+			Detail: refill.Detail(map[string]any{"passed": false, "failed": failed, "at": "apply", "findings": res.Findings})})
+	})
+	if err != nil {
+		return err
+	}
+	r.logf("ALERT plan %s: the source gate failed when the run began (%d findings); nothing was written and the plan is blocked", p.ID, failed)
+	return fmt.Errorf("plan %s: %w: %d check(s) failed when the run began; nothing was written", p.ID, refill.ErrBlocked, failed)
+}
+
+// fail marks the run failed and raises the alert.
+func (r *Runner) fail(ctx context.Context, p *refill.Plan, actor string, cause error) error {
+	err := r.Store.Update(ctx, func(tx *store.Tx) error {
+		if err := tx.SetStatus(ctx, p.ID, refill.StatusRunning, refill.StatusFailed); err != nil {
+			return err
+		}
+		return tx.Append(ctx, &refill.Event{Kind: refill.EventRunFailed, Actor: actor, PlanID: p.ID, At: r.now(),
+			Detail: refill.Detail(map[string]any{"error": cause.Error()})})
+	})
+	if err != nil {
+		return errors.Join(cause, err)
+	}
+	r.logf("ALERT plan %s: run failed: %v; run refill apply %s again to resume", p.ID, cause, p.ID)
+	return fmt.Errorf("plan %s: run failed (published partitions are kept; apply again to resume): %w", p.ID, cause)
+}
+
+// execute runs the plan's levels in order on River.
+func (r *Runner) execute(ctx context.Context, p *refill.Plan) error {
+	var datasets []string
+	for _, st := range p.Steps {
+		datasets = append(datasets, st.Dataset)
+	}
+	perDataset, total, attempts := r.Config.Run.MaxActive, r.Config.Run.MaxActiveTotal, r.Config.Run.Attempts
+	if perDataset <= 0 {
+		perDataset = 3
+	}
+	if total <= 0 {
+		total = 8
+	}
+	if attempts <= 0 {
+		attempts = 3
+	}
+	r.active = make(chan struct{}, total)
+	backoff, rescue := r.Backoff, r.RescueAfter
+	if backoff <= 0 {
+		backoff = time.Second
+	}
+	if rescue <= 0 {
+		rescue = time.Minute
+	}
+	q, err := openQueue(ctx, r.Store, queueConfig{
+		datasets: datasets, perDataset: perDataset, backoff: backoff, rescueAfter: rescue,
+		logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		work: func(ctx context.Context, job *river.Job[PartitionArgs]) error {
+			return r.work(ctx, job.Args, job.Attempt, job.MaxAttempts)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = q.stop(stopCtx)
+	}()
+	events, cancel := q.subscribe()
+	defer cancel()
+
+	for level := 1; ; level++ {
+		var todo []PartitionArgs
+		any := false
+		published, err := r.published(ctx, p.ID)
+		if err != nil {
+			return err
+		}
+		for _, st := range p.Steps {
+			if st.Order != level {
+				continue
+			}
+			any = true
+			for _, pp := range st.Partitions {
+				if !published[key(st.Dataset, pp.Partition)] {
+					todo = append(todo, PartitionArgs{PlanID: p.ID, Dataset: st.Dataset, Partition: pp.Partition})
+				}
+			}
+		}
+		if !any {
+			return nil
+		}
+		if len(todo) == 0 {
+			continue
+		}
+		r.logf("order %d: %d partition(s) to build", level, len(todo))
+		if err := q.insert(ctx, todo, attempts); err != nil {
+			return fmt.Errorf("queueing order %d: %w", level, err)
+		}
+		if err := r.wait(ctx, p.ID, todo, events); err != nil {
+			return err
+		}
+	}
+}
+
+// published is the set of partitions the plan's run has published.
+func (r *Runner) published(ctx context.Context, planID string) (map[string]bool, error) {
+	list, err := r.Store.Published(ctx, planID)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, p := range list {
+		out[key(p.Dataset, p.Partition)] = true
+	}
+	return out, nil
+}
+
+// wait returns when every partition of todo is published, or with the
+// first partition whose attempts are exhausted. It polls the state store as
+// well as listening, because another worker process may do the work.
+func (r *Runner) wait(ctx context.Context, planID string, todo []PartitionArgs, events <-chan *river.Event) error {
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		published, err := r.published(ctx, planID)
+		if err != nil {
+			return err
+		}
+		done := true
+		for _, t := range todo {
+			if !published[key(t.Dataset, t.Partition)] {
+				done = false
+				break
+			}
+		}
+		if done {
+			return nil
+		}
+		if failure, err := r.exhausted(ctx, planID); err != nil || failure != "" {
+			if err != nil {
+				return err
+			}
+			return errors.New(failure)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		case <-events:
+		}
+	}
+}
+
+// exhausted returns the first partition failure of this run recorded after
+// its last start, "" if none.
+func (r *Runner) exhausted(ctx context.Context, planID string) (string, error) {
+	evs, err := r.Store.Audit(ctx, store.AuditFilter{PlanID: planID})
+	if err != nil {
+		return "", err
+	}
+	failure := ""
+	for _, e := range evs {
+		switch {
+		case e.Kind == refill.EventRunStarted:
+			failure = ""
+		case e.Kind == refill.EventRunFailed && e.Partition != "" && failure == "":
+			failure = fmt.Sprintf("%s %s failed after its last attempt: %s", e.Dataset, e.Partition, string(e.Detail))
+		}
+	}
+	return failure, nil
+}
+
+// work builds and publishes one partition: River calls it for each attempt.
+func (r *Runner) work(ctx context.Context, a PartitionArgs, attempt, maxAttempts int) error {
+	r.active <- struct{}{}
+	defer func() { <-r.active }()
+	err := r.build(ctx, a, attempt)
+	if err == nil {
+		return nil
+	}
+	var done *alreadyPublished
+	if errors.As(err, &done) {
+		return nil
+	}
+	if attempt >= maxAttempts {
+		r.logf("ALERT %s %s: attempt %d of %d failed, giving up: %v", a.Dataset, a.Partition, attempt, maxAttempts, err)
+		bg := context.WithoutCancel(ctx)
+		_ = r.Store.Update(bg, func(tx *store.Tx) error {
+			return tx.Append(bg, &refill.Event{Kind: refill.EventRunFailed, Actor: "refill", PlanID: a.PlanID, Dataset: a.Dataset, Partition: a.Partition,
+				At: r.now(), Detail: refill.Detail(map[string]any{"attempt": attempt, "error": err.Error()})})
+		})
+		return river.JobCancel(err)
+	}
+	r.logf("%s %s: attempt %d of %d failed, will retry: %v", a.Dataset, a.Partition, attempt, maxAttempts, err)
+	return err
+}
+
+type alreadyPublished struct{}
+
+func (*alreadyPublished) Error() string { return "already published" }
+
+// build rebuilds one partition and records it published, once.
+func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error {
+	published, err := r.published(ctx, a.PlanID)
+	if err != nil {
+		return err
+	}
+	if published[key(a.Dataset, a.Partition)] {
+		return &alreadyPublished{}
+	}
+	d, ok := r.Config.Datasets[a.Dataset]
+	if !ok || d.Job == nil {
+		return fmt.Errorf("dataset %s is no longer a job in the config", a.Dataset)
+	}
+	g := d.Partition.Grain
+	if g == "" {
+		g = refill.GrainDay
+	}
+	ref := refill.TableRef{Table: d.Table, Column: d.Partition.Column, Grain: g}
+	rec := refill.Published{PlanID: a.PlanID, Dataset: a.Dataset, Partition: a.Partition, Attempt: attempt}
+	start := time.Now()
+	switch d.Job.Kind {
+	case refill.JobQuery, refill.JobSQL:
+		tr, ok := r.Warehouse.(refill.Transactor)
+		if !ok {
+			return fmt.Errorf("the %s warehouse cannot write", r.Warehouse.Driver())
+		}
+		// Write, audit, publish: the transaction is the staging area. The
+		// partition is rebuilt and checked inside it and only a commit makes
+		// it visible, so readers see the old partition or the new one,
+		// never half of either.
+		err = tr.Transact(ctx, func(tx refill.WarehouseTx) error {
+			before, err := tx.Digest(ctx, ref, a.Partition)
+			if err != nil {
+				return err
+			}
+			if d.Job.Kind == refill.JobQuery {
+				_, err = tx.ReplaceFromQuery(ctx, ref, d.Job.Query, a.Partition)
+			} else {
+				err = tx.ExecSQL(ctx, d.Job.SQL, a.Partition)
+			}
+			if err != nil {
+				return err
+			}
+			after, err := tx.Digest(ctx, ref, a.Partition)
+			if err != nil {
+				return err
+			}
+			rec.Before, rec.After = &before, &after
+			return nil
+		})
+	case refill.JobCommand:
+		err = r.command(ctx, d, ref, a.Partition, &rec)
+	default:
+		err = fmt.Errorf("%s jobs cannot run in this version", d.Job.Kind)
+	}
+	if err != nil {
+		return err
+	}
+	rec.At = r.now()
+	err = r.Store.Update(ctx, func(tx *store.Tx) error {
+		if err := tx.RecordPublished(ctx, rec); err != nil {
+			return err
+		}
+		detail := map[string]any{"attempt": attempt}
+		if rec.Before != nil {
+			detail["rows_before"], detail["checksum_before"] = rec.Before.Rows, rec.Before.Checksum
+		}
+		if rec.After != nil {
+			detail["rows_after"], detail["checksum_after"] = rec.After.Rows, rec.After.Checksum
+		}
+		return tx.Append(ctx, &refill.Event{Kind: refill.EventPartitionPublished, Actor: "refill", PlanID: a.PlanID,
+			Dataset: a.Dataset, Partition: a.Partition, At: rec.At, Detail: refill.Detail(detail)})
+	})
+	if errors.Is(err, refill.ErrNotPermitted) {
+		return &alreadyPublished{}
+	}
+	if err != nil {
+		return err
+	}
+	r.logf("%s %s: published %s -> %s rows in %s", a.Dataset, a.Partition, rowsOf(rec.Before), rowsOf(rec.After), time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// command runs a command job against the warehouse, with digests of its
+// table before and after when it has one.
+func (r *Runner) command(ctx context.Context, d *refill.Dataset, ref refill.TableRef, partition string, rec *refill.Published) error {
+	rh, _ := r.Warehouse.(refill.Rehearser)
+	if d.Table != "" && rh != nil {
+		before, err := rh.Digest(ctx, ref, partition)
+		if err != nil {
+			return err
+		}
+		rec.Before = &before
+	}
+	dsn := r.Config.Warehouse
+	if path := warehouse.SQLitePath(dsn, r.Config.Dir); path != "" {
+		dsn = "sqlite:" + path
+	}
+	res, err := jobs.Command{Dir: r.Config.Dir, Warehouse: dsn}.Run(ctx, d, partition)
+	rec.Output = res.Output
+	if err != nil {
+		return err
+	}
+	if d.Table != "" && rh != nil {
+		after, err := rh.Digest(ctx, ref, partition)
+		if err != nil {
+			return err
+		}
+		rec.After = &after
+	}
+	return nil
+}
+
+func rowsOf(d *refill.Digest) string {
+	if d == nil {
+		return "?"
+	}
+	return fmt.Sprint(d.Rows)
+}

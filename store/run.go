@@ -1,0 +1,67 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/refill-dev/refill"
+)
+
+// RecordPublished records that a partition was published, once: a second
+// record of the same plan, dataset and partition is refused with
+// ErrNotPermitted, so a retried or resumed job can never count twice.
+func (t *Tx) RecordPublished(ctx context.Context, p refill.Published) error {
+	var rb, ra sql.NullInt64
+	var cb, ca string
+	if p.Before != nil {
+		rb, cb = sql.NullInt64{Int64: p.Before.Rows, Valid: true}, p.Before.Checksum
+	}
+	if p.After != nil {
+		ra, ca = sql.NullInt64{Int64: p.After.Rows, Valid: true}, p.After.Checksum
+	}
+	res, err := t.tx.ExecContext(ctx, t.d.rebind(`INSERT INTO run_partitions
+		(plan_id, dataset, partition, rows_before, checksum_before, rows_after, checksum_after, attempt, output, published_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (plan_id, dataset, partition) DO NOTHING`),
+		p.PlanID, p.Dataset, p.Partition, rb, cb, ra, ca, p.Attempt, p.Output, t.d.timestamp(p.At))
+	if err != nil {
+		return fmt.Errorf("plan %s: record %s %s published: %w", p.PlanID, p.Dataset, p.Partition, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return refill.NotPermittedf("plan %s: %s %s is already published", p.PlanID, p.Dataset, p.Partition)
+	}
+	return nil
+}
+
+// Published returns the partitions a plan's run has published.
+func (s *Store) Published(ctx context.Context, planID string) ([]refill.Published, error) {
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT plan_id, dataset, partition, rows_before, checksum_before, rows_after, checksum_after, attempt, output, published_at
+		FROM run_partitions WHERE plan_id = ? ORDER BY dataset, partition`), planID)
+	if err != nil {
+		return nil, fmt.Errorf("run of %s: %w", planID, err)
+	}
+	defer rows.Close()
+	out := []refill.Published{}
+	for rows.Next() {
+		var p refill.Published
+		var rb, ra sql.NullInt64
+		var cb, ca string
+		var at timestamp
+		if err := rows.Scan(&p.PlanID, &p.Dataset, &p.Partition, &rb, &cb, &ra, &ca, &p.Attempt, &p.Output, &at); err != nil {
+			return nil, fmt.Errorf("run of %s: %w", planID, err)
+		}
+		if rb.Valid {
+			p.Before = &refill.Digest{Rows: rb.Int64, Checksum: cb}
+		}
+		if ra.Valid {
+			p.After = &refill.Digest{Rows: ra.Int64, Checksum: ca}
+		}
+		p.At = at.Time
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// SQLitePath is the state database's file on SQLite, "" on PostgreSQL: River
+// opens its own connection to it.
+func (s *Store) SQLitePath() string { return s.path }
