@@ -156,6 +156,7 @@ type rawRun struct {
 	MaxActiveTotal *int     `yaml:"max_active_total"`
 	Attempts       *int     `yaml:"attempts"`
 	Backoff        *string  `yaml:"backoff"`
+	RescueAfter    *string  `yaml:"rescue_after"`
 	Tolerance      *float64 `yaml:"tolerance"`
 }
 

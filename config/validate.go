@@ -133,7 +133,7 @@ func (c *converter) storeURL(path, s string) {
 
 func (c *converter) run(raw *rawRun) refill.RunConfig {
 	r := refill.RunConfig{MaxActive: defaultMaxActive, MaxActiveTotal: defaultMaxActiveTotal, Attempts: defaultAttempts,
-		Backoff: refill.Duration(time.Second), Tolerance: 0.1}
+		Backoff: refill.Duration(time.Second), RescueAfter: refill.Duration(time.Minute), Tolerance: 0.1}
 	if raw == nil {
 		return r
 	}
@@ -146,6 +146,17 @@ func (c *converter) run(raw *rawRun) refill.RunConfig {
 			c.errorf("run.backoff", "must be positive, got %s", d)
 		default:
 			r.Backoff = refill.Duration(d)
+		}
+	}
+	if raw.RescueAfter != nil {
+		d, err := time.ParseDuration(*raw.RescueAfter)
+		switch {
+		case err != nil:
+			c.errorf("run.rescue_after", "%q is not a duration (e.g. 10m)", clip(*raw.RescueAfter))
+		case d < time.Second:
+			c.errorf("run.rescue_after", "must be at least 1s, got %s", d)
+		default:
+			r.RescueAfter = refill.Duration(d)
 		}
 	}
 	if raw.Tolerance != nil {

@@ -18,11 +18,16 @@ import (
 )
 
 // PartitionArgs is one River job: rebuild and publish one dataset partition
-// of a plan. Unique by its arguments, so a partition is never queued twice.
+// of a plan. Unique by its arguments, so a partition is never queued twice
+// by one run. Run counts the plan's apply invocations: a resume after a
+// crash queues afresh rather than wait for River to rescue the dead
+// process's jobs; should a rescued job run later all the same, the
+// partition is found published and it does nothing.
 type PartitionArgs struct {
 	PlanID    string `json:"plan_id"`
 	Dataset   string `json:"dataset"`
 	Partition string `json:"partition"`
+	Run       int    `json:"run"`
 }
 
 // Kind implements river.JobArgs.
@@ -147,6 +152,7 @@ func startRiver[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], cf
 		Workers:              workers,
 		RetryPolicy:          retryPolicy{base: cfg.backoff},
 		RescueStuckJobsAfter: cfg.rescueAfter,
+		JobTimeout:           -1, // a job's own timeout bounds it (command jobs); River's default minute is too short for a warehouse
 		FetchCooldown:        10 * time.Millisecond,
 		FetchPollInterval:    50 * time.Millisecond,
 	}

@@ -94,20 +94,24 @@ func (r *Runner) Apply(ctx context.Context, id, actor string) error {
 	if !res.Passed {
 		return r.block(ctx, p, actor, res)
 	}
-	if p.Status != refill.StatusRunning {
-		err = r.Store.Update(ctx, func(tx *store.Tx) error {
+	runs, err := r.runs(ctx, id)
+	if err != nil {
+		return err
+	}
+	err = r.Store.Update(ctx, func(tx *store.Tx) error {
+		if p.Status != refill.StatusRunning {
 			if err := tx.SetStatus(ctx, id, p.Status, refill.StatusRunning); err != nil {
 				return err
 			}
-			return tx.Append(ctx, &refill.Event{Kind: refill.EventRunStarted, Actor: actor, PlanID: id, At: r.now(),
-				Detail: refill.Detail(map[string]any{"resumed_from": p.Status})})
-		})
-		if err != nil {
-			return err
 		}
+		return tx.Append(ctx, &refill.Event{Kind: refill.EventRunStarted, Actor: actor, PlanID: id, At: r.now(),
+			Detail: refill.Detail(map[string]any{"run": runs + 1, "resumed_from": p.Status})})
+	})
+	if err != nil {
+		return err
 	}
-	r.logf("plan %s: running %d datasets (%s..%s)", id, len(p.Steps), p.Request.From, p.Request.To)
-	if err := r.execute(ctx, p); err != nil {
+	r.logf("plan %s: run %d, %d datasets (%s..%s)", id, runs+1, len(p.Steps), p.Request.From, p.Request.To)
+	if err := r.execute(ctx, p, runs+1); err != nil {
 		return r.fail(ctx, p, actor, err)
 	}
 	err = r.Store.Update(ctx, func(tx *store.Tx) error {
@@ -164,8 +168,23 @@ func (r *Runner) fail(ctx context.Context, p *refill.Plan, actor string, cause e
 	return fmt.Errorf("plan %s: run failed (published partitions are kept; apply again to resume): %w", p.ID, cause)
 }
 
+// runs counts the plan's earlier apply invocations.
+func (r *Runner) runs(ctx context.Context, id string) (int, error) {
+	evs, err := r.Store.Audit(ctx, store.AuditFilter{PlanID: id})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range evs {
+		if e.Kind == refill.EventRunStarted {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // execute runs the plan's levels in order on River.
-func (r *Runner) execute(ctx context.Context, p *refill.Plan) error {
+func (r *Runner) execute(ctx context.Context, p *refill.Plan, runNo int) error {
 	var datasets []string
 	for _, st := range p.Steps {
 		datasets = append(datasets, st.Dataset)
@@ -220,7 +239,7 @@ func (r *Runner) execute(ctx context.Context, p *refill.Plan) error {
 			any = true
 			for _, pp := range st.Partitions {
 				if !published[key(st.Dataset, pp.Partition)] {
-					todo = append(todo, PartitionArgs{PlanID: p.ID, Dataset: st.Dataset, Partition: pp.Partition})
+					todo = append(todo, PartitionArgs{PlanID: p.ID, Dataset: st.Dataset, Partition: pp.Partition, Run: runNo})
 				}
 			}
 		}

@@ -21,7 +21,7 @@ func (a *app) runner(e *env) (*run.Runner, error) {
 	}
 	return &run.Runner{Config: e.cfg, Warehouse: e.wh, Store: e.st, Control: c, Now: c.Now,
 		Gate:    &gate.Gate{Config: e.cfg, Warehouse: e.wh, Store: e.st, Now: c.Now},
-		Backoff: time.Duration(e.cfg.Run.Backoff)}, nil
+		Backoff: time.Duration(e.cfg.Run.Backoff), RescueAfter: time.Duration(e.cfg.Run.RescueAfter)}, nil
 }
 
 func (a *app) applyCmd() *cobra.Command {
