@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -42,6 +43,10 @@ type Runner struct {
 	// RescueAfter is when River hands a job whose worker died to another;
 	// it must exceed the longest partition job.
 	RescueAfter time.Duration
+	// OnPublished, when set, hears of every partition this process
+	// published, with its rows after and how long it took (progress
+	// displays, benchmarks).
+	OnPublished func(dataset, partition string, rows *int64, took time.Duration)
 
 	mu     sync.Mutex
 	active chan struct{} // bounds partitions in flight in this process
@@ -170,17 +175,8 @@ func (r *Runner) fail(ctx context.Context, p *refill.Plan, actor string, cause e
 
 // runs counts the plan's earlier apply invocations.
 func (r *Runner) runs(ctx context.Context, id string) (int, error) {
-	evs, err := r.Store.Audit(ctx, store.AuditFilter{PlanID: id})
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, e := range evs {
-		if e.Kind == refill.EventRunStarted {
-			n++
-		}
-	}
-	return n, nil
+	evs, err := r.Store.Audit(ctx, store.AuditFilter{PlanID: id, Kind: refill.EventRunStarted})
+	return len(evs), err
 }
 
 // execute runs the plan's levels in order on River.
@@ -311,10 +307,16 @@ func (r *Runner) wait(ctx context.Context, planID string, todo []PartitionArgs, 
 // exhausted returns the first partition failure of this run recorded after
 // its last start, "" if none.
 func (r *Runner) exhausted(ctx context.Context, planID string) (string, error) {
-	evs, err := r.Store.Audit(ctx, store.AuditFilter{PlanID: planID})
+	evs, err := r.Store.Audit(ctx, store.AuditFilter{PlanID: planID, Kind: refill.EventRunFailed})
 	if err != nil {
 		return "", err
 	}
+	starts, err := r.Store.Audit(ctx, store.AuditFilter{PlanID: planID, Kind: refill.EventRunStarted})
+	if err != nil {
+		return "", err
+	}
+	evs = append(evs, starts...)
+	slices.SortFunc(evs, func(a, b refill.Event) int { return int(a.Seq - b.Seq) })
 	failure := ""
 	for _, e := range evs {
 		switch {
@@ -358,11 +360,11 @@ func (*alreadyPublished) Error() string { return "already published" }
 
 // build rebuilds one partition and records it published, once.
 func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error {
-	published, err := r.published(ctx, a.PlanID)
+	done, err := r.Store.IsPublished(ctx, a.PlanID, a.Dataset, a.Partition)
 	if err != nil {
 		return err
 	}
-	if published[key(a.Dataset, a.Partition)] {
+	if done {
 		return &alreadyPublished{}
 	}
 	d, ok := r.Config.Datasets[a.Dataset]
@@ -435,7 +437,15 @@ func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error 
 	if err != nil {
 		return err
 	}
-	r.logf("%s %s: published %s -> %s rows in %s", a.Dataset, a.Partition, rowsOf(rec.Before), rowsOf(rec.After), time.Since(start).Round(time.Millisecond))
+	took := time.Since(start)
+	r.logf("%s %s: published %s -> %s rows in %s", a.Dataset, a.Partition, rowsOf(rec.Before), rowsOf(rec.After), took.Round(time.Millisecond))
+	if r.OnPublished != nil {
+		var rows *int64
+		if rec.After != nil {
+			rows = &rec.After.Rows
+		}
+		r.OnPublished(a.Dataset, a.Partition, rows, took)
+	}
 	return nil
 }
 

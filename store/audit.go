@@ -55,6 +55,7 @@ func (t *Tx) Append(ctx context.Context, e *refill.Event) error {
 
 // AuditFilter selects audit entries.
 type AuditFilter struct {
+	Kind      string
 	PlanID    string
 	Dataset   string
 	Partition string
@@ -64,6 +65,10 @@ type AuditFilter struct {
 func (s *Store) Audit(ctx context.Context, f AuditFilter) ([]refill.Event, error) {
 	q := `SELECT seq, at, actor, event, plan_id, dataset, partition, detail, prev_hash, hash FROM audit_log WHERE 1 = 1`
 	var args []any
+	if f.Kind != "" {
+		q += ` AND event = ?`
+		args = append(args, f.Kind)
+	}
 	if f.PlanID != "" {
 		q += ` AND plan_id = ?`
 		args = append(args, f.PlanID)

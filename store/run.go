@@ -65,3 +65,14 @@ func (s *Store) Published(ctx context.Context, planID string) ([]refill.Publishe
 // SQLitePath is the state database's file on SQLite, "" on PostgreSQL: River
 // opens its own connection to it.
 func (s *Store) SQLitePath() string { return s.path }
+
+// IsPublished reports whether one partition of a plan's run is published.
+func (s *Store) IsPublished(ctx context.Context, planID, dataset, partition string) (bool, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, s.d.rebind(`SELECT count(*) FROM run_partitions WHERE plan_id = ? AND dataset = ? AND partition = ?`),
+		planID, dataset, partition).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("run of %s: %w", planID, err)
+	}
+	return n > 0, nil
+}

@@ -12,13 +12,15 @@ var _ refill.Transactor = (*Warehouse)(nil)
 
 // Transact runs fn in one write transaction on a connection of its own and
 // commits when fn returns nil; on an error, a panic or a cancelled context
-// it rolls back, so what fn wrote appears all at once or not at all.
+// it rolls back, so what fn wrote appears all at once or not at all. Unlike
+// a rehearsal's, the connection goes back to the pool: a run publishes many
+// partitions and opening a connection each time would dominate its cost.
 func (w *Warehouse) Transact(ctx context.Context, fn func(tx refill.WarehouseTx) error) (err error) {
 	conn, err := w.db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("transaction: %w", err)
 	}
-	defer discard(conn)
+	defer conn.Close()
 	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return fmt.Errorf("transaction: begin: %w", err)
 	}

@@ -1,0 +1,85 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/refill-dev/refill"
+)
+
+func script(t *testing.T, body string) (dir string) {
+	t.Helper()
+	dir = t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "job.sh"), []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func dataset(argv ...string) *refill.Dataset {
+	return &refill.Dataset{Name: "feed", Job: &refill.Job{Kind: refill.JobCommand, Command: argv, Env: []string{"EXTRA=yes"}}}
+}
+
+func TestArgvAndEnvironment(t *testing.T) {
+	dir := script(t, `echo "arg=$1 part=$REFILL_PARTITION from=$REFILL_FROM to=$REFILL_TO wh=$REFILL_WAREHOUSE extra=$EXTRA ds=$REFILL_DATASET"`)
+	res, err := Command{Dir: dir, Warehouse: "sqlite:/x.db"}.Run(context.Background(), dataset("./job.sh", "{{partition}}"), "2026-11-02")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "arg=2026-11-02 part=2026-11-02 from=2026-11-02 to=2026-11-02 wh=sqlite:/x.db extra=yes ds=feed"
+	if strings.TrimSpace(res.Output) != want || res.ExitCode != 0 {
+		t.Errorf("output %q exit %d, want %q", res.Output, res.ExitCode, want)
+	}
+}
+
+func TestExitCodeAndOutputAreKept(t *testing.T) {
+	dir := script(t, "echo partial work; echo boom >&2; exit 7\n")
+	res, err := Command{Dir: dir}.Run(context.Background(), dataset("./job.sh"), "2026-11-02")
+	if err == nil || res.ExitCode != 7 || !strings.Contains(res.Output, "partial work") || !strings.Contains(err.Error(), "exited 7: partial work\nboom") {
+		t.Errorf("err %v, exit %d, output %q", err, res.ExitCode, res.Output)
+	}
+}
+
+// TestTimeoutKillsTheProcessGroup checks a hanging command and the child it
+// started are both killed at the job's timeout.
+func TestTimeoutKillsTheProcessGroup(t *testing.T) {
+	dir := script(t, "sleep 30 &\necho $! > child.pid\nwait\n")
+	d := dataset("./job.sh")
+	d.Job.Timeout = refill.Duration(300 * time.Millisecond)
+	start := time.Now()
+	_, err := Command{Dir: dir}.Run(context.Background(), d, "2026-11-02")
+	if err == nil || !strings.Contains(err.Error(), "timed out after 300ms and was killed") {
+		t.Fatalf("err = %v", err)
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Errorf("the command was not killed at its timeout")
+	}
+	pid, err := os.ReadFile(filepath.Join(dir, "child.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The child must be gone: /proc/PID either vanishes or is a zombie.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		stat, err := os.ReadFile("/proc/" + strings.TrimSpace(string(pid)) + "/stat")
+		if err != nil || strings.Contains(string(stat), ") Z ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the command's child %s outlived the timeout", strings.TrimSpace(string(pid)))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestMissingCommandIsBadInput(t *testing.T) {
+	_, err := Command{Dir: t.TempDir()}.Run(context.Background(), dataset("./nope.sh"), "2026-11-02")
+	if !errors.Is(err, refill.ErrBadInput) || !strings.Contains(err.Error(), "./nope.sh not found") {
+		t.Errorf("err = %v", err)
+	}
+}
