@@ -44,9 +44,10 @@ type RunConfig struct {
 	Attempts       int `json:"attempts"`
 	// Backoff is the first retry delay of a failed partition (doubling).
 	Backoff Duration `json:"backoff"`
-	// RescueAfter is how long a partition job may run before River gives it
-	// to another worker, presuming its worker died; it must exceed the
-	// longest partition job.
+	// RescueAfter is how long after a worker took a partition job River
+	// gives it to another, presuming the worker died (default 10m). Each
+	// attempt is cut off at nine tenths of it, so it must exceed the longest
+	// partition job.
 	RescueAfter Duration `json:"rescue_after"`
 	// Tolerance is how far (a fraction) a published partition's rows may
 	// differ from the plan's expectation before the report flags it.

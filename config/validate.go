@@ -133,7 +133,7 @@ func (c *converter) storeURL(path, s string) {
 
 func (c *converter) run(raw *rawRun) refill.RunConfig {
 	r := refill.RunConfig{MaxActive: defaultMaxActive, MaxActiveTotal: defaultMaxActiveTotal, Attempts: defaultAttempts,
-		Backoff: refill.Duration(time.Second), RescueAfter: refill.Duration(time.Minute), Tolerance: 0.1}
+		Backoff: refill.Duration(time.Second), RescueAfter: refill.Duration(10 * time.Minute), Tolerance: 0.1}
 	if raw == nil {
 		return r
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -89,7 +90,6 @@ type queueConfig struct {
 	perDataset  int
 	backoff     time.Duration
 	rescueAfter time.Duration
-	jobTimeout  time.Duration
 	logger      *slog.Logger
 	work        func(ctx context.Context, job *river.Job[PartitionArgs]) error
 	insertOnly  bool
@@ -105,12 +105,10 @@ func (w *worker) Work(ctx context.Context, job *river.Job[PartitionArgs]) error 
 	return w.work(ctx, job)
 }
 
-// Timeout gives each job the configured bound (0: River's default of 1m is
-// too short for a warehouse job, so none).
+// Timeout bounds each attempt. River only rescues a dead worker's job once
+// its timeout has passed (a job without one is never rescued), so every job
+// has one: nine tenths of run.rescue_after.
 func (w *worker) Timeout(*river.Job[PartitionArgs]) time.Duration {
-	if w.timeout <= 0 {
-		return -1
-	}
 	return w.timeout
 }
 
@@ -119,12 +117,26 @@ func (w *worker) Timeout(*river.Job[PartitionArgs]) time.Duration {
 // store's pool. River's schema is migrated first.
 func openQueue(ctx context.Context, st *store.Store, cfg queueConfig) (queue, error) {
 	if path := st.SQLitePath(); path != "" {
-		db, err := sql.Open("sqlite", path+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)")
+		db, err := sql.Open("sqlite", path+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_txlock=immediate")
 		if err != nil {
 			return nil, err
 		}
 		db.SetMaxOpenConns(1)
-		q, err := startRiver(ctx, riversqlite.New(db), cfg)
+		driver := riversqlite.New(db)
+		// An IMMEDIATE transaction holds SQLite's one write lock, so two
+		// processes starting at once migrate River's schema in turn.
+		migrate := func(ctx context.Context, mig *rivermigrate.Migrator[*sql.Tx]) error {
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+			if _, err := mig.MigrateTx(ctx, tx, rivermigrate.DirectionUp, nil); err != nil {
+				return err
+			}
+			return tx.Commit()
+		}
+		q, err := startRiver(ctx, driver, migrate, cfg)
 		if err != nil {
 			db.Close()
 			return nil, err
@@ -132,19 +144,38 @@ func openQueue(ctx context.Context, st *store.Store, cfg queueConfig) (queue, er
 		q.closer = func() { db.Close() }
 		return q, nil
 	}
-	return startRiver(ctx, riverpgxv5.New(st.Pool()), cfg)
+	pool := st.Pool()
+	// Workers and applies starting together take turns migrating River's
+	// schema under a session advisory lock. (River's versions cannot share
+	// one transaction: one adds an enum value the next uses.)
+	migrate := func(ctx context.Context, mig *rivermigrate.Migrator[pgx.Tx]) error {
+		conn, err := pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		defer conn.Release()
+		const lock = `hashtext('refill_river_migrate'), hashtext(coalesce(current_schema(), ''))`
+		if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(`+lock+`)`); err != nil {
+			return err
+		}
+		defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(`+lock+`)`) //nolint:errcheck // released with the session anyway
+		_, err = mig.Migrate(ctx, rivermigrate.DirectionUp, nil)
+		return err
+	}
+	return startRiver(ctx, riverpgxv5.New(pool), migrate, cfg)
 }
 
-func startRiver[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], cfg queueConfig) (*riverQueue[TTx], error) {
+func startRiver[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], migrate func(context.Context, *rivermigrate.Migrator[TTx]) error, cfg queueConfig) (*riverQueue[TTx], error) {
 	mig, err := rivermigrate.New(driver, &rivermigrate.Config{Logger: cfg.logger})
 	if err != nil {
 		return nil, fmt.Errorf("river: %w", err)
 	}
-	if _, err := mig.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+	if err := migrate(ctx, mig); err != nil {
 		return nil, fmt.Errorf("river: migrate: %w", err)
 	}
 	workers := river.NewWorkers()
-	if err := river.AddWorkerSafely(workers, &worker{work: cfg.work, timeout: cfg.jobTimeout}); err != nil {
+	timeout := cfg.rescueAfter * 9 / 10
+	if err := river.AddWorkerSafely(workers, &worker{work: cfg.work, timeout: timeout}); err != nil {
 		return nil, fmt.Errorf("river: %w", err)
 	}
 	rc := &river.Config{
@@ -152,7 +183,7 @@ func startRiver[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], cf
 		Workers:              workers,
 		RetryPolicy:          retryPolicy{base: cfg.backoff},
 		RescueStuckJobsAfter: cfg.rescueAfter,
-		JobTimeout:           -1, // a job's own timeout bounds it (command jobs); River's default minute is too short for a warehouse
+		JobTimeout:           timeout,
 		FetchCooldown:        10 * time.Millisecond,
 		FetchPollInterval:    50 * time.Millisecond,
 	}

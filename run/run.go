@@ -11,7 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -41,7 +41,7 @@ type Runner struct {
 	// Backoff is the first retry delay (doubling, capped at a minute).
 	Backoff time.Duration
 	// RescueAfter is when River hands a job whose worker died to another;
-	// it must exceed the longest partition job.
+	// each attempt is cut off at nine tenths of it.
 	RescueAfter time.Duration
 	// OnPublished, when set, hears of every partition this process
 	// published, with its rows after and how long it took (progress
@@ -185,31 +185,12 @@ func (r *Runner) execute(ctx context.Context, p *refill.Plan, runNo int) error {
 	for _, st := range p.Steps {
 		datasets = append(datasets, st.Dataset)
 	}
-	perDataset, total, attempts := r.Config.Run.MaxActive, r.Config.Run.MaxActiveTotal, r.Config.Run.Attempts
-	if perDataset <= 0 {
-		perDataset = 3
-	}
-	if total <= 0 {
-		total = 8
-	}
+	attempts := r.Config.Run.Attempts
 	if attempts <= 0 {
 		attempts = 3
 	}
-	r.active = make(chan struct{}, total)
-	backoff, rescue := r.Backoff, r.RescueAfter
-	if backoff <= 0 {
-		backoff = time.Second
-	}
-	if rescue <= 0 {
-		rescue = time.Minute
-	}
-	q, err := openQueue(ctx, r.Store, queueConfig{
-		datasets: datasets, perDataset: perDataset, backoff: backoff, rescueAfter: rescue,
-		logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		work: func(ctx context.Context, job *river.Job[PartitionArgs]) error {
-			return r.work(ctx, job.Args, job.Attempt, job.MaxAttempts)
-		},
-	})
+	r.setup()
+	q, err := openQueue(ctx, r.Store, r.queueConfig(datasets))
 	if err != nil {
 		return err
 	}
@@ -354,6 +335,13 @@ func (r *Runner) work(ctx context.Context, a PartitionArgs, attempt, maxAttempts
 	return err
 }
 
+// workerID names this process in the audit log, so a run shared by several
+// workers shows who published what.
+var workerID = func() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s:%d", host, os.Getpid())
+}()
+
 type alreadyPublished struct{}
 
 func (*alreadyPublished) Error() string { return "already published" }
@@ -421,7 +409,7 @@ func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error 
 		if err := tx.RecordPublished(ctx, rec); err != nil {
 			return err
 		}
-		detail := map[string]any{"attempt": attempt}
+		detail := map[string]any{"attempt": attempt, "worker": workerID}
 		if rec.Before != nil {
 			detail["rows_before"], detail["checksum_before"] = rec.Before.Rows, rec.Before.Checksum
 		}

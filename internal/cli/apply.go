@@ -2,7 +2,10 @@ package cli
 
 import (
 	"fmt"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -154,4 +157,34 @@ func checksums(r run.PartitionReport) string {
 		return r.After.Checksum + " (same)"
 	}
 	return r.Before.Checksum + " -> " + r.After.Checksum
+}
+
+func (a *app) workerCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "worker",
+		Short: "Serve partition jobs of runs on a PostgreSQL state store, until interrupted",
+		Long: `More hands for runs: with state: on PostgreSQL, any number of refill worker
+processes (on any machine that reaches the warehouse and the state store)
+share the partition jobs that refill apply queues. Killing one loses nothing:
+its jobs return to the queue, and a partition is recorded published once.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, err := a.open(cmd.Context(), true, true)
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			if e.st.SQLitePath() != "" {
+				return refill.BadInputf("refill worker needs state: on PostgreSQL; with a SQLite state store, refill apply does the work itself")
+			}
+			r, err := a.runner(e)
+			if err != nil {
+				return err
+			}
+			r.Log = a.stderr
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return r.Work(ctx)
+		},
+	}
 }

@@ -95,7 +95,7 @@ Start with:  refill demo`,
 	}
 	root.AddCommand(a.planCmd(), a.showCmd(), a.plansCmd(), a.lineageCmd(), a.checkCmd(), a.proveCmd(),
 		a.approveCmd(), a.rejectCmd(), a.snapshotCmd(), a.scopeCmd(), a.signoffCmd(), a.rollbackCmd(),
-		a.applyCmd(), a.reportCmd(), a.historyCmd(), a.auditCmd(), a.demoCmd())
+		a.applyCmd(), a.reportCmd(), a.workerCmd(), a.historyCmd(), a.auditCmd(), a.demoCmd())
 	for _, c := range root.Commands() {
 		c.Args = wrapArgs(c.Args)
 	}

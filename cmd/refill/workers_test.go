@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bytes"
+	"database/sql"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/refill-dev/refill/internal/pgtest"
+)
+
+// TestWorkersShareARun starts two `refill worker` processes beside `refill
+// apply` on a PostgreSQL state store, kills one worker mid-run with
+// SIGKILL, and checks the run finishes with every partition published once,
+// by more than one process, and the warehouse right.
+func TestWorkersShareARun(t *testing.T) {
+	whDSN, stateDSN := pgtest.Schema(t), pgtest.Schema(t)
+	wh, err := sql.Open("pgx", whDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wh.Close()
+	for _, q := range []string{
+		`CREATE TABLE src (day date, k int, v int)`,
+		`INSERT INTO src SELECT date '2026-09-01' + (g % 40), g % 7, g % 101 FROM generate_series(1, 8000) g`,
+		`CREATE TABLE agg (day date, k int, v bigint)`,
+	} {
+		if _, err := wh.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	cfg := `version: 1
+warehouse: "` + whDSN + `"
+state: "` + stateDSN + `"
+run: {max_active: 2, max_active_total: 4, attempts: 5, backoff: 50ms, rescue_after: 2s}
+policy: {manual_over_days: 100}
+datasets:
+  src: {table: src, partition: {column: day}}
+  agg:
+    table: agg
+    partition: {column: day}
+    upstream: [src]
+    job:
+      sql: |
+        DELETE FROM agg WHERE day = :partition;
+        INSERT INTO agg SELECT day, k, sum(v) FROM src WHERE day = :partition GROUP BY day, k;
+        SELECT pg_sleep(0.1)
+`
+	if err := os.WriteFile(filepath.Join(dir, "refill.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, dir, nil, "plan", "src", "--from", "2026-09-01", "--to", "2026-10-10", "--reason", "workers", "--as", "alice", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("plan: %s", r.stderr)
+	}
+	id := decode[planJSON](t, r.stdout).ID
+	if r := run(t, dir, nil, "approve", id, "--as", "bob"); r.code != 0 {
+		t.Fatalf("approve: %s", r.stderr)
+	}
+	start := func(args ...string) (*exec.Cmd, *bytes.Buffer) {
+		cmd := exec.Command(binary, args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "REFILL_NOW="+demoNow)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd, &out
+	}
+	w1, _ := start("worker")
+	w2, w2out := start("worker")
+	defer func() {
+		_ = w2.Process.Signal(syscall.SIGTERM)
+		_ = w2.Wait()
+	}()
+	time.Sleep(time.Second)
+	apply, applyOut := start("apply", id, "--as", "alice")
+	time.Sleep(1500 * time.Millisecond)
+	_ = w1.Process.Signal(syscall.SIGKILL)
+	_ = w1.Wait()
+	done := make(chan error, 1)
+	go func() { done <- apply.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("apply: %v\n%s", err, applyOut)
+		}
+	case <-time.After(3 * time.Minute):
+		_ = apply.Process.Kill()
+		t.Fatalf("apply did not finish:\n%s\nworker 2:\n%s", applyOut, w2out)
+	}
+
+	state, err := sql.Open("pgx", stateDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer state.Close()
+	rows, err := state.Query(`SELECT partition, detail FROM audit_log WHERE plan_id = $1 AND event = 'partition_published'`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	seen, workers := map[string]int{}, map[string]bool{}
+	for rows.Next() {
+		var p, detail string
+		if err := rows.Scan(&p, &detail); err != nil {
+			t.Fatal(err)
+		}
+		seen[p]++
+		var d struct {
+			Worker string `json:"worker"`
+		}
+		_ = json.Unmarshal([]byte(detail), &d)
+		workers[d.Worker] = true
+	}
+	if len(seen) != 40 {
+		t.Errorf("%d partitions published, want 40", len(seen))
+	}
+	for p, n := range seen {
+		if n != 1 {
+			t.Errorf("%s published %d times", p, n)
+		}
+	}
+	if len(workers) < 2 {
+		t.Errorf("one process did all the work (%v): the workers did not share the run", workers)
+	}
+	var bad int
+	if err := wh.QueryRow(`SELECT count(*) FROM (SELECT day, k, sum(v) AS v FROM src GROUP BY day, k) want
+		FULL JOIN agg USING (day, k) WHERE want.v IS DISTINCT FROM agg.v`).Scan(&bad); err != nil || bad != 0 {
+		t.Errorf("agg differs from a clean build in %d rows (%v)", bad, err)
+	}
+	if !strings.Contains(applyOut.String(), "40 of 40 partitions published") {
+		t.Errorf("apply's report:\n%s", applyOut)
+	}
+	if r := run(t, dir, nil, "audit", "verify"); r.code != 0 {
+		t.Errorf("audit verify: %s", r.stderr)
+	}
+}

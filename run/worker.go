@@ -1,0 +1,67 @@
+package run
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/riverqueue/river"
+)
+
+// Work serves partition jobs of every dataset until ctx ends: the body of
+// `refill worker`. Several workers (and the apply that queued the jobs)
+// share one run through River on a PostgreSQL state store; a worker that
+// dies loses nothing, because its jobs go back to the queue and a partition
+// is only ever recorded published once.
+func (r *Runner) Work(ctx context.Context) error {
+	if r.Store.SQLitePath() != "" {
+		return fmt.Errorf("refill worker needs a PostgreSQL state store: with SQLite, refill apply does the work itself")
+	}
+	var datasets []string
+	for _, name := range r.Config.DatasetNames() {
+		if d := r.Config.Datasets[name]; d.Job != nil {
+			datasets = append(datasets, name)
+		}
+	}
+	r.setup()
+	q, err := openQueue(ctx, r.Store, r.queueConfig(datasets))
+	if err != nil {
+		return err
+	}
+	r.logf("worker %s: serving %d dataset queues", workerID, len(datasets))
+	<-ctx.Done()
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	return q.stop(stopCtx)
+}
+
+// setup fills defaults shared by apply and workers.
+func (r *Runner) setup() {
+	total := r.Config.Run.MaxActiveTotal
+	if total <= 0 {
+		total = 8
+	}
+	r.active = make(chan struct{}, total)
+	if r.Backoff <= 0 {
+		r.Backoff = time.Second
+	}
+	if r.RescueAfter <= 0 {
+		r.RescueAfter = 10 * time.Minute
+	}
+}
+
+func (r *Runner) queueConfig(datasets []string) queueConfig {
+	perDataset := r.Config.Run.MaxActive
+	if perDataset <= 0 {
+		perDataset = 3
+	}
+	return queueConfig{
+		datasets: datasets, perDataset: perDataset, backoff: r.Backoff, rescueAfter: r.RescueAfter,
+		logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		work: func(ctx context.Context, job *river.Job[PartitionArgs]) error {
+			return r.work(ctx, job.Args, job.Attempt, job.MaxAttempts)
+		},
+	}
+}
