@@ -56,7 +56,9 @@ partitions are not rebuilt. Ends with the report.`,
 			if !a.json() {
 				r.Log = a.stderr
 			}
+			stop := a.showProgress(cmd.Context(), e.st, args[0], r)
 			applyErr := r.Apply(cmd.Context(), args[0], actor)
+			stop()
 			if applyErr != nil && refill.ExitCode(applyErr) != refill.ExitInternal {
 				return applyErr // refused or blocked before anything ran
 			}
