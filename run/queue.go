@@ -38,7 +38,8 @@ func (PartitionArgs) Kind() string { return "refill_partition" }
 type queue interface {
 	insert(ctx context.Context, jobs []PartitionArgs, attempts int) error
 	subscribe() (<-chan *river.Event, func())
-	stop(ctx context.Context) error
+	// stop stops the client; cancel also cancels jobs in flight.
+	stop(ctx context.Context, cancel bool) error
 }
 
 type riverQueue[TTx any] struct {
@@ -67,8 +68,13 @@ func (q *riverQueue[TTx]) subscribe() (<-chan *river.Event, func()) {
 	return q.client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled)
 }
 
-func (q *riverQueue[TTx]) stop(ctx context.Context) error {
-	err := q.client.Stop(ctx)
+func (q *riverQueue[TTx]) stop(ctx context.Context, cancel bool) error {
+	var err error
+	if cancel {
+		err = q.client.StopAndCancel(ctx)
+	} else {
+		err = q.client.Stop(ctx)
+	}
 	if q.closer != nil {
 		q.closer()
 	}

@@ -180,7 +180,7 @@ func (r *Runner) runs(ctx context.Context, id string) (int, error) {
 }
 
 // execute runs the plan's levels in order on River.
-func (r *Runner) execute(ctx context.Context, p *refill.Plan, runNo int) error {
+func (r *Runner) execute(ctx context.Context, p *refill.Plan, runNo int) (runErr error) {
 	var datasets []string
 	for _, st := range p.Steps {
 		datasets = append(datasets, st.Dataset)
@@ -197,7 +197,10 @@ func (r *Runner) execute(ctx context.Context, p *refill.Plan, runNo int) error {
 	defer func() {
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		_ = q.stop(stopCtx)
+		// A failed run's jobs still in flight are cancelled rather than
+		// awaited: their transactions roll back, and they were not the
+		// current run's to finish.
+		_ = q.stop(stopCtx, runErr != nil)
 	}()
 	events, cancel := q.subscribe()
 	defer cancel()
@@ -322,6 +325,9 @@ func (r *Runner) work(ctx context.Context, a PartitionArgs, attempt, maxAttempts
 	if errors.As(err, &done) {
 		return nil
 	}
+	if ctx.Err() != nil {
+		return err // the run is stopping; this attempt did not fail on its own
+	}
 	if attempt >= maxAttempts {
 		r.logf("ALERT %s %s: attempt %d of %d failed, giving up: %v", a.Dataset, a.Partition, attempt, maxAttempts, err)
 		bg := context.WithoutCancel(ctx)
@@ -348,6 +354,17 @@ func (*alreadyPublished) Error() string { return "already published" }
 
 // build rebuilds one partition and records it published, once.
 func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error {
+	// A job from an earlier run of this plan (left queued by a crash, or
+	// by a run that stopped) must not write: only the current run's jobs
+	// do, and only while the plan is running.
+	status, runs, err := r.Store.RunState(ctx, a.PlanID)
+	if err != nil {
+		return err
+	}
+	if status != refill.StatusRunning || a.Run != runs {
+		r.logf("%s %s: job of run %d of plan %s (now %s, run %d) has nothing to do", a.Dataset, a.Partition, a.Run, a.PlanID, status, runs)
+		return &alreadyPublished{}
+	}
 	done, err := r.Store.IsPublished(ctx, a.PlanID, a.Dataset, a.Partition)
 	if err != nil {
 		return err

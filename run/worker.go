@@ -34,7 +34,7 @@ func (r *Runner) Work(ctx context.Context) error {
 	<-ctx.Done()
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	return q.stop(stopCtx)
+	return q.stop(stopCtx, false)
 }
 
 // setup fills defaults shared by apply and workers.

@@ -76,3 +76,17 @@ func (s *Store) IsPublished(ctx context.Context, planID, dataset, partition stri
 	}
 	return n > 0, nil
 }
+
+// RunState is a plan's status and how many times a run of it was started:
+// what a partition job checks before it writes, so that a job left over
+// from an earlier, stopped or rolled-back run never touches the warehouse.
+func (s *Store) RunState(ctx context.Context, planID string) (refill.Status, int, error) {
+	var status string
+	var runs int
+	err := s.db.QueryRowContext(ctx, s.d.rebind(`SELECT status, (SELECT count(*) FROM audit_log WHERE plan_id = ? AND event = ?) FROM plans WHERE id = ?`),
+		planID, refill.EventRunStarted, planID).Scan(&status, &runs)
+	if err != nil {
+		return "", 0, fmt.Errorf("run state of %s: %w", planID, err)
+	}
+	return refill.Status(status), runs, nil
+}
