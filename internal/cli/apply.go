@@ -40,15 +40,11 @@ Running apply again on a failed or interrupted run resumes it: published
 partitions are not rebuilt. Ends with the report.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := a.open(cmd.Context(), true, true)
+			e, actor, err := a.openAs(cmd.Context(), true)
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			actor, err := a.actor(e.cfg)
-			if err != nil {
-				return err
-			}
 			r, err := a.runner(e)
 			if err != nil {
 				return err

@@ -21,15 +21,11 @@ func (a *app) warehouseCmd(use, short, long string, act func(c *control.Control,
 		Long:  long,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := a.open(cmd.Context(), true, true)
+			e, actor, err := a.openAs(cmd.Context(), true)
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			actor, err := a.actor(e.cfg)
-			if err != nil {
-				return err
-			}
 			c, err := a.control(e)
 			if err != nil {
 				return err

@@ -171,6 +171,21 @@ func (a *app) open(ctx context.Context, needWarehouse, needStore bool) (*env, er
 	return e, nil
 }
 
+// openAs opens the project's store (and warehouse, when asked) and resolves
+// who is acting: what every command that changes state starts with.
+func (a *app) openAs(ctx context.Context, needWarehouse bool) (*env, string, error) {
+	e, err := a.open(ctx, needWarehouse, true)
+	if err != nil {
+		return nil, "", err
+	}
+	actor, err := a.actor(e.cfg)
+	if err != nil {
+		e.Close()
+		return nil, "", err
+	}
+	return e, actor, nil
+}
+
 // now is the clock: REFILL_NOW (RFC 3339) when set, so tests and demos
 // repeat exactly.
 func (a *app) now() (func() time.Time, error) {

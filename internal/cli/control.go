@@ -28,15 +28,11 @@ func (a *app) decisionCmd(use, short, long string, act func(c *control.Control, 
 		Long:  long,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := a.open(cmd.Context(), false, true)
+			e, actor, err := a.openAs(cmd.Context(), false)
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			actor, err := a.actor(e.cfg)
-			if err != nil {
-				return err
-			}
 			c, err := a.control(e)
 			if err != nil {
 				return err

@@ -96,15 +96,11 @@ a CI assertion.`,
 			if partition == "" {
 				return refill.BadInputf("--partition is required (YYYY-MM-DD)")
 			}
-			e, err := a.open(cmd.Context(), true, true)
+			e, actor, err := a.openAs(cmd.Context(), true)
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			actor, err := a.actor(e.cfg)
-			if err != nil {
-				return err
-			}
 			p, err := a.prover(cmd, e)
 			if err != nil {
 				return err

@@ -26,15 +26,11 @@ downstream of it for these dates".`,
 		Example: `  refill plan events_daily --from 2026-11-01 --to 2026-11-03 --reason "schema change broke 72h" --as alice`,
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := a.open(cmd.Context(), true, true)
+			e, actor, err := a.openAs(cmd.Context(), true)
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			actor, err := a.actor(e.cfg)
-			if err != nil {
-				return err
-			}
 			p, err := a.planner(e)
 			if err != nil {
 				return err

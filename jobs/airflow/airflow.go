@@ -476,24 +476,24 @@ func (s *session) login(ctx context.Context) (string, error) {
 	}
 	resp, err := s.send(ctx, method, "/auth/token", payload, func(*http.Request) {})
 	if err != nil {
-		return "", fmt.Errorf("%s: log in to %s: %w", s.what(), s.host, err)
+		return "", fmt.Errorf("log in to %s: %w", s.host, err)
 	}
 	switch {
 	case resp.status/100 == 2:
 	case !s.creds && (resp.status == http.StatusForbidden || resp.status == http.StatusUnauthorized):
-		return "", refill.BadInputf("%s: %s gives no token without credentials (HTTP %d): set username_env and password_env", s.what(), s.host, resp.status)
+		return "", refill.BadInputf("log in to %s: HTTP %d: no token without credentials; set username_env and password_env", s.host, resp.status)
 	case resp.status == http.StatusUnauthorized || resp.status == http.StatusForbidden:
-		return "", refill.BadInputf("%s: %s refused the credentials in %s (HTTP %d)", s.what(), s.host, s.envs, resp.status)
+		return "", refill.BadInputf("log in to %s: HTTP %d: the credentials in %s were refused", s.host, resp.status, s.envs)
 	case permanent(resp.status):
-		return "", refill.BadInputf("%s: log in to %s: HTTP %d", s.what(), s.host, resp.status)
+		return "", refill.BadInputf("log in to %s: HTTP %d", s.host, resp.status)
 	default:
-		return "", fmt.Errorf("%s: log in to %s: HTTP %d", s.what(), s.host, resp.status)
+		return "", fmt.Errorf("log in to %s: HTTP %d", s.host, resp.status)
 	}
 	var lr struct {
 		AccessToken string `json:"access_token"`
 	}
 	if err := json.Unmarshal(resp.body, &lr); err != nil || lr.AccessToken == "" {
-		return "", fmt.Errorf("%s: log in to %s: HTTP %d without an access_token", s.what(), s.host, resp.status)
+		return "", fmt.Errorf("log in to %s: HTTP %d without an access_token", s.host, resp.status)
 	}
 	return lr.AccessToken, nil
 }
@@ -528,9 +528,17 @@ func (s *session) statusError(op string, resp *response) error {
 }
 
 // detailSuffix is ": " and the server's explanation, or nothing. Any of the
-// session's secrets that the server echoed is blanked out.
+// session's secrets that the server echoed is blanked out, and a repeat of
+// the status text (Airflow 2's error title, a proxy's plain-text page) is
+// dropped, since the message states the status already.
 func (s *session) detailSuffix(resp *response) string {
 	d := errorDetail(resp.body)
+	if text := http.StatusText(resp.status); text != "" {
+		if d == text {
+			d = ""
+		}
+		d = strings.TrimPrefix(d, text+": ")
+	}
 	if d == "" {
 		return ""
 	}

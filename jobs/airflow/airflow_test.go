@@ -386,10 +386,24 @@ func TestUnknownDAGIsBadInput(t *testing.T) {
 	for _, api := range apis {
 		t.Run(api, func(t *testing.T) {
 			f := newFake(t, api)
-			f.finalState = "success"
 			job, env := f.job()
-			// The fake has every DAG; drop the run between trigger and poll
-			// to get the API's own 404 answer instead.
+			job.DagID = "no_such_dag"
+			_, err := run(t, newClient(env), job, testRunID)
+			if !errors.Is(err, refill.ErrBadInput) || !strings.Contains(err.Error(), "HTTP 404") || !strings.Contains(err.Error(), "DAG with dag_id: 'no_such_dag' not found") {
+				t.Errorf("err = %v, want bad input with the 404 and Airflow's detail", err)
+			}
+		})
+	}
+}
+
+// TestRunVanishes covers a run deleted while refill polls it (or, on
+// Airflow 2, a 409 about the logical date rather than the run ID). The 404
+// is retryable: a later attempt triggers the run afresh.
+func TestRunVanishes(t *testing.T) {
+	for _, api := range apis {
+		t.Run(api, func(t *testing.T) {
+			f := newFake(t, api)
+			job, env := f.job()
 			f.before = func(r *http.Request) {
 				if r.Method == http.MethodGet && r.URL.Path != "/auth/token" {
 					f.mu.Lock()
@@ -398,8 +412,8 @@ func TestUnknownDAGIsBadInput(t *testing.T) {
 				}
 			}
 			_, err := run(t, newClient(env), job, testRunID)
-			if err == nil || !strings.Contains(err.Error(), "404") || !strings.Contains(err.Error(), "not found") {
-				t.Errorf("err = %v, want the 404 with Airflow's detail", err)
+			if err == nil || errors.Is(err, refill.ErrBadInput) || !strings.Contains(err.Error(), "HTTP 404") || !strings.Contains(err.Error(), "not found") {
+				t.Errorf("err = %v, want a retryable error with the 404 and Airflow's detail", err)
 			}
 		})
 	}

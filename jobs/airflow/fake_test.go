@@ -206,6 +206,9 @@ func readSpecs(dir string) (specs, error) {
 	return s, nil
 }
 
+// fakeDAG is the one DAG the fakes know.
+const fakeDAG = "events_daily_dag"
+
 // Operations of the fake, for counters and fault injection.
 const (
 	opTrigger = "trigger"
@@ -232,13 +235,13 @@ type fakeAirflow struct {
 	// before, when set, sees every request before the fake handles it.
 	before func(r *http.Request)
 
-	mu       sync.Mutex
-	runs     map[string]*fakeRun
-	created  map[string]int // runs created per run ID: must never exceed 1
-	calls    map[string]int // requests per operation
-	fail     map[string]int // operation -> 500s still to give
-	tokens   map[string]bool
-	seq      int
+	mu      sync.Mutex
+	runs    map[string]*fakeRun
+	created map[string]int // runs created per run ID: must never exceed 1
+	calls   map[string]int // requests per operation
+	fail    map[string]int // operation -> 500s still to give
+	tokens  map[string]bool
+	seq     int
 
 	srv *httptest.Server
 }
@@ -281,7 +284,7 @@ func newFake(t testing.TB, api string) *fakeAirflow {
 // environment that env returns.
 func (f *fakeAirflow) job() (*refill.AirflowJob, func(string) string) {
 	env := map[string]string{"AF_USER": f.user, "AF_PASS": f.pass}
-	return &refill.AirflowJob{URL: f.srv.URL, DagID: "events_daily_dag", API: f.api, UsernameEnv: "AF_USER", PasswordEnv: "AF_PASS"},
+	return &refill.AirflowJob{URL: f.srv.URL, DagID: fakeDAG, API: f.api, UsernameEnv: "AF_USER", PasswordEnv: "AF_PASS"},
 		func(k string) string { return env[k] }
 }
 
@@ -517,6 +520,9 @@ func (f *fakeAirflow) trigger(r *http.Request, body []byte) answer {
 		return f.badRequest(errors.New("no dag_run_id"))
 	}
 	dag := r.PathValue("dag_id")
+	if dag != fakeDAG {
+		return answer{http.StatusNotFound, f.errorBody(http.StatusNotFound, fmt.Sprintf("DAG with dag_id: '%s' not found", dag))}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	key := dag + "\x00" + req.DagRunID
