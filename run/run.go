@@ -23,6 +23,7 @@ import (
 	"github.com/refill-dev/refill/control"
 	"github.com/refill-dev/refill/gate"
 	"github.com/refill-dev/refill/jobs"
+	"github.com/refill-dev/refill/jobs/airflow"
 	"github.com/refill-dev/refill/store"
 	"github.com/refill-dev/refill/warehouse"
 )
@@ -81,11 +82,6 @@ func (r *Runner) Apply(ctx context.Context, id, actor string) error {
 	p := s.Plan
 	if len(s.Unmet) > 0 {
 		return refill.NotPermittedf("plan %s may not run yet:\n  - %s", id, strings.Join(s.Unmet, "\n  - "))
-	}
-	for _, st := range p.Steps {
-		if st.Kind == refill.JobAirflow {
-			return refill.BadInputf("plan %s rebuilds %s, an airflow job: this version runs query, sql and command jobs", id, st.Dataset)
-		}
 	}
 	// The source may have broken again since the plan was made.
 	rng, err := refill.ParseRange(p.Request.From, p.Request.To, 0)
@@ -328,6 +324,11 @@ func (r *Runner) work(ctx context.Context, a PartitionArgs, attempt, maxAttempts
 	if ctx.Err() != nil {
 		return err // the run is stopping; this attempt did not fail on its own
 	}
+	// Bad input (a job the warehouse rejects as written, unknown
+	// credentials) and a DAG run that ended failed will not mend on retry.
+	if errors.Is(err, refill.ErrBadInput) || errors.Is(err, airflow.ErrRunFailed) {
+		attempt = maxAttempts
+	}
 	if attempt >= maxAttempts {
 		r.logf("ALERT %s %s: attempt %d of %d failed, giving up: %v", a.Dataset, a.Partition, attempt, maxAttempts, err)
 		bg := context.WithoutCancel(ctx)
@@ -415,6 +416,8 @@ func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error 
 		})
 	case refill.JobCommand:
 		err = r.command(ctx, d, ref, a.Partition, &rec)
+	case refill.JobAirflow:
+		err = r.airflow(ctx, d, ref, a, &rec)
 	default:
 		err = fmt.Errorf("%s jobs cannot run in this version", d.Job.Kind)
 	}
@@ -476,6 +479,46 @@ func (r *Runner) command(ctx context.Context, d *refill.Dataset, ref refill.Tabl
 	}
 	if d.Table != "" && rh != nil {
 		after, err := rh.Digest(ctx, ref, partition)
+		if err != nil {
+			return err
+		}
+		rec.After = &after
+	}
+	return nil
+}
+
+// airflowClient triggers and waits for DAG runs; one serves every job of
+// the process (it caches Airflow 3 tokens).
+var airflowClient = &airflow.Client{}
+
+// airflow triggers the partition's DAG run — with a run id fixed by plan,
+// dataset and partition, so a retry after a crash finds the run it started
+// instead of starting a second — and waits for it to end.
+func (r *Runner) airflow(ctx context.Context, d *refill.Dataset, ref refill.TableRef, a PartitionArgs, rec *refill.Published) error {
+	start, err := refill.PartitionTime(a.Partition, ref.Grain)
+	if err != nil {
+		return err
+	}
+	end := start.AddDate(0, 0, 1)
+	if ref.Grain == refill.GrainHour {
+		end = start.Add(time.Hour)
+	}
+	rh, _ := r.Warehouse.(refill.Rehearser)
+	if d.Table != "" && rh != nil {
+		before, err := rh.Digest(ctx, ref, a.Partition)
+		if err != nil {
+			return err
+		}
+		rec.Before = &before
+	}
+	runID := "refill__" + a.PlanID + "__" + a.Dataset + "__" + a.Partition
+	res, err := airflowClient.Run(ctx, d.Job.Airflow, runID, start.Format(time.RFC3339), end.Format(time.RFC3339))
+	rec.Output = fmt.Sprintf("dag %s run %s: %s after %d polls (created: %v)", d.Job.Airflow.DagID, res.DagRunID, res.State, res.Polls, res.Created)
+	if err != nil {
+		return err
+	}
+	if d.Table != "" && rh != nil {
+		after, err := rh.Digest(ctx, ref, a.Partition)
 		if err != nil {
 			return err
 		}

@@ -201,8 +201,9 @@ func (c *Client) session(job *refill.AirflowJob, runID, start, end string) (*ses
 		return nil, refill.BadInputf("%s: unknown Airflow API %q: want v1 or v2", s.what(), job.API)
 	}
 	u, err := url.Parse(job.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, refill.BadInputf("%s: url %q is not an http(s) URL", s.what(), redactURL(job.URL))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		// API paths are appended to the URL, so it must end in its path.
+		return nil, refill.BadInputf("%s: url %q is not an http(s) base URL without query or fragment", s.what(), redactURL(job.URL))
 	}
 	s.base = strings.TrimRight(job.URL, "/")
 	s.host = u.Redacted()
@@ -226,8 +227,11 @@ func (c *Client) session(job *refill.AirflowJob, runID, start, end string) (*ses
 		if s.pass == "" {
 			unset = append(unset, job.PasswordEnv)
 		}
-		if len(unset) > 0 {
-			return nil, refill.BadInputf("%s: the Airflow credentials are missing: environment variable %s is not set", s.what(), strings.Join(unset, " and "))
+		switch len(unset) {
+		case 1:
+			return nil, refill.BadInputf("%s: the Airflow credentials are missing: environment variable %s is not set", s.what(), unset[0])
+		case 2:
+			return nil, refill.BadInputf("%s: the Airflow credentials are missing: environment variables %s and %s are not set", s.what(), unset[0], unset[1])
 		}
 		s.creds = true
 		s.envs = job.UsernameEnv + "/" + job.PasswordEnv
