@@ -73,6 +73,9 @@ type WarehouseTx interface {
 	DeletePartition(ctx context.Context, t TableRef, partition string) (deleted int64, err error)
 	// Digest is Rehearser.Digest as seen inside the transaction.
 	Digest(ctx context.Context, t TableRef, partition string) (Digest, error)
+	// Profile is Profiler.Profile as seen inside the transaction: how a
+	// run audits the rows it staged before they are published.
+	Profile(ctx context.Context, t TableRef, spec ProfileSpec, from, to string) (map[string]Profile, error)
 	// CopyPartitions creates table dst holding a copy of t's rows in
 	// partitions [from, to]: a snapshot before a manual run.
 	CopyPartitions(ctx context.Context, t TableRef, dst, from, to string) error

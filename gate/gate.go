@@ -147,20 +147,13 @@ func (g *Gate) partitions(ctx context.Context, prof refill.Profiler, d *refill.D
 		grain = refill.GrainDay
 	}
 	ref := refill.TableRef{Table: d.Table, Column: d.Partition.Column, Grain: grain}
-	spec := refill.ProfileSpec{TimeOrder: c.TimeOrder, NoFuture: c.NoFuture, Now: g.now()}
-	if c.NotNull != nil {
-		spec.NotNull = c.NotNull.Columns
-	}
+	spec := RowSpec(c, g.now())
 	parts := r.Partitions(grain)
 	profiles, err := prof.Profile(ctx, ref, spec, parts[0], parts[len(parts)-1])
 	if err != nil {
 		return nil, fmt.Errorf("dataset %s: %w", d.Name, err)
 	}
 	var out []refill.Finding
-	find := func(p, check, col string, observed, limit float64, passed bool, msg string) {
-		out = append(out, refill.Finding{Dataset: d.Name, Partition: p, Check: check, Column: col,
-			Observed: round(observed), Limit: limit, Passed: passed, Message: msg})
-	}
 	var vol *volume
 	if c.Volume != nil {
 		if vol, err = g.history(ctx, d, ref, r, c.Volume); err != nil {
@@ -172,35 +165,61 @@ func (g *Gate) partitions(ctx context.Context, prof refill.Profiler, d *refill.D
 		if vol != nil {
 			out = append(out, vol.judge(d.Name, p, pr.Rows, grain)...)
 		}
-		if pr.Rows == 0 {
-			continue // ratios of nothing say nothing; volume speaks for empty partitions
-		}
-		rows := float64(pr.Rows)
-		if c.NotNull != nil {
-			for _, col := range c.NotNull.Columns {
-				ratio := float64(pr.Nulls[col]) / rows
-				if ratio > c.NotNull.MaxRatio {
-					find(p, CheckNotNull, col, ratio, c.NotNull.MaxRatio, false,
-						fmt.Sprintf("%s of %s rows are null (%.1f%%), limit %.1f%%", humanize.Comma(pr.Nulls[col]), humanize.Comma(pr.Rows), 100*ratio, 100*c.NotNull.MaxRatio))
-				}
-			}
-		}
-		for i, to := range c.TimeOrder {
-			ratio := float64(pr.Inversions[i]) / rows
-			if ratio > c.MaxRatio {
-				find(p, CheckTimeOrder, to.Earlier+">"+to.Later, ratio, c.MaxRatio, false,
-					fmt.Sprintf("%s of %s rows have %s after %s (%.2f%%), limit %.2f%%", humanize.Comma(pr.Inversions[i]), humanize.Comma(pr.Rows), to.Earlier, to.Later, 100*ratio, 100*c.MaxRatio))
-			}
-		}
-		for _, col := range c.NoFuture {
-			ratio := float64(pr.Future[col]) / rows
-			if ratio > c.MaxRatio {
-				find(p, CheckNoFuture, col, ratio, c.MaxRatio, false,
-					fmt.Sprintf("%s of %s rows have %s in the future (after %s)", humanize.Comma(pr.Future[col]), humanize.Comma(pr.Rows), col, spec.Now.Format(time.RFC3339)))
+		out = append(out, Judge(d.Name, p, pr, c, spec.Now)...)
+	}
+	return out, nil
+}
+
+// Judge checks one partition's profile against the row-level checks — null
+// ratios, timestamp order, future timestamps — and returns the failures.
+// The gate judges sources with it, and a run judges the rows it staged
+// before publishing them.
+func Judge(dataset, p string, pr refill.Profile, c *refill.Checks, now time.Time) []refill.Finding {
+	if pr.Rows == 0 || c == nil {
+		return nil // ratios of nothing say nothing; volume speaks for empty partitions
+	}
+	var out []refill.Finding
+	find := func(check, col string, observed, limit float64, msg string) {
+		out = append(out, refill.Finding{Dataset: dataset, Partition: p, Check: check, Column: col,
+			Observed: round(observed), Limit: limit, Message: msg})
+	}
+	rows := float64(pr.Rows)
+	if c.NotNull != nil {
+		for _, col := range c.NotNull.Columns {
+			ratio := float64(pr.Nulls[col]) / rows
+			if ratio > c.NotNull.MaxRatio {
+				find(CheckNotNull, col, ratio, c.NotNull.MaxRatio,
+					fmt.Sprintf("%s of %s rows are null (%.1f%%), limit %.1f%%", humanize.Comma(pr.Nulls[col]), humanize.Comma(pr.Rows), 100*ratio, 100*c.NotNull.MaxRatio))
 			}
 		}
 	}
-	return out, nil
+	for i, to := range c.TimeOrder {
+		if i >= len(pr.Inversions) {
+			break
+		}
+		ratio := float64(pr.Inversions[i]) / rows
+		if ratio > c.MaxRatio {
+			find(CheckTimeOrder, to.Earlier+">"+to.Later, ratio, c.MaxRatio,
+				fmt.Sprintf("%s of %s rows have %s after %s (%.2f%%), limit %.2f%%", humanize.Comma(pr.Inversions[i]), humanize.Comma(pr.Rows), to.Earlier, to.Later, 100*ratio, 100*c.MaxRatio))
+		}
+	}
+	for _, col := range c.NoFuture {
+		ratio := float64(pr.Future[col]) / rows
+		if ratio > c.MaxRatio {
+			find(CheckNoFuture, col, ratio, c.MaxRatio,
+				fmt.Sprintf("%s of %s rows have %s in the future (after %s)", humanize.Comma(pr.Future[col]), humanize.Comma(pr.Rows), col, now.Format(time.RFC3339)))
+		}
+	}
+	return out
+}
+
+// RowSpec is the profile the row-level checks of c need.
+func RowSpec(c *refill.Checks, now time.Time) refill.ProfileSpec {
+	spec := refill.ProfileSpec{TimeOrder: c.TimeOrder, NoFuture: c.NoFuture, Now: now}
+	if c.NotNull != nil {
+		spec.NotNull = c.NotNull.Columns
+	}
+	return spec
 }
 
 func (g *Gate) now() time.Time {

@@ -326,7 +326,7 @@ func (r *Runner) work(ctx context.Context, a PartitionArgs, attempt, maxAttempts
 	}
 	// Bad input (a job the warehouse rejects as written, unknown
 	// credentials) and a DAG run that ended failed will not mend on retry.
-	if errors.Is(err, refill.ErrBadInput) || errors.Is(err, airflow.ErrRunFailed) {
+	if errors.Is(err, refill.ErrBadInput) || errors.Is(err, airflow.ErrRunFailed) || errors.Is(err, errAudit) {
 		attempt = maxAttempts
 	}
 	if attempt >= maxAttempts {
@@ -407,6 +407,9 @@ func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error 
 			if err != nil {
 				return err
 			}
+			if err := r.audit(ctx, tx, d, ref, a.Partition); err != nil {
+				return err
+			}
 			after, err := tx.Digest(ctx, ref, a.Partition)
 			if err != nil {
 				return err
@@ -485,6 +488,34 @@ func (r *Runner) command(ctx context.Context, d *refill.Dataset, ref refill.Tabl
 		rec.After = &after
 	}
 	return nil
+}
+
+// errAudit marks staged rows that failed the dataset's own checks: the
+// publish is rolled back, the live partition untouched, and retrying the
+// same inputs would fail the same way.
+var errAudit = errors.New("the staged rows failed the dataset's checks")
+
+// audit applies the dataset's own row checks (null ratios, timestamp order,
+// future timestamps) to the rows staged in the publish transaction.
+func (r *Runner) audit(ctx context.Context, tx refill.WarehouseTx, d *refill.Dataset, ref refill.TableRef, partition string) error {
+	c := d.Checks
+	if c == nil || (c.NotNull == nil && len(c.TimeOrder) == 0 && len(c.NoFuture) == 0) {
+		return nil
+	}
+	spec := gate.RowSpec(c, r.now())
+	profiles, err := tx.Profile(ctx, ref, spec, partition, partition)
+	if err != nil {
+		return err
+	}
+	failed := gate.Judge(d.Name, partition, profiles[partition], c, spec.Now)
+	if len(failed) == 0 {
+		return nil
+	}
+	var msgs []string
+	for _, f := range failed {
+		msgs = append(msgs, f.Check+" "+f.Column+": "+f.Message)
+	}
+	return fmt.Errorf("%w (nothing published, the live partition is untouched): %s", errAudit, strings.Join(msgs, "; "))
 }
 
 // airflowClient triggers and waits for DAG runs; one serves every job of

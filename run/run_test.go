@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"path/filepath"
 	"strconv"
@@ -222,6 +223,37 @@ func TestGateIsCheckedAgainBeforeWriting(t *testing.T) {
 		}
 		if _, err := b.r.Control.Approve(ctx, pl.ID, "carol", ""); !errors.Is(err, refill.ErrNotPermitted) {
 			t.Errorf("a blocked plan could be approved: %v", err)
+		}
+	})
+}
+
+// TestAuditOfStagedRows gives the rebuilt dataset a check its new rows
+// fail: the publish is rolled back, the live partition keeps its rows, and
+// the run fails without retrying.
+func TestAuditOfStagedRows(t *testing.T) {
+	eachStore(t, func(t *testing.T, b *bundle) {
+		ctx := context.Background()
+		b.w.Exec(t, "INSERT INTO mid VALUES ('2026-11-02', 42)")
+		mid := b.r.Config.Datasets["mid"]
+		mid.Job.Query = "SELECT day, CASE WHEN day = '2026-11-02' THEN NULL ELSE v END AS v FROM src WHERE day = :partition"
+		mid.Checks = &refill.Checks{NotNull: &refill.NotNullCheck{Columns: []string{"v"}}}
+		pl := b.plan(t)
+		err := b.r.Apply(ctx, pl.ID, "alice")
+		if err == nil || !strings.Contains(err.Error(), "the staged rows failed the dataset's checks") || !strings.Contains(err.Error(), "not_null v") {
+			t.Fatalf("apply: %v", err)
+		}
+		var v sql.NullInt64
+		if err := b.w.DB.QueryRow("SELECT v FROM mid WHERE day = '2026-11-02'").Scan(&v); err != nil || v.Int64 != 42 {
+			t.Errorf("the live partition changed: %v (%v)", v, err)
+		}
+		pubs, _ := b.st.Published(ctx, pl.ID)
+		for _, p := range pubs {
+			if p.Dataset == "mid" && p.Partition == "2026-11-02" {
+				t.Error("a partition that failed its audit was recorded published")
+			}
+			if p.Attempt > 1 {
+				t.Errorf("%s %s took %d attempts", p.Dataset, p.Partition, p.Attempt)
+			}
 		}
 	})
 }

@@ -30,7 +30,19 @@ var _ refill.Profiler = (*Warehouse)(nil)
 // the cast and the whole profile, with PostgreSQL's message naming the value.
 // NULLs count as neither inversions nor future times.
 func (w *Warehouse) Profile(ctx context.Context, t refill.TableRef, spec refill.ProfileSpec, from, to string) (map[string]refill.Profile, error) {
-	cols, err := columns(ctx, w.pool, t.Table)
+	return profile(ctx, w.pool, func(ctx context.Context) (pgx.Tx, error) {
+		return w.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	}, t, spec, from, to)
+}
+
+// Profile is Warehouse.Profile inside the transaction, in a savepoint that
+// is rolled back so its TimeZone setting ends with it.
+func (t *tx) Profile(ctx context.Context, ref refill.TableRef, spec refill.ProfileSpec, from, to string) (map[string]refill.Profile, error) {
+	return profile(ctx, t.tx, t.tx.Begin, ref, spec, from, to)
+}
+
+func profile(ctx context.Context, db querier, begin func(context.Context) (pgx.Tx, error), t refill.TableRef, spec refill.ProfileSpec, from, to string) (map[string]refill.Profile, error) {
+	cols, err := columns(ctx, db, t.Table)
 	if err != nil {
 		return nil, err // names the table already
 	}
@@ -81,7 +93,7 @@ func (w *Warehouse) Profile(ctx context.Context, t refill.TableRef, spec refill.
 	}
 	fmt.Fprintf(&sel, " FROM %s WHERE %s GROUP BY %s", sqltext.QuoteIdent(t.Table), p.where, p.group)
 
-	tx, err := w.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	tx, err := begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("profile of %s: %w", t.Table, err)
 	}

@@ -34,7 +34,16 @@ var _ refill.Profiler = (*Warehouse)(nil)
 // that reads them (BenchmarkSource), because each checked column is read
 // and handed to Go.
 func (w *Warehouse) Profile(ctx context.Context, t refill.TableRef, spec refill.ProfileSpec, from, to string) (map[string]refill.Profile, error) {
-	cols, err := columns(ctx, w.db, t.Table)
+	return profile(ctx, w.db, t, spec, from, to)
+}
+
+// Profile is Warehouse.Profile inside the transaction.
+func (t *tx) Profile(ctx context.Context, ref refill.TableRef, spec refill.ProfileSpec, from, to string) (map[string]refill.Profile, error) {
+	return profile(ctx, t.conn, ref, spec, from, to)
+}
+
+func profile(ctx context.Context, db querier, t refill.TableRef, spec refill.ProfileSpec, from, to string) (map[string]refill.Profile, error) {
+	cols, err := columns(ctx, db, t.Table)
 	if err != nil {
 		return nil, err // names the table already
 	}
@@ -58,7 +67,7 @@ func (w *Warehouse) Profile(ctx context.Context, t refill.TableRef, spec refill.
 	q := fmt.Sprintf("SELECT refill_profile(?3, %s%s) FROM %s WHERE %s >= ?1 AND %s < ?2",
 		key, plan.args, sqltext.QuoteIdent(t.Table), col, col)
 	var rows int64
-	if err := w.db.QueryRowContext(ctx, q, lo, hi, id).Scan(&rows); err != nil {
+	if err := db.QueryRowContext(ctx, q, lo, hi, id).Scan(&rows); err != nil {
 		return nil, fmt.Errorf("profile of %s: %w", t.Table, err)
 	}
 	out := make(map[string]refill.Profile, len(plan.agg.parts))

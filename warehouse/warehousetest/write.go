@@ -47,6 +47,42 @@ func exerciseWrite(t *testing.T, setup func(t *testing.T) (*Harness, context.Con
 		}
 	})
 
+	t.Run("ProfileSeesStagedRows", func(t *testing.T) {
+		h, ctx := setup(t)
+		tr := h.Warehouse.(refill.Transactor)
+		h.Exec(t, "CREATE TABLE st (day DATE, a TEXT)")
+		h.Exec(t, "INSERT INTO st (day, a) VALUES ('2026-11-01', 'x')")
+		h.Exec(t, "CREATE TABLE st_src (day DATE, a TEXT)")
+		h.Exec(t, "INSERT INTO st_src (day, a) VALUES ('2026-11-01', NULL), ('2026-11-01', 'y')")
+		ref := refill.TableRef{Table: "st", Column: "day", Grain: refill.GrainDay}
+		spec := refill.ProfileSpec{NotNull: []string{"a"}}
+		stop := errors.New("stop")
+		err := tr.Transact(ctx, func(tx refill.WarehouseTx) error {
+			if _, err := tx.ReplaceFromQuery(ctx, ref, "SELECT day, a FROM st_src WHERE day = :partition", "2026-11-01"); err != nil {
+				return err
+			}
+			got, err := tx.Profile(ctx, ref, spec, "2026-11-01", "2026-11-01")
+			if err != nil {
+				return err
+			}
+			if pr := got["2026-11-01"]; pr.Rows != 2 || pr.Nulls["a"] != 1 {
+				t.Errorf("profile inside the transaction: %+v, want the 2 staged rows, 1 null", pr)
+			}
+			return stop
+		})
+		if !errors.Is(err, stop) {
+			t.Fatal(err)
+		}
+		p := h.Warehouse.(refill.Profiler)
+		got, err := p.Profile(ctx, ref, spec, "2026-11-01", "2026-11-01")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pr := got["2026-11-01"]; pr.Rows != 1 || pr.Nulls["a"] != 0 {
+			t.Errorf("outside, after rollback: %+v, want the 1 live row", pr)
+		}
+	})
+
 	t.Run("SnapshotAndRestoreAreExact", func(t *testing.T) {
 		h, ctx := setup(t)
 		tr := h.Warehouse.(refill.Transactor)
