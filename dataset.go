@@ -169,6 +169,8 @@ type AirflowJob struct {
 	API         string `json:"api"`
 	UsernameEnv string `json:"username_env,omitempty"`
 	PasswordEnv string `json:"password_env,omitempty"`
+	// Poll is how often the DAG run's state is read (default 5s).
+	Poll Duration `json:"poll,omitempty"`
 }
 
 // Fingerprint is a hash of the job's definition. Proofs are tied to it, so

@@ -257,4 +257,5 @@ type rawAirflow struct {
 	API         string `yaml:"api"`
 	UsernameEnv string `yaml:"username_env"`
 	PasswordEnv string `yaml:"password_env"`
+	Poll        string `yaml:"poll"`
 }

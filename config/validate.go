@@ -612,6 +612,14 @@ func (c *converter) airflow(path string, raw *rawAirflow) *refill.AirflowJob {
 	if (a.UsernameEnv == "") != (a.PasswordEnv == "") {
 		c.errorf(path, "give both username_env and password_env, or neither")
 	}
+	if raw.Poll != "" {
+		d, err := time.ParseDuration(raw.Poll)
+		if err != nil || d <= 0 {
+			c.errorf(child(path, "poll"), "%q is not a positive duration (e.g. 5s)", clip(raw.Poll))
+		} else {
+			a.Poll = refill.Duration(d)
+		}
+	}
 	return a
 }
 

@@ -543,7 +543,11 @@ func (r *Runner) airflow(ctx context.Context, d *refill.Dataset, ref refill.Tabl
 		rec.Before = &before
 	}
 	runID := "refill__" + a.PlanID + "__" + a.Dataset + "__" + a.Partition
-	res, err := airflowClient.Run(ctx, d.Job.Airflow, runID, start.Format(time.RFC3339), end.Format(time.RFC3339))
+	client := airflowClient
+	if d.Job.Airflow.Poll > 0 {
+		client = &airflow.Client{PollInterval: time.Duration(d.Job.Airflow.Poll)}
+	}
+	res, err := client.Run(ctx, d.Job.Airflow, runID, start.Format(time.RFC3339), end.Format(time.RFC3339))
 	rec.Output = fmt.Sprintf("dag %s run %s: %s after %d polls (created: %v)", d.Job.Airflow.DagID, res.DagRunID, res.State, res.Polls, res.Created)
 	if err != nil {
 		return err
