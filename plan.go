@@ -96,9 +96,9 @@ type Step struct {
 // check. Warnings (such as too little history) are shown but do not block.
 type Finding struct {
 	Dataset   string  `json:"dataset"`
-	Partition string  `json:"partition,omitempty"`
+	Partition string  `json:"partition"`
 	Check     string  `json:"check"`
-	Column    string  `json:"column,omitempty"`
+	Column    string  `json:"column"`
 	Observed  float64 `json:"observed"`
 	Limit     float64 `json:"limit"`
 	Passed    bool    `json:"passed"`

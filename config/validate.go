@@ -284,7 +284,9 @@ func (c *converter) policy(raw *rawPolicy) refill.Policy {
 			c.errorf(child(path, "when"), "%q %s (variables: request.{targets,from,to,days,reason,requested_by}, datasets, tags, tier)", clip(r.When), err)
 		}
 		switch refill.Tier(r.Tier) {
-		case refill.TierAuto, refill.TierSemiAuto, refill.TierManual:
+		case refill.TierAuto:
+			c.errorf(child(path, "tier"), "a rule may only raise a tier, and auto raises nothing: want semi-auto or manual")
+		case refill.TierSemiAuto, refill.TierManual:
 		case "":
 			c.errorf(child(path, "tier"), "required: one of auto, semi-auto, manual")
 		default:

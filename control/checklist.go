@@ -160,6 +160,14 @@ func (c *Control) Rollback(ctx context.Context, id, actor string) (*State, []ref
 	default:
 		return nil, nil, refill.NotPermittedf("plan %s is %s: rollback restores partitions after a finished or failed run", id, p.Status)
 	}
+	// Restoring under a later run would silently undo it.
+	later, err := c.Store.PublishedSince(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(later) > 0 {
+		return nil, nil, refill.NotPermittedf("plan %s published %s after this plan did: roll that plan back first, or this rollback would undo it", later[0].PlanID, later[0].Dataset+" "+later[0].Partition)
+	}
 	tr, ok1 := c.Warehouse.(refill.Transactor)
 	if !ok1 {
 		return nil, nil, fmt.Errorf("the %s warehouse cannot restore snapshots", c.Warehouse.Driver())
@@ -233,6 +241,16 @@ func (c *Control) Signoff(ctx context.Context, id, actor, note string) (*State, 
 	}
 	if p.Status != refill.StatusApplied {
 		return nil, refill.NotPermittedf("plan %s is %s: sign off after the run finished and its report was reviewed (refill report %s)", id, p.Status, id)
+	}
+	if actor == p.Request.RequestedBy {
+		return nil, refill.NotPermittedf("%s requested plan %s: sign-off is a second person's review of its report", actor, id)
+	}
+	rep, err := BuildReport(ctx, c.Store, p, c.Config.Run.Tolerance)
+	if err != nil {
+		return nil, err
+	}
+	if rep.Flagged > 0 {
+		return nil, refill.NotPermittedf("plan %s: %d partition(s) of its report differ from the plan's expectation by more than %.0f%%: investigate, or roll back (refill rollback %s)", id, rep.Flagged, 100*rep.Tolerance, id)
 	}
 	now := c.now()
 	step := refill.ChecklistStep{PlanID: id, Step: refill.StepSignoff, Actor: actor, Note: note, At: now}

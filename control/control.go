@@ -9,6 +9,7 @@ package control
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -62,8 +63,42 @@ func (c *Control) Load(ctx context.Context, id string) (*State, error) {
 	if s.Holders, err = c.Store.Holders(ctx, id); err != nil {
 		return nil, err
 	}
+	// Only decisions the audit log records count: a row written into the
+	// approvals table behind refill's back approves nothing.
+	audited, err := c.Store.Audit(ctx, store.AuditFilter{PlanID: id})
+	if err != nil {
+		return nil, err
+	}
+	s.Approvals = keepAudited(s.Approvals, audited)
 	s.Unmet = c.unmet(s)
 	return s, nil
+}
+
+// keepAudited returns the decisions that have their audit entry: same
+// actor, same kind of decision, same plan hash.
+func keepAudited(decisions []refill.Approval, audited []refill.Event) []refill.Approval {
+	out := []refill.Approval{}
+	used := map[int64]bool{}
+	for _, a := range decisions {
+		kind := refill.EventApproval
+		if a.Decision == refill.DecisionReject {
+			kind = refill.EventRejection
+		}
+		for _, e := range audited {
+			if used[e.Seq] || e.Kind != kind || e.Actor != a.Actor {
+				continue
+			}
+			var d struct {
+				Hash string `json:"hash"`
+			}
+			if json.Unmarshal(e.Detail, &d) == nil && d.Hash == a.PlanHash {
+				used[e.Seq] = true
+				out = append(out, a)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // Done reports whether a checklist step was recorded.
@@ -118,6 +153,17 @@ func (c *Control) unmet(s *State) []string {
 	case refill.StatusRolledBack:
 		return append(out, "the plan was rolled back; plan again to reprocess")
 	}
+	// The plan is bound to the jobs it was made from: a job edited since is
+	// a different backfill, which needs a plan (and approval) of its own.
+	for _, st := range p.Steps {
+		d, ok := c.Config.Datasets[st.Dataset]
+		switch {
+		case !ok || d.Job == nil:
+			out = append(out, fmt.Sprintf("dataset %s is no longer a job in the config: plan again", st.Dataset))
+		case d.Job.Fingerprint() != st.Fingerprint:
+			out = append(out, fmt.Sprintf("the job of %s changed since this plan was made (%s, now %s): plan again", st.Dataset, short(st.Fingerprint), short(d.Job.Fingerprint())))
+		}
+	}
 	switch p.Tier {
 	case refill.TierSemiAuto:
 		if _, ok := c.approval(s); !ok {
@@ -141,6 +187,13 @@ func (c *Control) unmet(s *State) []string {
 		out = append(out, fmt.Sprintf("plan %s (%s) holds %d partition(s) of %s: it must finish, be rejected or be superseded first", h.PlanID, h.Status, h.Partitions, h.Dataset))
 	}
 	return out
+}
+
+func short(h string) string {
+	if len(h) > 19 {
+		return h[:19]
+	}
+	return h
 }
 
 func failed(g refill.Gate) int {
@@ -230,7 +283,9 @@ func (c *Control) Reject(ctx context.Context, id, actor, note string) (*State, e
 	}
 	p := s.Plan
 	switch p.Status {
-	case refill.StatusPending, refill.StatusReady, refill.StatusApproved:
+	case refill.StatusPending, refill.StatusReady, refill.StatusApproved, refill.StatusFailed:
+		// A failed run may be abandoned: its published partitions stay as
+		// they are (roll back first to undo them) and its lock is released.
 	default:
 		return nil, refill.NotPermittedf("plan %s is %s and can no longer be rejected", id, p.Status)
 	}

@@ -27,6 +27,10 @@ type Command struct {
 	// Warehouse is passed as REFILL_WAREHOUSE, so a command knows where to
 	// write (the proof warehouse during a proof).
 	Warehouse string
+	// WorkDir, when set, is where the command runs instead of Dir: a proof
+	// runs commands in a scratch directory, so that files they write (an
+	// export) never overwrite the real ones.
+	WorkDir string
 }
 
 // Result is what a command left behind.
@@ -65,6 +69,9 @@ func (c Command) Run(ctx context.Context, d *refill.Dataset, partition string) (
 	}
 	cmd := exec.CommandContext(ctx, name, argv[1:]...)
 	cmd.Dir = c.Dir
+	if c.WorkDir != "" {
+		cmd.Dir = c.WorkDir
+	}
 	cmd.Env = append(os.Environ(), j.Env...)
 	cmd.Env = append(cmd.Env, "REFILL_DATASET="+d.Name, "REFILL_PARTITION="+partition, "REFILL_FROM="+partition, "REFILL_TO="+partition)
 	if c.Warehouse != "" {

@@ -80,6 +80,9 @@ func (r *Runner) Apply(ctx context.Context, id, actor string) error {
 		return err
 	}
 	p := s.Plan
+	if p.Status == refill.StatusBlocked {
+		return fmt.Errorf("plan %s: %w: it can never run; repair the source and plan again", id, refill.ErrBlocked)
+	}
 	if len(s.Unmet) > 0 {
 		return refill.NotPermittedf("plan %s may not run yet:\n  - %s", id, strings.Join(s.Unmet, "\n  - "))
 	}

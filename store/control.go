@@ -154,16 +154,17 @@ func (s *Store) Holders(ctx context.Context, planID string) ([]Holder, error) {
 }
 
 // Supersede marks every earlier live, not yet running plan of the same
-// request (targets and range) superseded by p, and returns their IDs: a
-// re-plan is a new dry run, and an approval of the old one must not carry
-// over to it.
+// request (targets and range) whose content differs (another hash)
+// superseded by p, and returns their IDs: the inputs changed, and an
+// approval of the old content must not carry over. An identical re-plan
+// supersedes nothing; the earlier plan keeps its lock.
 func (t *Tx) Supersede(ctx context.Context, p *refill.Plan) ([]string, error) {
 	targets, err := json.Marshal(p.Request.Targets)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := t.tx.QueryContext(ctx, t.d.rebind(`SELECT id, status FROM plans WHERE targets = ? AND range_from = ? AND range_to = ? AND id <> ? AND status IN (?, ?, ?)`),
-		string(targets), p.Request.From, p.Request.To, p.ID, string(refill.StatusPending), string(refill.StatusReady), string(refill.StatusApproved))
+	rows, err := t.tx.QueryContext(ctx, t.d.rebind(`SELECT id, status FROM plans WHERE targets = ? AND range_from = ? AND range_to = ? AND id <> ? AND hash <> ? AND status IN (?, ?, ?)`),
+		string(targets), p.Request.From, p.Request.To, p.ID, p.Hash, string(refill.StatusPending), string(refill.StatusReady), string(refill.StatusApproved))
 	if err != nil {
 		return nil, fmt.Errorf("supersede: %w", err)
 	}

@@ -90,3 +90,28 @@ func (s *Store) RunState(ctx context.Context, planID string) (refill.Status, int
 	}
 	return refill.Status(status), runs, nil
 }
+
+// PublishedSince returns publishes by other plans, not rolled back, of the
+// partitions planID published, recorded after planID's own: the runs a
+// rollback of planID would undo.
+func (s *Store) PublishedSince(ctx context.Context, planID string) ([]refill.Published, error) {
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(`
+		SELECT later.plan_id, later.dataset, later.partition FROM audit_log later
+		JOIN audit_log mine ON mine.dataset = later.dataset AND mine.partition = later.partition
+		JOIN plans p ON p.id = later.plan_id
+		WHERE mine.plan_id = ? AND mine.event = ? AND later.event = ? AND later.plan_id <> ? AND later.seq > mine.seq AND p.status <> ?
+		ORDER BY later.seq`), planID, refill.EventPartitionPublished, refill.EventPartitionPublished, planID, string(refill.StatusRolledBack))
+	if err != nil {
+		return nil, fmt.Errorf("later runs over %s: %w", planID, err)
+	}
+	defer rows.Close()
+	var out []refill.Published
+	for rows.Next() {
+		var p refill.Published
+		if err := rows.Scan(&p.PlanID, &p.Dataset, &p.Partition); err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}

@@ -54,6 +54,7 @@ func TestFlowsOnPostgresState(t *testing.T) {
 	step(t, d, 0, "", "approve", manual, "--as", "carol")
 	step(t, d, 0, "Report of plan "+manual+" (applied): 12 of 12", "apply", manual, "--as", "alice")
 	step(t, d, 0, "12 of 12 partitions published, 0 flagged", "report", manual)
+	step(t, d, 4, "sign-off is a second person's review", "signoff", manual, "--as", "alice")
 	step(t, d, 0, "", "signoff", manual, "--as", "carol", "--note", "matches")
 	step(t, d, 4, "already done", "signoff", manual, "--as", "carol")
 	r := step(t, d, 0, "", "rollback", manual, "--as", "carol", "-o", "json")

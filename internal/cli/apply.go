@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/control"
 	"github.com/refill-dev/refill/gate"
 	"github.com/refill-dev/refill/run"
 )
@@ -62,7 +63,7 @@ partitions are not rebuilt. Ends with the report.`,
 			if err != nil {
 				return err
 			}
-			rep, err := run.BuildReport(cmd.Context(), e.st, p, e.cfg.Run.Tolerance)
+			rep, err := control.BuildReport(cmd.Context(), e.st, p, e.cfg.Run.Tolerance)
 			if err != nil {
 				return err
 			}
@@ -78,6 +79,8 @@ partitions are not rebuilt. Ends with the report.`,
 			}
 			if rep.Flagged > 0 {
 				fmt.Fprintf(a.stderr, "ALERT plan %s: %d partition(s) differ from the plan's expectation by more than %.0f%%\n", p.ID, rep.Flagged, 100*rep.Tolerance)
+				return fmt.Errorf("%w: plan %s ran, but %d partition(s) differ from the plan's expectation by more than %.0f%% (refill report %s)",
+					refill.ErrVerification, p.ID, rep.Flagged, 100*rep.Tolerance, p.ID)
 			}
 			return nil
 		},
@@ -101,7 +104,7 @@ func (a *app) reportCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rep, err := run.BuildReport(cmd.Context(), e.st, p, e.cfg.Run.Tolerance)
+			rep, err := control.BuildReport(cmd.Context(), e.st, p, e.cfg.Run.Tolerance)
 			if err != nil {
 				return err
 			}
@@ -120,7 +123,7 @@ func (a *app) reportCmd() *cobra.Command {
 	}
 }
 
-func renderReport(rep run.Report) string {
+func renderReport(rep control.Report) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Report of plan %s (%s): %d of %d partitions published, %d flagged (tolerance %.0f%%)\n\n",
 		rep.PlanID, rep.Status, rep.Published, rep.Total, rep.Flagged, 100*rep.Tolerance)
@@ -147,7 +150,7 @@ func digestRows(d *refill.Digest) string {
 	return humanize.Comma(d.Rows)
 }
 
-func checksums(r run.PartitionReport) string {
+func checksums(r control.PartitionReport) string {
 	if r.Before == nil || r.After == nil {
 		return ""
 	}

@@ -183,6 +183,12 @@ func (a *app) openAs(ctx context.Context, needWarehouse bool) (*env, string, err
 		e.Close()
 		return nil, "", err
 	}
+	// Nothing is recorded on top of a tampered audit log: the next entry
+	// would chain onto a lie.
+	if _, err := e.st.VerifyAudit(ctx); err != nil {
+		e.Close()
+		return nil, "", refill.NotPermittedf("refusing to change anything: %v; run refill audit verify and restore the state store", err)
+	}
 	return e, actor, nil
 }
 

@@ -28,11 +28,11 @@ type demoRun struct {
 	Plans    []*refill.Plan  `json:"plans"`
 	// Runs are the reports of the runs, in the order they ran; RolledBack
 	// and Redo are the manual plan that was rolled back and its redo.
-	Runs       []run.Report    `json:"runs"`
-	RolledBack string          `json:"rolled_back"`
-	Redo       string          `json:"redo"`
-	History    []control.Touch `json:"history"`
-	Audit      int             `json:"audit_entries"`
+	Runs       []control.Report `json:"runs"`
+	RolledBack string           `json:"rolled_back"`
+	Redo       string           `json:"redo"`
+	History    []control.Touch  `json:"history"`
+	Audit      int              `json:"audit_entries"`
 }
 
 func (a *app) demoCmd() *cobra.Command {
@@ -214,7 +214,7 @@ func (a *app) demoRuns(ctx context.Context, sc *demo.Scenario, out *demoRun, say
 		if err != nil {
 			return err
 		}
-		rep, err := run.BuildReport(ctx, e.st, p, e.cfg.Run.Tolerance)
+		rep, err := control.BuildReport(ctx, e.st, p, e.cfg.Run.Tolerance)
 		if err != nil {
 			return err
 		}

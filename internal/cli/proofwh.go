@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/jobs"
@@ -13,8 +14,9 @@ import (
 // the command is told to write there (REFILL_WAREHOUSE), and refill empties
 // and checksums partitions there.
 type proofWarehouse struct {
-	wh  refill.Warehouse
-	cmd jobs.Command
+	wh      refill.Warehouse
+	cmd     jobs.Command
+	scratch string // the commands' working directory, removed on Close
 }
 
 func openProofWarehouse(ctx context.Context, cfg *refill.Config) (*proofWarehouse, error) {
@@ -26,7 +28,12 @@ func openProofWarehouse(ctx context.Context, cfg *refill.Config) (*proofWarehous
 	if path := warehouse.SQLitePath(dsn, cfg.Dir); path != "" {
 		dsn = "sqlite:" + path
 	}
-	return &proofWarehouse{wh: wh, cmd: jobs.Command{Dir: cfg.Dir, Warehouse: dsn}}, nil
+	scratch, err := os.MkdirTemp("", "refill-proof-")
+	if err != nil {
+		wh.Close()
+		return nil, err
+	}
+	return &proofWarehouse{wh: wh, scratch: scratch, cmd: jobs.Command{Dir: cfg.Dir, WorkDir: scratch, Warehouse: dsn}}, nil
 }
 
 func (p *proofWarehouse) Name() string {
@@ -57,4 +64,7 @@ func (p *proofWarehouse) Digest(ctx context.Context, t refill.TableRef, partitio
 	return r.Digest(ctx, t, partition)
 }
 
-func (p *proofWarehouse) Close() error { return p.wh.Close() }
+func (p *proofWarehouse) Close() error {
+	os.RemoveAll(p.scratch)
+	return p.wh.Close()
+}

@@ -1,4 +1,4 @@
-package run
+package control
 
 import (
 	"context"
@@ -44,14 +44,14 @@ func BuildReport(ctx context.Context, st *store.Store, p *refill.Plan, tolerance
 	}
 	byKey := map[string]refill.Published{}
 	for _, pb := range pubs {
-		byKey[key(pb.Dataset, pb.Partition)] = pb
+		byKey[pb.Dataset+"\x00"+pb.Partition] = pb
 	}
 	rep := Report{PlanID: p.ID, Status: p.Status, Tolerance: tolerance, Partitions: []PartitionReport{}}
 	for _, s := range p.Steps {
 		for _, pp := range s.Partitions {
 			r := PartitionReport{Dataset: s.Dataset, Partition: pp.Partition, Expected: pp.ExpectedRows, ExpectedMethod: pp.ExpectedMethod}
 			rep.Total++
-			if pb, ok := byKey[key(s.Dataset, pp.Partition)]; ok {
+			if pb, ok := byKey[s.Dataset+"\x00"+pp.Partition]; ok {
 				r.Published, r.Before, r.After = true, pb.Before, pb.After
 				rep.Published++
 				if r.After != nil && r.Expected != nil {
