@@ -2,13 +2,17 @@ package main
 
 import (
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,6 +32,77 @@ var crashKinds = map[string]string{
 	"command": `    job:
       command: ["./build.sh", "{{partition}}"]
       timeout: 30s`,
+	"airflow": `    job:
+      airflow: {url: "AIRFLOW_URL", dag_id: agg, api: v1, username_env: AF_USER, password_env: AF_PASS, poll: 20ms}`,
+}
+
+// crashEnv is the environment every apply of the crash test runs with.
+var crashEnv = []string{"AF_USER=refill", "AF_PASS=s3cret"}
+
+// dagServer is an Airflow 2 stand-in for the crash test (the client's
+// bodies are checked against the real spec in jobs/airflow's tests): a DAG
+// run, once polled, rebuilds its partition of agg in the current round's
+// warehouse and succeeds. It counts the runs created for each run id.
+type dagServer struct {
+	mu      sync.Mutex
+	dir     string
+	runs    map[string]map[string]any
+	created map[string]int
+}
+
+func (f *dagServer) round(dir string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dir, f.runs, f.created = dir, map[string]map[string]any{}, map[string]int{}
+}
+
+func (f *dagServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if u, p, ok := r.BasicAuth(); !ok || u != "refill" || p != "s3cret" {
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/api/v1/dags/agg/dagRuns"), "/")
+	switch {
+	case r.Method == http.MethodPost:
+		var body struct {
+			DagRunID string            `json:"dag_run_id"`
+			Conf     map[string]string `json:"conf"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		if _, ok := f.runs[body.DagRunID]; ok {
+			w.WriteHeader(http.StatusConflict)
+			json.NewEncoder(w).Encode(map[string]any{"title": "Conflict", "status": 409, "type": "about:blank"})
+			return
+		}
+		run := map[string]any{"dag_id": "agg", "dag_run_id": body.DagRunID, "state": "queued", "conf": body.Conf}
+		f.runs[body.DagRunID], f.created[body.DagRunID] = run, f.created[body.DagRunID]+1
+		json.NewEncoder(w).Encode(run)
+	case r.Method == http.MethodGet && len(parts) == 2:
+		run, ok := f.runs[parts[1]]
+		if !ok {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		if run["state"] == "queued" {
+			day := run["conf"].(map[string]string)["start_date"][:10]
+			db, err := sql.Open("sqlite", "file:"+filepath.Join(f.dir, "warehouse.db")+"?_pragma=busy_timeout(10000)")
+			if err == nil {
+				_, err = db.Exec(`DELETE FROM agg WHERE day = ?1; INSERT INTO agg (day, k, v, n) SELECT day, k, sum(v), count(*) FROM src WHERE day = ?1 GROUP BY day, k`, day)
+				db.Close()
+			}
+			if err != nil {
+				w.WriteHeader(http.StatusInternalServerError)
+				return
+			}
+			run["state"] = "success"
+		}
+		json.NewEncoder(w).Encode(run)
+	default:
+		w.WriteHeader(http.StatusNotFound)
+	}
 }
 
 const buildScript = `#!/bin/sh
@@ -38,7 +113,7 @@ sqlite3 -cmd ".timeout 10000" "${REFILL_WAREHOUSE#sqlite:}" "BEGIN IMMEDIATE; DE
 
 // crashTemplate builds a directory with a warehouse, a config and an
 // approved plan over 30 partitions, ready to apply.
-func crashTemplate(t *testing.T, kind string) (dir, planID string) {
+func crashTemplate(t *testing.T, kind, airflowURL string) (dir, planID string) {
 	t.Helper()
 	dir = t.TempDir()
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "warehouse.db"))
@@ -71,7 +146,7 @@ datasets:
     table: agg
     partition: {column: day}
     upstream: [src]
-` + crashKinds[kind] + "\n"
+` + strings.Replace(crashKinds[kind], "AIRFLOW_URL", airflowURL, 1) + "\n"
 	if err := os.WriteFile(filepath.Join(dir, "refill.yaml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -180,11 +255,15 @@ func TestKillAndResume(t *testing.T) {
 	for kind := range crashKinds {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			tmpl, planID := crashTemplate(t, kind)
+			dags := &dagServer{}
+			srv := httptest.NewServer(dags)
+			defer srv.Close()
+			tmpl, planID := crashTemplate(t, kind, srv.URL)
 			clean := t.TempDir()
 			copyDir(t, tmpl, clean)
+			dags.round(clean)
 			start := time.Now()
-			if r := run(t, clean, nil, "apply", planID, "--as", "alice"); r.code != 0 {
+			if r := run(t, clean, crashEnv, "apply", planID, "--as", "alice"); r.code != 0 {
 				t.Fatalf("clean run: exit %d: %s", r.code, r.stderr)
 			}
 			// Kills land anywhere from before River starts to just after
@@ -203,9 +282,10 @@ func TestKillAndResume(t *testing.T) {
 			for i := 0; i < rounds; i++ {
 				dir := t.TempDir()
 				copyDir(t, tmpl, dir)
+				dags.round(dir)
 				cmd := exec.Command(binary, "apply", planID, "--as", "alice")
 				cmd.Dir = dir
-				cmd.Env = append(os.Environ(), "REFILL_NOW="+demoNow)
+				cmd.Env = append(append(os.Environ(), "REFILL_NOW="+demoNow), crashEnv...)
 				if err := cmd.Start(); err != nil {
 					t.Fatal(err)
 				}
@@ -215,7 +295,7 @@ func TestKillAndResume(t *testing.T) {
 				_ = cmd.Wait()
 				done := false
 				for try := 0; try < 6 && !done; try++ {
-					r := run(t, dir, nil, "apply", planID, "--as", "alice")
+					r := run(t, dir, crashEnv, "apply", planID, "--as", "alice")
 					switch {
 					case r.code == 0:
 						done = true
@@ -245,6 +325,15 @@ func TestKillAndResume(t *testing.T) {
 				}
 				if r := run(t, dir, nil, "audit", "verify"); r.code != 0 {
 					t.Fatalf("round %d: audit verify: %s", i, r.stderr)
+				}
+				if kind == "airflow" {
+					dags.mu.Lock()
+					for id, n := range dags.created {
+						if n != 1 {
+							t.Errorf("round %d (killed after %s): DAG run %s created %d times", i, delay, id, n)
+						}
+					}
+					dags.mu.Unlock()
 				}
 			}
 		})
