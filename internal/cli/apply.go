@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -59,30 +61,14 @@ partitions are not rebuilt. Ends with the report.`,
 			if applyErr != nil && refill.ExitCode(applyErr) != refill.ExitInternal {
 				return applyErr // refused or blocked before anything ran
 			}
-			p, err := e.st.Plan(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			rep, err := control.BuildReport(cmd.Context(), e.st, p, e.cfg.Run.Tolerance)
-			if err != nil {
-				return err
-			}
-			if a.json() {
-				if err := a.printJSON(rep); err != nil {
-					return err
-				}
-			} else {
-				fmt.Fprint(a.stdout, renderReport(rep))
-			}
+			repErr := a.printReport(cmd.Context(), e, args[0])
 			if applyErr != nil {
 				return applyErr
 			}
-			if rep.Flagged > 0 {
-				fmt.Fprintf(a.stderr, "ALERT plan %s: %d partition(s) differ from the plan's expectation by more than %.0f%%\n", p.ID, rep.Flagged, 100*rep.Tolerance)
-				return fmt.Errorf("%w: plan %s ran, but %d partition(s) differ from the plan's expectation by more than %.0f%% (refill report %s)",
-					refill.ErrVerification, p.ID, rep.Flagged, 100*rep.Tolerance, p.ID)
+			if errors.Is(repErr, refill.ErrVerification) {
+				fmt.Fprintf(a.stderr, "ALERT %v\n", repErr)
 			}
-			return nil
+			return repErr
 		},
 	}
 	cmd.Flags().StringVar(&a.as, "as", "", "who is running it (default $REFILL_USER)")
@@ -100,27 +86,35 @@ func (a *app) reportCmd() *cobra.Command {
 				return err
 			}
 			defer e.Close()
-			p, err := e.st.Plan(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			rep, err := control.BuildReport(cmd.Context(), e.st, p, e.cfg.Run.Tolerance)
-			if err != nil {
-				return err
-			}
-			if a.json() {
-				if err := a.printJSON(rep); err != nil {
-					return err
-				}
-			} else {
-				fmt.Fprint(a.stdout, renderReport(rep))
-			}
-			if rep.Flagged > 0 {
-				return fmt.Errorf("%w: %d partition(s) differ from the plan's expectation by more than %.0f%%", refill.ErrVerification, rep.Flagged, 100*rep.Tolerance)
-			}
-			return nil
+			return a.printReport(cmd.Context(), e, args[0])
 		},
 	}
+}
+
+// printReport prints a plan's report and returns an error wrapping
+// refill.ErrVerification when partitions are flagged (exit 5), or the error
+// that kept it from being read.
+func (a *app) printReport(ctx context.Context, e *env, id string) error {
+	p, err := e.st.Plan(ctx, id)
+	if err != nil {
+		return err
+	}
+	rep, err := control.BuildReport(ctx, e.st, p, e.cfg.Run.Tolerance)
+	if err != nil {
+		return err
+	}
+	if a.json() {
+		if err := a.printJSON(rep); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprint(a.stdout, renderReport(rep))
+	}
+	if rep.Flagged > 0 {
+		return fmt.Errorf("%w: plan %s: %d partition(s) differ from the plan's expectation by more than %.0f%% (refill report %s)",
+			refill.ErrVerification, p.ID, rep.Flagged, 100*rep.Tolerance, p.ID)
+	}
+	return nil
 }
 
 func renderReport(rep control.Report) string {
