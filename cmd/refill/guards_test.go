@@ -77,6 +77,21 @@ func TestGuards(t *testing.T) {
 		t.Errorf("a proof rewrote the real export: %q -> %q", before, after)
 	}
 
+	// A run whose published rows stray from the plan's expectation exits 5,
+	// like its report.
+	wh, err := sql.Open("sqlite", "file:"+filepath.Join(d, "warehouse.db")+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wh.Close()
+	strays := id(step(t, d, 0, "", "plan", "sessions", "--from", "2026-10-25", "--to", "2026-10-27", "--reason", "late users", "--as", "alice", "-o", "json"))
+	if _, err := wh.Exec(`INSERT INTO events_raw (event_date, event_time, ingested_at, user_id, event_type, amount)
+		SELECT event_date, event_time, ingested_at, user_id + 100000, event_type, amount FROM events_raw WHERE event_date = '2026-10-26' LIMIT 40`); err != nil {
+		t.Fatal(err)
+	}
+	step(t, d, 5, "differ from the plan's expectation by more than 10%", "apply", strays, "--as", "alice")
+	step(t, d, 5, "! +", "report", strays)
+
 	// Nothing is recorded on top of a tampered audit log.
 	if _, err := state.Exec(`UPDATE audit_log SET actor = 'mallory' WHERE seq = 3`); err != nil {
 		t.Fatal(err)
