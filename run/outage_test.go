@@ -3,7 +3,6 @@ package run
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -125,10 +124,11 @@ func TestPostgresConnectionsKilledMidRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	schema := w.DSN[strings.Index(w.DSN, "search_path=")+len("search_path="):]
 	var killed atomic.Int64
 	go func() {
-		for i := 0; ctx.Err() == nil && i < 40; i++ {
+		// Kill until three connections died mid-statement, whenever the run
+		// gets going; then let it finish.
+		for ctx.Err() == nil && killed.Load() < 3 {
 			var n int64
 			// The warehouse's connections carry its schema in their search_path.
 			_ = admin.QueryRowContext(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
@@ -137,7 +137,6 @@ func TestPostgresConnectionsKilledMidRun(t *testing.T) {
 			time.Sleep(25 * time.Millisecond)
 		}
 	}()
-	_ = schema
 	if err := r.Apply(ctx, id, "alice"); err != nil {
 		t.Fatalf("apply while connections are killed: %v", err)
 	}
@@ -161,7 +160,7 @@ func TestPostgresConnectionsKilledMidRun(t *testing.T) {
 		}
 	}
 	t.Logf("%d partitions needed more than one attempt", retried)
-	if errors.Is(err, refill.ErrBlocked) {
-		t.Fatal("unexpected")
+	if retried == 0 {
+		t.Error("no partition was retried although connections were killed")
 	}
 }
