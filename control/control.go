@@ -257,6 +257,13 @@ func (c *Control) Approve(ctx context.Context, id, actor, note string) (*State, 
 	}
 	a := refill.Approval{PlanID: id, PlanHash: p.Hash, Actor: actor, Decision: refill.DecisionApprove, Note: note, At: c.now()}
 	err = c.Store.Update(ctx, func(tx *store.Tx) error {
+		held, err := tx.Holders(ctx, id)
+		if err != nil {
+			return err
+		}
+		if len(held) > 0 {
+			return refill.NotPermittedf("plan %s is locked: plan %s (%s) holds partitions of %s", id, held[0].PlanID, held[0].Status, held[0].Dataset)
+		}
 		if err := tx.SetStatus(ctx, id, refill.StatusPending, refill.StatusApproved); err != nil {
 			return err
 		}

@@ -129,7 +129,18 @@ type Holder struct {
 // Holders returns the live plans made before planID that share any dataset
 // partition with it: while one is live, planID may not be approved or run.
 func (s *Store) Holders(ctx context.Context, planID string) ([]Holder, error) {
-	rows, err := s.db.QueryContext(ctx, s.d.rebind(`
+	return holders(ctx, s.db, s.d, planID)
+}
+
+// Holders is Store.Holders inside the transaction: checked there, under the
+// lock every state change takes, two overlapping plans cannot both be
+// approved at the same instant.
+func (t *Tx) Holders(ctx context.Context, planID string) ([]Holder, error) {
+	return holders(ctx, t.tx, t.d, planID)
+}
+
+func holders(ctx context.Context, q querier, d dialect, planID string) ([]Holder, error) {
+	rows, err := q.QueryContext(ctx, d.rebind(`
 		SELECT o.id, o.status, theirs.dataset, count(*)
 		FROM plan_partitions mine
 		JOIN plan_partitions theirs ON theirs.dataset = mine.dataset AND theirs.partition = mine.partition AND theirs.plan_id <> mine.plan_id
