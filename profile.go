@@ -73,6 +73,12 @@ type WarehouseTx interface {
 	DeletePartition(ctx context.Context, t TableRef, partition string) (deleted int64, err error)
 	// Digest is Rehearser.Digest as seen inside the transaction.
 	Digest(ctx context.Context, t TableRef, partition string) (Digest, error)
+	// MarkPublished records in the warehouse, inside the publishing
+	// transaction, that a plan's partition is published; already is true
+	// (and nothing is written) when it was before. Because the mark commits
+	// with the partition, a run that dies between publishing and recording
+	// it in the state store does not publish the partition again.
+	MarkPublished(ctx context.Context, planID, dataset, partition string) (already bool, err error)
 	// Profile is Profiler.Profile as seen inside the transaction: how a
 	// run audits the rows it staged before they are published.
 	Profile(ctx context.Context, t TableRef, spec ProfileSpec, from, to string) (map[string]Profile, error)

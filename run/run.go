@@ -397,7 +397,19 @@ func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error 
 		// partition is rebuilt and checked inside it and only a commit makes
 		// it visible, so readers see the old partition or the new one,
 		// never half of either.
+		marked := false
 		err = tr.Transact(ctx, func(tx refill.WarehouseTx) error {
+			// The publish mark commits with the partition: if it is there,
+			// an earlier attempt published and died before the state store
+			// heard of it, and the partition must not be rebuilt.
+			already, err := tx.MarkPublished(ctx, a.PlanID, a.Dataset, a.Partition)
+			if err != nil {
+				return err
+			}
+			if already {
+				marked = true
+				return errMarked
+			}
 			before, err := tx.Digest(ctx, ref, a.Partition)
 			if err != nil {
 				return err
@@ -420,6 +432,9 @@ func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error 
 			rec.Before, rec.After = &before, &after
 			return nil
 		})
+		if marked {
+			err = r.adopt(ctx, ref, a.Partition, &rec)
+		}
 	case refill.JobCommand:
 		err = r.command(ctx, d, ref, a.Partition, &rec)
 	case refill.JobAirflow:
@@ -490,6 +505,27 @@ func (r *Runner) command(ctx context.Context, d *refill.Dataset, ref refill.Tabl
 		}
 		rec.After = &after
 	}
+	return nil
+}
+
+// errMarked rolls back a publish whose partition the warehouse already
+// marks published.
+var errMarked = errors.New("already published in the warehouse")
+
+// adopt records a partition an earlier attempt published but did not live
+// to record: its rows now are its rows after; what they were before is
+// unknown.
+func (r *Runner) adopt(ctx context.Context, ref refill.TableRef, partition string, rec *refill.Published) error {
+	rh, ok := r.Warehouse.(refill.Rehearser)
+	if !ok {
+		return fmt.Errorf("the %s warehouse cannot checksum", r.Warehouse.Driver())
+	}
+	after, err := rh.Digest(ctx, ref, partition)
+	if err != nil {
+		return err
+	}
+	rec.After = &after
+	rec.Output = "published by an earlier attempt that stopped before recording it; recorded now, not rebuilt"
 	return nil
 }
 

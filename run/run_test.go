@@ -258,3 +258,48 @@ func TestAuditOfStagedRows(t *testing.T) {
 		}
 	})
 }
+
+// TestPublishedButNotRecorded plays the crash between the publish commit
+// and its record in the state store, with a job that is not idempotent:
+// the resumed run must adopt the partition, not apply the job again.
+func TestPublishedButNotRecorded(t *testing.T) {
+	eachStore(t, func(t *testing.T, b *bundle) {
+		ctx := context.Background()
+		top := b.r.Config.Datasets["top"].Job
+		top.SQL = "INSERT INTO top SELECT day, sum(v) FROM mid WHERE day = :partition GROUP BY day"
+		b.w.Exec(t, "DELETE FROM top")
+		pl := b.plan(t)
+		// An earlier attempt published top 2026-11-02 and died.
+		b.w.Exec(t, "INSERT INTO mid SELECT day, v FROM src WHERE day = '2026-11-02'")
+		tr := b.r.Warehouse.(refill.Transactor)
+		err := tr.Transact(ctx, func(tx refill.WarehouseTx) error {
+			if _, err := tx.MarkPublished(ctx, pl.ID, "top", "2026-11-02"); err != nil {
+				return err
+			}
+			return tx.ExecSQL(ctx, top.SQL, "2026-11-02")
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.r.Apply(ctx, pl.ID, "alice"); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := b.w.DB.QueryRow("SELECT count(*) FROM top WHERE day = '2026-11-02'").Scan(&n); err != nil || n != 1 {
+			t.Errorf("top 2026-11-02 has %d rows (%v): the job ran again over its own publish", n, err)
+		}
+		pubs, _ := b.st.Published(ctx, pl.ID)
+		adopted := 0
+		for _, p := range pubs {
+			if p.Dataset == "top" && p.Partition == "2026-11-02" {
+				adopted++
+				if p.Before != nil || p.After == nil || p.After.Rows != 1 || !strings.Contains(p.Output, "recorded now, not rebuilt") {
+					t.Errorf("adopted record = %+v", p)
+				}
+			}
+		}
+		if adopted != 1 || len(pubs) != 6 {
+			t.Errorf("published %d (adopted %d), want 6 with 1 adopted", len(pubs), adopted)
+		}
+	})
+}

@@ -84,3 +84,18 @@ func (t *tx) RestorePartition(ctx context.Context, ref refill.TableRef, src, par
 	}
 	return tag.RowsAffected(), nil
 }
+
+// MarkPublished records a plan's partition published in refill_published,
+// a table refill keeps in the warehouse for exactly this.
+func (t *tx) MarkPublished(ctx context.Context, planID, dataset, partition string) (bool, error) {
+	if _, err := t.tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS refill_published (
+		plan_id text NOT NULL, dataset text NOT NULL, partition text NOT NULL, published_at timestamptz NOT NULL DEFAULT now(),
+		PRIMARY KEY (plan_id, dataset, partition))`); err != nil {
+		return false, fmt.Errorf("publish mark: %w", err)
+	}
+	tag, err := t.tx.Exec(ctx, `INSERT INTO refill_published (plan_id, dataset, partition) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, planID, dataset, partition)
+	if err != nil {
+		return false, fmt.Errorf("publish mark: %w", err)
+	}
+	return tag.RowsAffected() == 0, nil
+}

@@ -86,3 +86,19 @@ func (t *tx) RestorePartition(ctx context.Context, ref refill.TableRef, src, par
 	}
 	return res.RowsAffected()
 }
+
+// MarkPublished records a plan's partition published in refill_published,
+// a table refill keeps in the warehouse for exactly this.
+func (t *tx) MarkPublished(ctx context.Context, planID, dataset, partition string) (bool, error) {
+	if _, err := t.conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS refill_published (
+		plan_id TEXT NOT NULL, dataset TEXT NOT NULL, partition TEXT NOT NULL, published_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+		PRIMARY KEY (plan_id, dataset, partition))`); err != nil {
+		return false, fmt.Errorf("publish mark: %w", err)
+	}
+	res, err := t.conn.ExecContext(ctx, `INSERT INTO refill_published (plan_id, dataset, partition) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, planID, dataset, partition)
+	if err != nil {
+		return false, fmt.Errorf("publish mark: %w", err)
+	}
+	n, err := res.RowsAffected()
+	return n == 0, err
+}

@@ -47,6 +47,32 @@ func exerciseWrite(t *testing.T, setup func(t *testing.T) (*Harness, context.Con
 		}
 	})
 
+	t.Run("PublishMarkCommitsWithItsTransaction", func(t *testing.T) {
+		h, ctx := setup(t)
+		tr := h.Warehouse.(refill.Transactor)
+		mark := func(fail bool) (bool, error) {
+			var already bool
+			err := tr.Transact(ctx, func(tx refill.WarehouseTx) error {
+				var err error
+				already, err = tx.MarkPublished(ctx, "p1", "agg", "2026-11-01")
+				if err == nil && fail {
+					err = errors.New("rolled back")
+				}
+				return err
+			})
+			return already, err
+		}
+		if _, err := mark(true); err == nil {
+			t.Fatal("want the rollback's error")
+		}
+		if already, err := mark(false); err != nil || already {
+			t.Fatalf("after a rolled-back mark: already %v, %v; want a fresh mark", already, err)
+		}
+		if already, err := mark(false); err != nil || !already {
+			t.Errorf("a second mark: already %v, %v; want already", already, err)
+		}
+	})
+
 	t.Run("ProfileSeesStagedRows", func(t *testing.T) {
 		h, ctx := setup(t)
 		tr := h.Warehouse.(refill.Transactor)
