@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,8 +36,9 @@ const queryBatch = 100
 
 // Warehouse is a PostgreSQL database used as a warehouse.
 type Warehouse struct {
-	pool *pgxpool.Pool
-	db   *sql.DB
+	pool  *pgxpool.Pool
+	db    *sql.DB
+	marks atomic.Bool // refill_published is known to exist
 }
 
 var _ refill.Warehouse = (*Warehouse)(nil)

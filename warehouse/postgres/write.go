@@ -14,6 +14,9 @@ var _ refill.Transactor = (*Warehouse)(nil)
 // an error, a panic or a cancelled context it rolls back, so what fn wrote
 // appears all at once or not at all.
 func (w *Warehouse) Transact(ctx context.Context, fn func(tx refill.WarehouseTx) error) error {
+	if err := w.createMarks(ctx); err != nil {
+		return err
+	}
 	conn, err := w.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("transaction: %w", err)
@@ -88,14 +91,25 @@ func (t *tx) RestorePartition(ctx context.Context, ref refill.TableRef, src, par
 // MarkPublished records a plan's partition published in refill_published,
 // a table refill keeps in the warehouse for exactly this.
 func (t *tx) MarkPublished(ctx context.Context, planID, dataset, partition string) (bool, error) {
-	if _, err := t.tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS refill_published (
-		plan_id text NOT NULL, dataset text NOT NULL, partition text NOT NULL, published_at timestamptz NOT NULL DEFAULT now(),
-		PRIMARY KEY (plan_id, dataset, partition))`); err != nil {
-		return false, fmt.Errorf("publish mark: %w", err)
-	}
 	tag, err := t.tx.Exec(ctx, `INSERT INTO refill_published (plan_id, dataset, partition) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, planID, dataset, partition)
 	if err != nil {
 		return false, fmt.Errorf("publish mark: %w", err)
 	}
 	return tag.RowsAffected() == 0, nil
+}
+
+// createMarks makes sure refill_published exists, once per process and
+// outside any transaction (so that a rolled-back publish cannot take the
+// table with it).
+func (w *Warehouse) createMarks(ctx context.Context) error {
+	if w.marks.Load() {
+		return nil
+	}
+	if _, err := w.pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS refill_published (
+		plan_id text NOT NULL, dataset text NOT NULL, partition text NOT NULL, published_at timestamptz NOT NULL DEFAULT now(),
+		PRIMARY KEY (plan_id, dataset, partition))`); err != nil {
+		return fmt.Errorf("publish mark: %w", err)
+	}
+	w.marks.Store(true)
+	return nil
 }

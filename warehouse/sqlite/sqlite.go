@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	msqlite "modernc.org/sqlite"
@@ -29,7 +30,8 @@ const queryBatch = 100
 
 // Warehouse is a SQLite database file used as a warehouse.
 type Warehouse struct {
-	db *sql.DB
+	db    *sql.DB
+	marks atomic.Bool // refill_published is known to exist
 }
 
 var _ refill.Warehouse = (*Warehouse)(nil)

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 
 	"github.com/refill-dev/refill"
@@ -21,6 +22,9 @@ func (w *Warehouse) Transact(ctx context.Context, fn func(tx refill.WarehouseTx)
 		return fmt.Errorf("transaction: %w", err)
 	}
 	defer conn.Close()
+	if err := w.createMarks(ctx, conn); err != nil {
+		return err
+	}
 	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return fmt.Errorf("transaction: begin: %w", err)
 	}
@@ -90,15 +94,26 @@ func (t *tx) RestorePartition(ctx context.Context, ref refill.TableRef, src, par
 // MarkPublished records a plan's partition published in refill_published,
 // a table refill keeps in the warehouse for exactly this.
 func (t *tx) MarkPublished(ctx context.Context, planID, dataset, partition string) (bool, error) {
-	if _, err := t.conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS refill_published (
-		plan_id TEXT NOT NULL, dataset TEXT NOT NULL, partition TEXT NOT NULL, published_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
-		PRIMARY KEY (plan_id, dataset, partition))`); err != nil {
-		return false, fmt.Errorf("publish mark: %w", err)
-	}
 	res, err := t.conn.ExecContext(ctx, `INSERT INTO refill_published (plan_id, dataset, partition) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, planID, dataset, partition)
 	if err != nil {
 		return false, fmt.Errorf("publish mark: %w", err)
 	}
 	n, err := res.RowsAffected()
 	return n == 0, err
+}
+
+// createMarks makes sure refill_published exists, once per process and
+// outside any transaction (so that a rolled-back publish cannot take the
+// table with it).
+func (w *Warehouse) createMarks(ctx context.Context, conn *sql.Conn) error {
+	if w.marks.Load() {
+		return nil
+	}
+	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS refill_published (
+		plan_id TEXT NOT NULL, dataset TEXT NOT NULL, partition TEXT NOT NULL, published_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+		PRIMARY KEY (plan_id, dataset, partition))`); err != nil {
+		return fmt.Errorf("publish mark: %w", err)
+	}
+	w.marks.Store(true)
+	return nil
 }
