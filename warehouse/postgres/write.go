@@ -17,17 +17,10 @@ func (w *Warehouse) Transact(ctx context.Context, fn func(tx refill.WarehouseTx)
 	if err := w.createMarks(ctx); err != nil {
 		return err
 	}
-	conn, err := w.pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("transaction: %w", err)
-	}
-	c := conn.Hijack() // session state a job sets must not reach later work
-	defer func() {
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
-		defer cancel()
-		_ = c.Close(closeCtx)
-	}()
-	t, err := c.Begin(ctx)
+	// Unlike a rehearsal's, the connection goes back to the pool: a run
+	// publishes many partitions, and a new connection each time would
+	// dominate its cost.
+	t, err := w.pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("transaction: begin: %w", err)
 	}
