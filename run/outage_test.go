@@ -3,6 +3,7 @@ package run
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"github.com/refill-dev/refill/internal/whtest"
 	"github.com/refill-dev/refill/planner"
 	"github.com/refill-dev/refill/store"
+	"github.com/refill-dev/refill/warehouse"
 )
 
 // outage builds a runner over a warehouse of the given driver whose agg
@@ -117,6 +119,13 @@ func TestSQLiteWarehouseLockedStopsCleanlyAndResumes(t *testing.T) {
 // once.
 func TestPostgresConnectionsKilledMidRun(t *testing.T) {
 	r, w, st, id := outage(t, "postgres", 20, "2026-10-20")
+	app := fmt.Sprintf("refill_outage_%d", time.Now().UnixNano())
+	wh, err := warehouse.Open(context.Background(), w.DSN+"&application_name="+app, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wh.Close()
+	r.Warehouse, r.Gate.Warehouse, r.Control.Warehouse = wh, wh, wh
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	admin, err := sql.Open("pgx", strings.Split(w.DSN, "?")[0]+"?sslmode=disable")
@@ -130,9 +139,10 @@ func TestPostgresConnectionsKilledMidRun(t *testing.T) {
 		// gets going; then let it finish.
 		for ctx.Err() == nil && killed.Load() < 3 {
 			var n int64
-			// The warehouse's connections carry its schema in their search_path.
+			// Only this run's warehouse connections, named by their
+			// application_name: other tests share the server.
 			_ = admin.QueryRowContext(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-				WHERE pid <> pg_backend_pid() AND datname = current_database() AND query LIKE '%agg%' AND state <> 'idle'`).Scan(&n)
+				WHERE application_name = $1 AND state = 'active'`, app).Scan(&n)
 			killed.Add(n)
 			time.Sleep(25 * time.Millisecond)
 		}
