@@ -114,6 +114,16 @@ type Dataset struct {
 	Line int `json:"-"`
 }
 
+// Ref names the dataset's partitioned table for the warehouse. A dataset
+// built without a grain (the config loader always sets one) is day-grained.
+func (d *Dataset) Ref() TableRef {
+	g := d.Partition.Grain
+	if g == "" {
+		g = GrainDay
+	}
+	return TableRef{Table: d.Table, Column: d.Partition.Column, Grain: g}
+}
+
 // IsSource reports whether the dataset has no job.
 func (d *Dataset) IsSource() bool { return d.Job == nil }
 

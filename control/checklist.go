@@ -65,7 +65,7 @@ func (c *Control) Snapshot(ctx context.Context, id, actor string) (*State, []ref
 		for _, pp := range st.Partitions {
 			parts = append(parts, pp.Partition)
 		}
-		targets = append(targets, target{st.Dataset, ref(d), parts, false})
+		targets = append(targets, target{st.Dataset, d.Ref(), parts, false})
 	}
 	rng, err := refill.ParseRange(p.Request.From, p.Request.To, 0)
 	if err != nil {
@@ -76,7 +76,7 @@ func (c *Control) Snapshot(ctx context.Context, id, actor string) (*State, []ref
 		if d == nil || d.Table == "" {
 			continue
 		}
-		targets = append(targets, target{name, ref(d), rng.Partitions(ref(d).Grain), true})
+		targets = append(targets, target{name, d.Ref(), rng.Partitions(d.Ref().Grain), true})
 	}
 	err = tr.Transact(ctx, func(tx refill.WarehouseTx) error {
 		for _, t := range targets {
@@ -130,14 +130,6 @@ func (c *Control) Snapshot(ctx context.Context, id, actor string) (*State, []ref
 	return st, parts, err
 }
 
-func ref(d *refill.Dataset) refill.TableRef {
-	g := d.Partition.Grain
-	if g == "" {
-		g = refill.GrainDay
-	}
-	return refill.TableRef{Table: d.Table, Column: d.Partition.Column, Grain: g}
-}
-
 // Rollback restores every snapshotted partition the plan rewrote, in one
 // warehouse transaction, and proves it: each restored partition must have
 // the row count and checksum recorded at snapshot time, or nothing is
@@ -182,7 +174,7 @@ func (c *Control) Rollback(ctx context.Context, id, actor string) (*State, []ref
 			if d == nil {
 				return refill.BadInputf("dataset %s of plan %s is no longer in the config: cannot restore it", sp.Dataset, id)
 			}
-			r := ref(d)
+			r := d.Ref()
 			if _, err := tx.RestorePartition(ctx, r, sp.SnapshotTable, sp.Partition); err != nil {
 				return err
 			}

@@ -65,9 +65,13 @@ func (c *Control) Load(ctx context.Context, id string) (*State, error) {
 	}
 	// Only decisions the audit log records count: a row written into the
 	// approvals table behind refill's back approves nothing.
-	audited, err := c.Store.Audit(ctx, store.AuditFilter{PlanID: id})
-	if err != nil {
-		return nil, err
+	var audited []refill.Event
+	for _, kind := range []string{refill.EventApproval, refill.EventRejection} {
+		evs, err := c.Store.Audit(ctx, store.AuditFilter{PlanID: id, Kind: kind})
+		if err != nil {
+			return nil, err
+		}
+		audited = append(audited, evs...)
 	}
 	s.Approvals = keepAudited(s.Approvals, audited)
 	s.Unmet = c.unmet(s)

@@ -39,7 +39,7 @@ func (c *Control) History(ctx context.Context, dataset, partition string) ([]Tou
 	if !ok {
 		return nil, refill.NotFoundf("unknown dataset %q", dataset)
 	}
-	if _, err := refill.PartitionTime(partition, ref(d).Grain); err != nil {
+	if _, err := refill.PartitionTime(partition, d.Ref().Grain); err != nil {
 		return nil, err
 	}
 	ids, err := c.Store.Touching(ctx, dataset, partition)

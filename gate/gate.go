@@ -142,11 +142,8 @@ func (g *Gate) drift(ctx context.Context, d *refill.Dataset, cols []refill.Colum
 // range, and one grouped count of the history before it.
 func (g *Gate) partitions(ctx context.Context, prof refill.Profiler, d *refill.Dataset, r refill.Range) ([]refill.Finding, error) {
 	c := d.Checks
-	grain := d.Partition.Grain
-	if grain == "" {
-		grain = refill.GrainDay
-	}
-	ref := refill.TableRef{Table: d.Table, Column: d.Partition.Column, Grain: grain}
+	ref := d.Ref()
+	grain := ref.Grain
 	spec := RowSpec(c, g.now())
 	parts := r.Partitions(grain)
 	profiles, err := prof.Profile(ctx, ref, spec, parts[0], parts[len(parts)-1])

@@ -242,10 +242,8 @@ func (p *Planner) configName() string {
 // when it has one, else from history.
 func (p *Planner) step(ctx context.Context, n lineage.Node, rng refill.Range) (refill.Step, error) {
 	d := n.Dataset
-	grain := d.Partition.Grain
-	if grain == "" {
-		grain = refill.GrainDay
-	}
+	ref := d.Ref()
+	grain := ref.Grain
 	parts := rng.Partitions(grain)
 	step := refill.Step{
 		Dataset: d.Name, Order: n.Order, Kind: d.Job.Kind, Table: d.Table,
@@ -263,7 +261,6 @@ func (p *Planner) step(ctx context.Context, n lineage.Node, rng refill.Range) (r
 		depth = 7 * 24
 	}
 	wide := rng.Extend(grain, depth)
-	ref := refill.TableRef{Table: d.Table, Column: d.Partition.Column, Grain: grain}
 	counts, err := p.Warehouse.PartitionCounts(ctx, ref, wide.Partitions(grain)[0], parts[len(parts)-1])
 	if err != nil {
 		return step, fmt.Errorf("dataset %s: counting rows of %s: %w", d.Name, d.Table, err)

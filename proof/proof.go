@@ -67,17 +67,13 @@ func (p *Prover) Prove(ctx context.Context, dataset, partition, actor string) (*
 	if d.IsSource() {
 		return nil, refill.BadInputf("%s is a source: refill never rewrites it, so there is no job to prove", dataset)
 	}
-	grain := d.Partition.Grain
-	if grain == "" {
-		grain = refill.GrainDay
-	}
-	if _, err := refill.PartitionTime(partition, grain); err != nil {
+	ref := d.Ref()
+	if _, err := refill.PartitionTime(partition, ref.Grain); err != nil {
 		return nil, fmt.Errorf("dataset %s: %w", dataset, err)
 	}
 	if d.Table == "" {
 		return nil, refill.BadInputf("%s has no table: a proof compares the partition's rows, so give the dataset a table", dataset)
 	}
-	ref := refill.TableRef{Table: d.Table, Column: d.Partition.Column, Grain: grain}
 	pr := &refill.Proof{Dataset: dataset, Partition: partition, Kind: d.Job.Kind, Fingerprint: d.Job.Fingerprint(),
 		ProvenBy: actor, ProvenAt: p.now()}
 

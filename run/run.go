@@ -380,11 +380,7 @@ func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error 
 	if !ok || d.Job == nil {
 		return fmt.Errorf("dataset %s is no longer a job in the config", a.Dataset)
 	}
-	g := d.Partition.Grain
-	if g == "" {
-		g = refill.GrainDay
-	}
-	ref := refill.TableRef{Table: d.Table, Column: d.Partition.Column, Grain: g}
+	ref := d.Ref()
 	rec := refill.Published{PlanID: a.PlanID, Dataset: a.Dataset, Partition: a.Partition, Attempt: attempt}
 	start := time.Now()
 	switch d.Job.Kind {
@@ -433,12 +429,12 @@ func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error 
 			return nil
 		})
 		if marked {
-			err = r.adopt(ctx, ref, a.Partition, &rec)
+			err = r.adopt(ctx, d, a.Partition, &rec)
 		}
 	case refill.JobCommand:
-		err = r.command(ctx, d, ref, a.Partition, &rec)
+		err = r.command(ctx, d, a.Partition, &rec)
 	case refill.JobAirflow:
-		err = r.airflow(ctx, d, ref, a, &rec)
+		err = r.airflow(ctx, d, a, &rec)
 	default:
 		err = fmt.Errorf("%s jobs cannot run in this version", d.Job.Kind)
 	}
@@ -478,34 +474,45 @@ func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error 
 	return nil
 }
 
-// command runs a command job against the warehouse, with digests of its
-// table before and after when it has one.
-func (r *Runner) command(ctx context.Context, d *refill.Dataset, ref refill.TableRef, partition string, rec *refill.Published) error {
-	rh, _ := r.Warehouse.(refill.Rehearser)
-	if d.Table != "" && rh != nil {
-		before, err := rh.Digest(ctx, ref, partition)
-		if err != nil {
-			return err
-		}
-		rec.Before = &before
+// digest is a partition's digest outside any transaction; nil when the
+// dataset has no table refill can read.
+func (r *Runner) digest(ctx context.Context, d *refill.Dataset, partition string) (*refill.Digest, error) {
+	rh, ok := r.Warehouse.(refill.Rehearser)
+	if d.Table == "" || !ok {
+		return nil, nil
 	}
+	dg, err := rh.Digest(ctx, d.Ref(), partition)
+	if err != nil {
+		return nil, err
+	}
+	return &dg, nil
+}
+
+// outside runs a job that writes outside refill's transactions (a command,
+// a DAG run), with the partition's digests before and after it and its
+// output kept with the record.
+func (r *Runner) outside(ctx context.Context, d *refill.Dataset, partition string, rec *refill.Published, job func() (string, error)) error {
+	var err error
+	if rec.Before, err = r.digest(ctx, d, partition); err != nil {
+		return err
+	}
+	if rec.Output, err = job(); err != nil {
+		return err
+	}
+	rec.After, err = r.digest(ctx, d, partition)
+	return err
+}
+
+// command runs a command job against the warehouse.
+func (r *Runner) command(ctx context.Context, d *refill.Dataset, partition string, rec *refill.Published) error {
 	dsn := r.Config.Warehouse
 	if path := warehouse.SQLitePath(dsn, r.Config.Dir); path != "" {
 		dsn = "sqlite:" + path
 	}
-	res, err := jobs.Command{Dir: r.Config.Dir, Warehouse: dsn}.Run(ctx, d, partition)
-	rec.Output = res.Output
-	if err != nil {
-		return err
-	}
-	if d.Table != "" && rh != nil {
-		after, err := rh.Digest(ctx, ref, partition)
-		if err != nil {
-			return err
-		}
-		rec.After = &after
-	}
-	return nil
+	return r.outside(ctx, d, partition, rec, func() (string, error) {
+		res, err := jobs.Command{Dir: r.Config.Dir, Warehouse: dsn}.Run(ctx, d, partition)
+		return res.Output, err
+	})
 }
 
 // errMarked rolls back a publish whose partition the warehouse already
@@ -515,16 +522,11 @@ var errMarked = errors.New("already published in the warehouse")
 // adopt records a partition an earlier attempt published but did not live
 // to record: its rows now are its rows after; what they were before is
 // unknown.
-func (r *Runner) adopt(ctx context.Context, ref refill.TableRef, partition string, rec *refill.Published) error {
-	rh, ok := r.Warehouse.(refill.Rehearser)
-	if !ok {
-		return fmt.Errorf("the %s warehouse cannot checksum", r.Warehouse.Driver())
-	}
-	after, err := rh.Digest(ctx, ref, partition)
-	if err != nil {
+func (r *Runner) adopt(ctx context.Context, d *refill.Dataset, partition string, rec *refill.Published) error {
+	var err error
+	if rec.After, err = r.digest(ctx, d, partition); err != nil {
 		return err
 	}
-	rec.After = &after
 	rec.Output = "published by an earlier attempt that stopped before recording it; recorded now, not rebuilt"
 	return nil
 }
@@ -564,41 +566,25 @@ var airflowClient = &airflow.Client{}
 // airflow triggers the partition's DAG run — with a run id fixed by plan,
 // dataset and partition, so a retry after a crash finds the run it started
 // instead of starting a second — and waits for it to end.
-func (r *Runner) airflow(ctx context.Context, d *refill.Dataset, ref refill.TableRef, a PartitionArgs, rec *refill.Published) error {
-	start, err := refill.PartitionTime(a.Partition, ref.Grain)
+func (r *Runner) airflow(ctx context.Context, d *refill.Dataset, a PartitionArgs, rec *refill.Published) error {
+	g := d.Ref().Grain
+	start, err := refill.PartitionTime(a.Partition, g)
 	if err != nil {
 		return err
 	}
 	end := start.AddDate(0, 0, 1)
-	if ref.Grain == refill.GrainHour {
+	if g == refill.GrainHour {
 		end = start.Add(time.Hour)
-	}
-	rh, _ := r.Warehouse.(refill.Rehearser)
-	if d.Table != "" && rh != nil {
-		before, err := rh.Digest(ctx, ref, a.Partition)
-		if err != nil {
-			return err
-		}
-		rec.Before = &before
 	}
 	runID := "refill__" + a.PlanID + "__" + a.Dataset + "__" + a.Partition
 	client := airflowClient
 	if d.Job.Airflow.Poll > 0 {
 		client = &airflow.Client{PollInterval: time.Duration(d.Job.Airflow.Poll)}
 	}
-	res, err := client.Run(ctx, d.Job.Airflow, runID, start.Format(time.RFC3339), end.Format(time.RFC3339))
-	rec.Output = fmt.Sprintf("dag %s run %s: %s after %d polls (created: %v)", d.Job.Airflow.DagID, res.DagRunID, res.State, res.Polls, res.Created)
-	if err != nil {
-		return err
-	}
-	if d.Table != "" && rh != nil {
-		after, err := rh.Digest(ctx, ref, a.Partition)
-		if err != nil {
-			return err
-		}
-		rec.After = &after
-	}
-	return nil
+	return r.outside(ctx, d, a.Partition, rec, func() (string, error) {
+		res, err := client.Run(ctx, d.Job.Airflow, runID, start.Format(time.RFC3339), end.Format(time.RFC3339))
+		return fmt.Sprintf("dag %s run %s: %s after %d polls (created: %v)", d.Job.Airflow.DagID, res.DagRunID, res.State, res.Polls, res.Created), err
+	})
 }
 
 func rowsOf(d *refill.Digest) string {
