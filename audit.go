@@ -1,9 +1,11 @@
 package refill
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -29,12 +31,26 @@ const (
 // GenesisHash is the previous hash of the first entry of the audit log.
 const GenesisHash = "sha256:0000000000000000000000000000000000000000000000000000000000000000"
 
+// Prefixes of an entry's hash. A plain hash shows the chain is whole but can
+// be recomputed by anyone who can write the state store; a keyed one needs
+// the audit key, which lives outside it (audit.key_env).
+const (
+	HashPlain = "sha256:"
+	HashKeyed = "hmac-sha256:"
+)
+
 // Event is one entry of the append-only audit log. Each entry carries the
 // hash of the one before it, so altering, removing or reordering any entry
 // breaks the chain from there on.
 type Event struct {
-	Seq       int64     `json:"seq"`
-	At        time.Time `json:"at"`
+	Seq int64 `json:"seq"`
+	// At is when the entry was written, by the real clock: the store sets
+	// it, whatever the caller passed.
+	At time.Time `json:"at"`
+	// AsOf is the caller's clock when it was not the real one (REFILL_NOW
+	// moves the planning clock for demos and tests), so an entry shows
+	// both what happened when and what time refill was told it was.
+	AsOf      time.Time `json:"as_of,omitzero"`
 	Actor     string    `json:"actor"`
 	Kind      string    `json:"event"`
 	PlanID    string    `json:"plan_id,omitempty"`
@@ -47,13 +63,37 @@ type Event struct {
 	Hash     string          `json:"hash"`
 }
 
-// ComputeHash returns the hash of the entry's content and its predecessor's
-// hash. Times are hashed as UTC RFC 3339 with nanoseconds, the form they are
-// stored in.
+// ComputeHash returns the plain hash of the entry's content and its
+// predecessor's hash. Times are hashed as UTC RFC 3339 with nanoseconds, the
+// form they are stored in.
 func (e *Event) ComputeHash() string {
+	sum := sha256.Sum256(e.canonical())
+	return HashPlain + hex.EncodeToString(sum[:])
+}
+
+// ComputeKeyedHash returns the HMAC-SHA256 under key of the same encoding
+// ComputeHash hashes. Someone who can write the state store but does not
+// hold the key can alter an entry, but cannot give it a hash that verifies.
+func (e *Event) ComputeKeyedHash(key []byte) string {
+	m := hmac.New(sha256.New, key)
+	m.Write(e.canonical())
+	return HashKeyed + hex.EncodeToString(m.Sum(nil))
+}
+
+// Keyed reports whether the entry's stored hash is a keyed one.
+func (e *Event) Keyed() bool { return strings.HasPrefix(e.Hash, HashKeyed) }
+
+// canonical is the encoding an entry's hash covers. AsOf is left out when it
+// is not set, so entries written before it existed hash as they always did.
+func (e *Event) canonical() []byte {
+	asOf := ""
+	if !e.AsOf.IsZero() {
+		asOf = e.AsOf.UTC().Format(time.RFC3339Nano)
+	}
 	b, _ := json.Marshal(struct {
 		Seq       int64  `json:"seq"`
 		At        string `json:"at"`
+		AsOf      string `json:"as_of,omitempty"`
 		Actor     string `json:"actor"`
 		Kind      string `json:"event"`
 		PlanID    string `json:"plan_id"`
@@ -61,9 +101,8 @@ func (e *Event) ComputeHash() string {
 		Partition string `json:"partition"`
 		Detail    string `json:"detail"`
 		PrevHash  string `json:"prev_hash"`
-	}{e.Seq, e.At.UTC().Format(time.RFC3339Nano), e.Actor, e.Kind, e.PlanID, e.Dataset, e.Partition, string(e.Detail), e.PrevHash})
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	}{e.Seq, e.At.UTC().Format(time.RFC3339Nano), asOf, e.Actor, e.Kind, e.PlanID, e.Dataset, e.Partition, string(e.Detail), e.PrevHash})
+	return b
 }
 
 // Detail encodes v as an event's detail; v must be plain data.

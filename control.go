@@ -71,3 +71,7 @@ func (s Status) Live() bool {
 	}
 	return false
 }
+
+// EventSchemaAccepted records a source schema accepted as the new drift
+// baseline, by a person with a reason.
+const EventSchemaAccepted = "schema_accepted"

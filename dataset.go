@@ -25,6 +25,18 @@ type Config struct {
 	Datasets       map[string]*Dataset `json:"datasets"`
 	// MaxRangeDays bounds any request's range (default 3,660 days).
 	MaxRangeDays int `json:"max_range_days"`
+	// Audit says where the audit chain's key lives.
+	Audit AuditConfig `json:"audit"`
+}
+
+// DefaultAuditKeyEnv names the environment variable holding the audit
+// chain's key when the config does not say.
+const DefaultAuditKeyEnv = "REFILL_AUDIT_KEY"
+
+// AuditConfig names the environment variable that holds the key of the
+// audit chain. The key itself never lives in the file or the state store.
+type AuditConfig struct {
+	KeyEnv string `json:"key_env"`
 }
 
 // DatasetNames returns the configured dataset names, sorted.
@@ -150,6 +162,21 @@ type Duration time.Duration
 // MarshalJSON encodes the duration as text such as "2h0m0s".
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
 
+// UnmarshalJSON reads the text MarshalJSON writes (a sealed plan carries
+// its jobs' timeouts).
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
 // JobKind names how a dataset's partition is rebuilt.
 type JobKind string
 
@@ -170,6 +197,10 @@ type Job struct {
 	Env     []string    `json:"env,omitempty"`
 	Timeout Duration    `json:"timeout,omitempty"`
 	Airflow *AirflowJob `json:"airflow,omitempty"`
+	// SideEffects declares that the job writes outside the warehouse (an
+	// export, an upload): it is never proven by running it three times, and
+	// never auto.
+	SideEffects bool `json:"side_effects,omitempty"`
 }
 
 // AirflowJob triggers a DAG run and waits for its state.

@@ -44,8 +44,13 @@ func ParsePoint(s string) (t time.Time, hourly bool, err error) {
 	return t, hourly, nil
 }
 
+// NoRangeLimit asks ParseRange for no limit on the range's length.
+const NoRangeLimit = -1
+
 // ParseRange parses --from and --to. Both ends count; from must not be after
-// to, and the range may span at most maxDays days.
+// to, and the range may span at most maxDays days (0: the default limit;
+// NoRangeLimit: none, for a stored plan's range, which was bounded by the
+// config in force when it was planned).
 func ParseRange(from, to string, maxDays int) (Range, error) {
 	if from == "" || to == "" {
 		return Range{}, BadInputf("both --from and --to are required (YYYY-MM-DD)")
@@ -65,10 +70,10 @@ func ParseRange(from, to string, maxDays int) (Range, error) {
 		return Range{}, BadInputf("--from %s is after --to %s", from, to)
 	}
 	r := Range{From: f, To: t, Hourly: fh}
-	if maxDays <= 0 {
+	if maxDays == 0 {
 		maxDays = DefaultMaxRangeDays
 	}
-	if d := r.Days(); d > maxDays {
+	if d := r.Days(); maxDays > 0 && d > maxDays {
 		return Range{}, BadInputf("range %s..%s is %d days, over the maximum of %d (max_range_days)", from, to, d, maxDays)
 	}
 	return r, nil

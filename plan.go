@@ -90,7 +90,56 @@ type Step struct {
 	Upstream    []string        `json:"upstream,omitempty"`
 	Fingerprint string          `json:"fingerprint"`
 	Partitions  []PartitionPlan `json:"partitions"`
+
+	// What the plan sealed of the dataset: everything that decides what
+	// the step writes. Apply, workers, snapshot, rollback and report use
+	// these, never the config of the moment. Plans made before sealing
+	// (SealVersion 0) lack them and are stale.
+	Ref    *TableRef `json:"ref,omitempty"`
+	Job    *Job      `json:"job,omitempty"`
+	Checks *Checks   `json:"checks,omitempty"`
 }
+
+// SealedDataset is the dataset as the plan sealed it, or nil for a plan
+// made before sealing.
+func (s *Step) SealedDataset() *Dataset {
+	if s.Ref == nil || s.Job == nil {
+		return nil
+	}
+	return &Dataset{Name: s.Dataset, Table: s.Ref.Table, Partition: PartitionSpec{Column: s.Ref.Column, Grain: s.Ref.Grain},
+		Upstream: s.Upstream, Tags: s.Tags, Checks: s.Checks, Job: s.Job}
+}
+
+// SourceSeal is a source (or an input the plan does not rebuild) as the
+// plan's gate judged it: its table, its checks, and the columns it had.
+// The apply-time re-check judges against these.
+type SourceSeal struct {
+	Dataset string    `json:"dataset"`
+	Ref     *TableRef `json:"ref,omitempty"`
+	Checks  *Checks   `json:"checks,omitempty"`
+	Columns []Column  `json:"columns,omitempty"`
+}
+
+// SealedDataset is the source as the plan sealed it.
+func (s *SourceSeal) SealedDataset() *Dataset {
+	d := &Dataset{Name: s.Dataset, Checks: s.Checks}
+	if s.Ref != nil {
+		d.Table, d.Partition = s.Ref.Table, PartitionSpec{Column: s.Ref.Column, Grain: s.Ref.Grain}
+	}
+	return d
+}
+
+// RunSeal is what the plan sealed of the run settings that judge its
+// outcome.
+type RunSeal struct {
+	// Tolerance is run.tolerance when the plan was made: the report judges
+	// by it.
+	Tolerance float64 `json:"tolerance"`
+}
+
+// SealVersion is the version of what a plan seals; plans made before
+// sealing carry 0.
+const SealVersion = 1
 
 // Finding is one result of the source gate for a dataset, partition and
 // check. Warnings (such as too little history) are shown but do not block.
@@ -127,6 +176,10 @@ type Plan struct {
 	Gate      Gate      `json:"gate"`
 	Policy    Policy    `json:"policy"`
 	CreatedAt time.Time `json:"created_at"`
+	// Seal is SealVersion for plans that seal what they run.
+	Seal        int          `json:"seal,omitempty"`
+	SourceSeals []SourceSeal `json:"source_seals,omitempty"`
+	Run         *RunSeal     `json:"run,omitempty"`
 }
 
 // hashed is everything a plan decided from. Identity (ID), time and status
@@ -139,13 +192,18 @@ type hashed struct {
 	Sources []string `json:"sources"`
 	Gate    Gate     `json:"gate"`
 	Policy  Policy   `json:"policy"`
+	// Sealed parts, omitted when empty so plans made before sealing keep
+	// their hashes.
+	Seal        int          `json:"seal,omitempty"`
+	SourceSeals []SourceSeal `json:"source_seals,omitempty"`
+	Run         *RunSeal     `json:"run,omitempty"`
 }
 
 // ComputeHash returns the SHA-256 of the canonical encoding of everything
 // the plan decided from. encoding/json writes struct fields in declaration
 // order and map keys sorted, so the encoding is canonical for these types.
 func (p *Plan) ComputeHash() string {
-	b, err := json.Marshal(hashed{p.Request, p.Tier, p.Reasons, p.Steps, p.Sources, p.Gate, p.Policy})
+	b, err := json.Marshal(hashed{p.Request, p.Tier, p.Reasons, p.Steps, p.Sources, p.Gate, p.Policy, p.Seal, p.SourceSeals, p.Run})
 	if err != nil {
 		panic("refill: plan is not encodable: " + err.Error()) // only plain data types
 	}

@@ -2,6 +2,7 @@ package refill
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -86,6 +87,58 @@ type WarehouseTx interface {
 	// partitions [from, to]: a snapshot before a manual run.
 	CopyPartitions(ctx context.Context, t TableRef, dst, from, to string) error
 	// RestorePartition replaces one partition of t with that partition's
-	// rows in table src (a snapshot made by CopyPartitions).
+	// rows in table src (a snapshot made by CopyPartitions), matching
+	// columns by name, never by position.
 	RestorePartition(ctx context.Context, t TableRef, src, partition string) (restored int64, err error)
+	// DropTable drops table name if it exists: a snapshot left behind by
+	// a snapshot that failed half-way, or one whose plan is done with it.
+	DropTable(ctx context.Context, name string) error
+	// Spoil makes one partition of t deliberately stale, so that a proof
+	// can show a job does not depend on what was there before: it changes
+	// the values of one row, deletes another, and adds an extra changed
+	// copy of a row (each skipped when the partition is too small or a
+	// constraint refuses it). It returns what it did, in words, and
+	// changed=false when it could change nothing (an empty partition).
+	Spoil(ctx context.Context, t TableRef, partition string) (what string, changed bool, err error)
+	// Anchor records the audit log's head in the warehouse, inside the
+	// publishing transaction, so that a log rewritten or truncated in the
+	// state store no longer matches what the warehouse holds.
+	Anchor(ctx context.Context, a AuditAnchor) error
+}
+
+// AuditAnchor is the audit log's head as written into the warehouse at a
+// publish: the log must still hold entry Seq with hash Hash.
+type AuditAnchor struct {
+	// Store is the state store whose log this is (one warehouse may serve
+	// several).
+	Store string `json:"store,omitempty"`
+	Seq   int64  `json:"seq"`
+	Hash  string `json:"hash"`
+}
+
+// Anchorer reads back the audit anchors a warehouse holds.
+type Anchorer interface {
+	// LatestAnchor returns store's anchor with the highest Seq, ok=false
+	// when the warehouse holds none for it.
+	LatestAnchor(ctx context.Context, store string) (a AuditAnchor, ok bool, err error)
+}
+
+// OutsidePartitionError is a job that produced a row outside the partition
+// it was asked to build: refill owns the write and never lets one
+// partition's job touch another's rows.
+type OutsidePartitionError struct {
+	Table     string
+	Partition string
+	// Value is the partition column's value of one offending row.
+	Value string
+	// Rows counts the offending rows, when known (0 if not).
+	Rows int64
+}
+
+func (e *OutsidePartitionError) Error() string {
+	n := ""
+	if e.Rows > 0 {
+		n = fmt.Sprintf("%d row(s), for example ", e.Rows)
+	}
+	return fmt.Sprintf("the job for partition %s of %s returned rows outside that partition: %s%s; a job may only produce rows of the partition it builds (filter on :partition)", e.Partition, e.Table, n, e.Value)
 }

@@ -29,7 +29,17 @@ type Proof struct {
 	Warehouse string    `json:"warehouse"`
 	ProvenAt  time.Time `json:"proven_at"`
 	ProvenBy  string    `json:"proven_by"`
+	// Method is ProofMethod for proofs that also build over a deliberately
+	// stale partition; proofs recorded before that (0) no longer count as
+	// current evidence.
+	Method int `json:"method,omitempty"`
+	// Spoiled says what the stale build's partition was made to hold.
+	Spoiled string `json:"spoiled,omitempty"`
 }
+
+// ProofMethod is the current way of proving: four builds, one of them over
+// a deliberately stale partition.
+const ProofMethod = 2
 
 // Flag marks a partition the gate found bad, so later volume checks leave it
 // out of their history.

@@ -1,6 +1,9 @@
 package refill
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // PlanFilter selects stored plans.
 type PlanFilter struct {
@@ -30,6 +33,24 @@ type SchemaSnapshot struct {
 	Dataset string   `json:"dataset"`
 	PlanID  string   `json:"plan_id"`
 	Columns []Column `json:"columns"`
+	// AcceptedBy is who made this schema the drift baseline (a person with
+	// `refill schema accept`, or the actor of an applied plan); empty for a
+	// schema a plan merely saw.
+	AcceptedBy string `json:"accepted_by,omitempty"`
+	Reason     string `json:"reason,omitempty"`
+}
+
+// Origin says where a baseline schema came from, for findings.
+func (s SchemaSnapshot) Origin() string {
+	switch {
+	case s.AcceptedBy != "" && s.PlanID != "":
+		return fmt.Sprintf("the schema accepted by %s when plan %s was applied", s.AcceptedBy, s.PlanID)
+	case s.AcceptedBy != "":
+		return fmt.Sprintf("the schema accepted by %s (%s)", s.AcceptedBy, s.Reason)
+	case s.PlanID == "(this plan)":
+		return "the schema this plan saw when it was made"
+	}
+	return fmt.Sprintf("the schema first recorded (plan %s)", s.PlanID)
 }
 
 // PlanRecord is a new plan and what its gate saw.
@@ -58,9 +79,9 @@ type Store interface {
 	RecordPlan(ctx context.Context, rec PlanRecord) (superseded []string, err error)
 	// SaveSchemas records sources' columns as seen by a plan.
 	SaveSchemas(ctx context.Context, snaps []SchemaSnapshot) error
-	// LatestSchema returns the most recently recorded columns of a dataset,
-	// or ok=false if none were recorded.
-	LatestSchema(ctx context.Context, dataset string) (snap SchemaSnapshot, ok bool, err error)
+	// SchemaBaseline returns the schema drift is judged against: the one
+	// accepted last, or else the first recorded; ok=false if none was.
+	SchemaBaseline(ctx context.Context, dataset string) (snap SchemaSnapshot, ok bool, err error)
 	// SaveProof records a proof's evidence.
 	SaveProof(ctx context.Context, p *Proof) error
 	// Proofs returns a dataset's recorded proofs, newest first.

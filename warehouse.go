@@ -19,9 +19,10 @@ type Column struct {
 // TableRef names a partitioned table: which column holds the partition key
 // and at what grain.
 type TableRef struct {
-	Table  string
-	Column string
-	Grain  Grain
+	// Table may be schema-qualified ("analytics.events").
+	Table  string `json:"table"`
+	Column string `json:"column"`
+	Grain  Grain  `json:"grain"`
 }
 
 // Warehouse is where datasets live. Drivers keep the heavy work in the

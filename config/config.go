@@ -141,6 +141,11 @@ type rawConfig struct {
 	Users          map[string]*rawUser    `yaml:"users"`
 	Datasets       map[string]*rawDataset `yaml:"datasets"`
 	MaxRangeDays   *int                   `yaml:"max_range_days"`
+	Audit          *rawAudit              `yaml:"audit"`
+}
+
+type rawAudit struct {
+	KeyEnv string `yaml:"key_env"`
 }
 
 // rawDatasetsFrom is accepted so the key is recognised by name, but a dbt
@@ -248,6 +253,9 @@ type rawJob struct {
 	Command *[]string   `yaml:"command"`
 	Env     any         `yaml:"env"`
 	Timeout string      `yaml:"timeout"`
+	// SideEffects declares writes outside the warehouse (an export, an
+	// upload): such a job is never proven by running it and never auto.
+	SideEffects *bool `yaml:"side_effects"`
 	Airflow *rawAirflow `yaml:"airflow"`
 }
 

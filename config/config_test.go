@@ -135,11 +135,13 @@ func TestLoadExample(t *testing.T) {
 				Partition: refill.PartitionSpec{Grain: refill.GrainDay},
 				Upstream:  []string{"events_daily"},
 				Tags:      []string{"external"},
-				Job:       &refill.Job{Kind: refill.JobCommand, Command: []string{"./export.sh", "{{partition}}"}},
-				Line:      57,
+				Job: &refill.Job{Kind: refill.JobCommand, Command: []string{"./export.sh", "{{partition}}"},
+					Env: []string{"PARTNER_SFTP_KEY", "EXPORT_MODE=full"}, SideEffects: true},
+				Line: 57,
 			},
 		},
 		MaxRangeDays: refill.DefaultMaxRangeDays,
+		Audit:        refill.AuditConfig{KeyEnv: "REFILL_AUDIT_KEY"},
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		got, _ := json.MarshalIndent(cfg, "", "  ")
@@ -372,7 +374,7 @@ func TestParseErrors(t *testing.T) {
 		{"command empty", head + "datasets:\n  e:\n    job: {command: []} # <-\n", "datasets.e.job.command", "non-empty argv"},
 		{"command not a list", head + "datasets:\n  e:\n    job: {command: ./export.sh} # <-\n", "datasets.e.job.command", "want a list"},
 		{"env on query", head + "datasets:\n  e:\n    table: e\n    partition: {column: day}\n    job:\n      query: 'SELECT :partition'\n      env: {A: b} # <-\n", "datasets.e.job.env", "only to command jobs"},
-		{"env bad entry", head + "datasets:\n  e:\n    job:\n      command: [./x]\n      env: [A=1, B] # <-\n", "datasets.e.job.env[1]", "want NAME=value"},
+		{"env bad entry", head + "datasets:\n  e:\n    job:\n      command: [./x]\n      env: [A=1, 1B] # <-\n", "datasets.e.job.env[1]", "want NAME (passed through from refill's environment) or NAME=value"},
 		{"timeout", head + "datasets:\n  e:\n    job:\n      command: [./x]\n      timeout: 10 # <-\n", "datasets.e.job.timeout", `"10" is not a duration`},
 		{"timeout negative", head + "datasets:\n  e:\n    job:\n      command: [./x]\n      timeout: -1m # <-\n", "datasets.e.job.timeout", "must not be negative"},
 		{"airflow url missing", head + "datasets:\n  e:\n    job:\n      airflow: {dag_id: d} # <-\n", "datasets.e.job.airflow.url", "required"},

@@ -100,6 +100,11 @@ func (c *converter) config(raw *rawConfig) *refill.Config {
 		cfg.MaxRangeDays = *raw.MaxRangeDays
 	}
 
+	cfg.Audit = refill.AuditConfig{KeyEnv: refill.DefaultAuditKeyEnv}
+	if raw.Audit != nil && raw.Audit.KeyEnv != "" {
+		c.env("audit.key_env", raw.Audit.KeyEnv)
+		cfg.Audit.KeyEnv = raw.Audit.KeyEnv
+	}
 	cfg.Run = c.run(raw.Run)
 	cfg.Notify = c.notify(raw.Notify)
 	cfg.Policy = c.policy(raw.Policy)
@@ -522,6 +527,12 @@ func (c *converter) job(path string, raw *rawJob) *refill.Job {
 	if raw.Env != nil && j.Kind != refill.JobCommand {
 		c.errorf(child(path, "env"), "env applies only to command jobs")
 	}
+	if raw.SideEffects != nil {
+		if *raw.SideEffects && (j.Kind == refill.JobQuery || j.Kind == refill.JobSQL) {
+			c.errorf(child(path, "side_effects"), "a %s job writes only inside the warehouse transaction refill owns; side_effects applies to command and airflow jobs", j.Kind)
+		}
+		j.SideEffects = *raw.SideEffects
+	}
 	switch j.Kind {
 	case refill.JobQuery:
 		j.Query = *raw.Query
@@ -551,9 +562,11 @@ func (c *converter) partitionParam(path, text, why string) {
 }
 
 // jobEnv accepts a command's extra environment either as a mapping
-// {NAME: value}, the natural YAML, or as a list of NAME=value strings, the
-// form exec.Cmd takes. Both become NAME=value strings, the mapping sorted so
-// the job fingerprint does not depend on map order.
+// {NAME: value}, the natural YAML, or as a list whose entries are NAME=value
+// (a fixed value) or a bare NAME (passed through from refill's own
+// environment when the job runs: DESIGN.md §5). Command jobs see nothing
+// else of refill's environment but PATH, HOME and REFILL_*. The mapping is
+// sorted so the job fingerprint does not depend on map order.
 func (c *converter) jobEnv(path string, raw any) []string {
 	var env []string
 	switch v := raw.(type) {
@@ -576,9 +589,9 @@ func (c *converter) jobEnv(path string, raw any) []string {
 	case []any:
 		for i, e := range v {
 			s, ok := e.(string)
-			name, _, hasEq := strings.Cut(s, "=")
-			if !ok || !hasEq || !envName.MatchString(name) {
-				c.errorf(elem(path, i), "want NAME=value")
+			name, _, _ := strings.Cut(s, "=")
+			if !ok || !envName.MatchString(name) {
+				c.errorf(elem(path, i), "want NAME (passed through from refill's environment) or NAME=value")
 				continue
 			}
 			env = append(env, s)

@@ -2,25 +2,76 @@ package control
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/internal/failpoint"
 	"github.com/refill-dev/refill/store"
 )
 
-// snapshotTable names the warehouse table holding a plan's copy of table:
-// refill_snap_<plan>_<table>, within PostgreSQL's 63-character limit.
+// snapshotTable names the warehouse table holding plan planID's copy of
+// table: refill_snap_<plan>_<table>_<hash>, in table's own schema. The
+// hash of the full, schema-qualified name keeps two tables of one name in
+// different schemas apart, and keeps the name unique when it is cut to
+// PostgreSQL's 63 characters.
 func snapshotTable(planID, table string) string {
+	schema, name := "", table
 	if i := strings.LastIndexByte(table, '.'); i >= 0 {
-		table = table[i+1:]
+		schema, name = table[:i+1], table[i+1:]
 	}
-	name := "refill_snap_" + planID + "_" + table
-	if len(name) > 63 {
-		name = name[:63]
+	sum := sha256.Sum256([]byte(table))
+	tag := hex.EncodeToString(sum[:4])
+	prefix := "refill_snap_" + planID + "_"
+	if room := 63 - len(prefix) - 1 - len(tag); len(name) > room {
+		name = name[:max(room, 0)]
 	}
-	return name
+	return schema + prefix + name + "_" + tag
+}
+
+// Pending operations.
+const (
+	opSnapshot = "snapshot"
+	opRollback = "rollback"
+)
+
+// snapTarget is one table a snapshot copies.
+type snapTarget struct {
+	dataset string
+	ref     refill.TableRef
+	parts   []string
+	source  bool
+}
+
+// snapTargets lists what plan p's snapshot copies, from what it sealed:
+// the partitions it rewrites and the source partitions it reads.
+func snapTargets(p *refill.Plan) (targets []snapTarget, skipped []string, err error) {
+	for _, st := range p.Steps {
+		if st.Ref == nil || st.Ref.Table == "" {
+			skipped = append(skipped, st.Dataset)
+			continue
+		}
+		var parts []string
+		for _, pp := range st.Partitions {
+			parts = append(parts, pp.Partition)
+		}
+		targets = append(targets, snapTarget{st.Dataset, *st.Ref, parts, false})
+	}
+	rng, err := refill.ParseRange(p.Request.From, p.Request.To, refill.NoRangeLimit)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, s := range p.SourceSeals {
+		if s.Ref == nil || s.Ref.Table == "" || !slices.Contains(p.Sources, s.Dataset) {
+			continue
+		}
+		targets = append(targets, snapTarget{s.Dataset, *s.Ref, rng.Partitions(s.Ref.Grain), true})
+	}
+	return targets, skipped, nil
 }
 
 // Snapshot copies every partition the plan will overwrite, and the source
@@ -28,6 +79,10 @@ func snapshotTable(planID, table string) string {
 // warehouse transaction, and records each partition's row count and
 // checksum: the manual checklist's first step, and what a rollback
 // restores.
+//
+// The intent is recorded in the state store first: if the warehouse copy
+// or the state store's record fails, running snapshot again drops what
+// the failed attempt left behind and starts over.
 func (c *Control) Snapshot(ctx context.Context, id, actor string) (*State, []refill.SnapshotPart, error) {
 	s, err := c.Load(ctx, id)
 	if err != nil {
@@ -42,41 +97,33 @@ func (c *Control) Snapshot(ctx context.Context, id, actor string) (*State, []ref
 	if _, ok := s.Done(refill.StepSnapshot); ok {
 		return nil, nil, refill.NotPermittedf("plan %s already has a snapshot", id)
 	}
+	if err := c.runnable(s, "snapshot"); err != nil {
+		return nil, nil, err
+	}
 	tr, ok1 := c.Warehouse.(refill.Transactor)
 	rh, ok2 := c.Warehouse.(refill.Rehearser)
 	if !ok1 || !ok2 {
 		return nil, nil, fmt.Errorf("the %s warehouse cannot take snapshots", c.Warehouse.Driver())
 	}
-	type target struct {
-		dataset string
-		ref     refill.TableRef
-		parts   []string
-		source  bool
-	}
-	var targets []target
-	var skipped []string
-	for _, st := range p.Steps {
-		d := c.Config.Datasets[st.Dataset]
-		if d == nil || st.Table == "" {
-			skipped = append(skipped, st.Dataset)
-			continue
-		}
-		var parts []string
-		for _, pp := range st.Partitions {
-			parts = append(parts, pp.Partition)
-		}
-		targets = append(targets, target{st.Dataset, d.Ref(), parts, false})
-	}
-	rng, err := refill.ParseRange(p.Request.From, p.Request.To, 0)
+	targets, skipped, err := snapTargets(p)
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, name := range p.Sources {
-		d := c.Config.Datasets[name]
-		if d == nil || d.Table == "" {
-			continue
+	if _, again, err := c.Store.BeginOp(ctx, store.PendingOp{PlanID: id, Op: opSnapshot, Actor: actor}); err != nil {
+		return nil, nil, err
+	} else if again {
+		// An earlier snapshot stopped half-way: drop what it left.
+		err := tr.Transact(ctx, func(tx refill.WarehouseTx) error {
+			for _, t := range targets {
+				if err := tx.DropTable(ctx, snapshotTable(id, t.ref.Table)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("snapshot of plan %s: cleaning up an earlier attempt: %w", id, err)
 		}
-		targets = append(targets, target{name, d.Ref(), rng.Partitions(d.Ref().Grain), true})
 	}
 	err = tr.Transact(ctx, func(tx refill.WarehouseTx) error {
 		for _, t := range targets {
@@ -87,7 +134,7 @@ func (c *Control) Snapshot(ctx context.Context, id, actor string) (*State, []ref
 		return nil
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("snapshot of plan %s: %w", id, err)
+		return nil, nil, fmt.Errorf("snapshot of plan %s (run it again to retry): %w", id, err)
 	}
 	var parts []refill.SnapshotPart
 	for _, t := range targets {
@@ -95,15 +142,18 @@ func (c *Control) Snapshot(ctx context.Context, id, actor string) (*State, []ref
 		for _, part := range t.parts {
 			dg, err := rh.Digest(ctx, refill.TableRef{Table: snap, Column: t.ref.Column, Grain: t.ref.Grain}, part)
 			if err != nil {
-				return nil, nil, fmt.Errorf("snapshot of plan %s: %w", id, err)
+				return nil, nil, fmt.Errorf("snapshot of plan %s (run it again to retry): %w", id, err)
 			}
 			parts = append(parts, refill.SnapshotPart{PlanID: id, Dataset: t.dataset, Table: t.ref.Table, Partition: part,
 				SnapshotTable: snap, Digest: dg, Source: t.source})
 		}
 	}
+	if err := failpoint.Check("snapshot-after-warehouse"); err != nil {
+		return nil, nil, err
+	}
 	now := c.now()
-	step := refill.ChecklistStep{PlanID: id, Step: refill.StepSnapshot, Actor: actor, At: now,
-		Detail: refill.Detail(map[string]any{"partitions": len(parts), "not_snapshotted": skipped})}
+	detail := map[string]any{"partitions": len(parts), "not_snapshotted": skipped, "four_eyes_enforced": s.FourEyes}
+	step := refill.ChecklistStep{PlanID: id, Step: refill.StepSnapshot, Actor: actor, At: now, Detail: refill.Detail(detail)}
 	err = c.Store.Update(ctx, func(tx *store.Tx) error {
 		if err := tx.AddStep(ctx, step); err != nil {
 			return err
@@ -111,8 +161,11 @@ func (c *Control) Snapshot(ctx context.Context, id, actor string) (*State, []ref
 		if err := tx.SaveSnapshot(ctx, parts); err != nil {
 			return err
 		}
+		if err := tx.EndOp(ctx, id, opSnapshot); err != nil {
+			return err
+		}
 		if err := tx.Append(ctx, &refill.Event{Kind: refill.EventSnapshot, Actor: actor, PlanID: id, At: now,
-			Detail: refill.Detail(map[string]any{"partitions": len(parts), "not_snapshotted": skipped})}); err != nil {
+			Detail: refill.Detail(detail)}); err != nil {
 			return err
 		}
 		for _, sp := range parts {
@@ -124,22 +177,44 @@ func (c *Control) Snapshot(ctx context.Context, id, actor string) (*State, []ref
 		return nil
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("snapshot of plan %s (run it again to retry): %w", id, err)
 	}
 	st, err := c.Load(ctx, id)
 	return st, parts, err
+}
+
+// runnable refuses a checklist step on a plan that is stale or that an
+// older overlapping plan can still get ahead of: a snapshot taken before
+// that plan runs would, restored, silently undo it.
+func (c *Control) runnable(s *State, what string) error {
+	if len(s.Stale) > 0 {
+		return refill.NotPermittedf("plan %s is stale, so its %s would be of a different backfill: the config changed since it was sealed:\n  - %s\nplan again", s.Plan.ID, what, strings.Join(s.Stale, "\n  - "))
+	}
+	if len(s.Holders) > 0 {
+		h := s.Holders[0]
+		return refill.NotPermittedf("plan %s: no %s while older plan %s (%s) can still run over %d partition(s) of %s; it must finish, be rejected or be superseded first", s.Plan.ID, what, h.PlanID, h.Status, h.Partitions, h.Dataset)
+	}
+	return nil
 }
 
 // Rollback restores every snapshotted partition the plan rewrote, in one
 // warehouse transaction, and proves it: each restored partition must have
 // the row count and checksum recorded at snapshot time, or nothing is
 // restored. Sources are never restored: refill does not rewrite them.
-func (c *Control) Rollback(ctx context.Context, id, actor string) (*State, []refill.SnapshotPart, error) {
+//
+// A partition someone else wrote since — its live checksum is not what
+// this plan's run published, or the snapshot is not what the run found
+// before it — is refused, since restoring it would silently undo their
+// work, unless a lead forces it with a reason (force).
+func (c *Control) Rollback(ctx context.Context, id, actor, force string) (*State, []refill.SnapshotPart, error) {
 	s, err := c.Load(ctx, id)
 	if err != nil {
 		return nil, nil, err
 	}
 	p := s.Plan
+	if force != "" && !c.isLead(actor) {
+		return nil, nil, refill.NotPermittedf("only a lead may force a rollback, and %s is not one (users: in refill.yaml)", actor)
+	}
 	parts, err := c.Store.Snapshot(ctx, id)
 	if err != nil {
 		return nil, nil, err
@@ -157,24 +232,59 @@ func (c *Control) Rollback(ctx context.Context, id, actor string) (*State, []ref
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(later) > 0 {
+	if len(later) > 0 && force == "" {
 		return nil, nil, refill.NotPermittedf("plan %s published %s after this plan did: roll that plan back first, or this rollback would undo it", later[0].PlanID, later[0].Dataset+" "+later[0].Partition)
+	}
+	published, err := c.Store.Published(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	pub := map[string]refill.Published{}
+	for _, pp := range published {
+		pub[pp.Dataset+"\x00"+pp.Partition] = pp
+	}
+	refs := map[string]refill.TableRef{}
+	for _, st := range p.Steps {
+		if st.Ref != nil {
+			refs[st.Dataset] = *st.Ref
+		}
 	}
 	tr, ok1 := c.Warehouse.(refill.Transactor)
 	if !ok1 {
 		return nil, nil, fmt.Errorf("the %s warehouse cannot restore snapshots", c.Warehouse.Driver())
 	}
+	_, again, err := c.Store.BeginOp(ctx, store.PendingOp{PlanID: id, Op: opRollback, Actor: actor,
+		Detail: refill.Detail(map[string]any{"force": force})})
+	if err != nil {
+		return nil, nil, err
+	}
 	var restored []refill.SnapshotPart
+	var forced []string
 	err = tr.Transact(ctx, func(tx refill.WarehouseTx) error {
 		for _, sp := range parts {
 			if sp.Source {
 				continue
 			}
-			d := c.Config.Datasets[sp.Dataset]
-			if d == nil {
-				return refill.BadInputf("dataset %s of plan %s is no longer in the config: cannot restore it", sp.Dataset, id)
+			r, ok := refs[sp.Dataset]
+			if !ok {
+				if cfgD := c.Config.Datasets[sp.Dataset]; p.Seal == 0 && cfgD != nil {
+					r = cfgD.Ref() // a plan from before sealing
+				} else {
+					return fmt.Errorf("plan %s does not rebuild %s: its snapshot cannot be restored", id, sp.Dataset)
+				}
 			}
-			r := d.Ref()
+			live, err := tx.Digest(ctx, r, sp.Partition)
+			if err != nil {
+				return err
+			}
+			if live != sp.Digest { // not already as the snapshot holds it
+				if why := overwritten(sp, live, pub[sp.Dataset+"\x00"+sp.Partition]); why != "" {
+					if force == "" {
+						return refill.NotPermittedf("%s %s: %s; restoring it would undo that. A lead may force it: refill rollback %s --force --reason ...", sp.Dataset, sp.Partition, why, id)
+					}
+					forced = append(forced, sp.Dataset+" "+sp.Partition+": "+why)
+				}
+			}
 			if _, err := tx.RestorePartition(ctx, r, sp.SnapshotTable, sp.Partition); err != nil {
 				return err
 			}
@@ -191,18 +301,31 @@ func (c *Control) Rollback(ctx context.Context, id, actor string) (*State, []ref
 		return nil
 	})
 	if err != nil {
-		if errors.Is(err, refill.ErrVerification) || errors.Is(err, refill.ErrBadInput) {
+		if !again {
+			_ = c.Store.DropOp(context.WithoutCancel(ctx), id, opRollback) // nothing was restored
+		}
+		if errors.Is(err, refill.ErrVerification) || errors.Is(err, refill.ErrBadInput) || errors.Is(err, refill.ErrNotPermitted) {
 			return nil, nil, err
 		}
 		return nil, nil, fmt.Errorf("rollback of plan %s: %w", id, err)
+	}
+	if err := failpoint.Check("rollback-after-warehouse"); err != nil {
+		return nil, nil, err
 	}
 	now := c.now()
 	err = c.Store.Update(ctx, func(tx *store.Tx) error {
 		if err := tx.SetStatus(ctx, id, p.Status, refill.StatusRolledBack); err != nil {
 			return err
 		}
+		if err := tx.EndOp(ctx, id, opRollback); err != nil {
+			return err
+		}
+		detail := map[string]any{"partitions": len(restored), "from_status": p.Status}
+		if force != "" {
+			detail["forced"], detail["force_reason"] = forced, force
+		}
 		if err := tx.Append(ctx, &refill.Event{Kind: refill.EventRollback, Actor: actor, PlanID: id, At: now,
-			Detail: refill.Detail(map[string]any{"partitions": len(restored), "from_status": p.Status})}); err != nil {
+			Detail: refill.Detail(detail)}); err != nil {
 			return err
 		}
 		for _, sp := range restored {
@@ -214,10 +337,24 @@ func (c *Control) Rollback(ctx context.Context, id, actor string) (*State, []ref
 		return nil
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("rollback of plan %s: the warehouse is restored but the state store did not record it; run refill rollback %s again to finish: %w", id, id, err)
 	}
 	st, err := c.Load(ctx, id)
 	return st, restored, err
+}
+
+// overwritten says why a partition's live rows are not this plan's to
+// restore — someone else wrote them — or "" when they are.
+func overwritten(sp refill.SnapshotPart, live refill.Digest, pub refill.Published) string {
+	switch {
+	case pub.PlanID == "":
+		return fmt.Sprintf("this plan's run never published it, yet it changed since the snapshot (%d rows then, %d now)", sp.Digest.Rows, live.Rows)
+	case pub.After != nil && live != *pub.After:
+		return fmt.Sprintf("it was written since this plan published it (%d rows, checksum %s, when published; %d rows, checksum %s now)", pub.After.Rows, pub.After.Checksum, live.Rows, live.Checksum)
+	case pub.Before != nil && *pub.Before != sp.Digest:
+		return fmt.Sprintf("it changed between the snapshot and this plan's run (%d rows, checksum %s, at the snapshot; %d rows, checksum %s, when the run began), so the snapshot would undo someone else's write", sp.Digest.Rows, sp.Digest.Checksum, pub.Before.Rows, pub.Before.Checksum)
+	}
+	return ""
 }
 
 // Signoff records the manual checklist's last step: a person reviewed the
@@ -237,7 +374,7 @@ func (c *Control) Signoff(ctx context.Context, id, actor, note string) (*State, 
 	if actor == p.Request.RequestedBy {
 		return nil, refill.NotPermittedf("%s requested plan %s: sign-off is a second person's review of its report", actor, id)
 	}
-	rep, err := BuildReport(ctx, c.Store, p, c.Config.Run.Tolerance)
+	rep, err := BuildReport(ctx, c.Store, p, Tolerance(p, c.Config))
 	if err != nil {
 		return nil, err
 	}

@@ -42,9 +42,15 @@ type State struct {
 	Approvals []refill.Approval      `json:"approvals"`
 	Checklist []refill.ChecklistStep `json:"checklist"`
 	Holders   []store.Holder         `json:"holders,omitempty"`
+	// Stale lists every difference between what the plan sealed and the
+	// config now; a stale plan may not be approved or applied.
+	Stale []string `json:"stale,omitempty"`
 	// Unmet lists every requirement not yet met to run the plan now; empty
 	// means it may run.
 	Unmet []string `json:"unmet"`
+	// FourEyes is false when the config names no users: then anyone may
+	// act under any name, and approvals cannot prove a second person.
+	FourEyes bool `json:"four_eyes_enforced"`
 }
 
 // Load reads a plan and its state.
@@ -65,7 +71,7 @@ func (c *Control) Load(ctx context.Context, id string) (*State, error) {
 	}
 	// Only decisions the audit log records count: a row written into the
 	// approvals table behind refill's back approves nothing.
-	var audited []refill.Event
+	var audited, steps []refill.Event
 	for _, kind := range []string{refill.EventApproval, refill.EventRejection} {
 		evs, err := c.Store.Audit(ctx, store.AuditFilter{PlanID: id, Kind: kind})
 		if err != nil {
@@ -73,9 +79,38 @@ func (c *Control) Load(ctx context.Context, id string) (*State, error) {
 		}
 		audited = append(audited, evs...)
 	}
+	for _, kind := range []string{refill.EventSnapshot, refill.EventScope, refill.EventSignoff} {
+		evs, err := c.Store.Audit(ctx, store.AuditFilter{PlanID: id, Kind: kind})
+		if err != nil {
+			return nil, err
+		}
+		steps = append(steps, evs...)
+	}
 	s.Approvals = keepAudited(s.Approvals, audited)
+	s.Checklist = keepAuditedSteps(s.Checklist, steps)
+	s.FourEyes = len(c.Config.Users) > 0
+	if p.Status.Live() {
+		s.Stale = Stale(p, c.Config)
+	}
 	s.Unmet = c.unmet(s)
 	return s, nil
+}
+
+// keepAuditedSteps returns the checklist steps that have their audit
+// entry (same step, same actor, same plan): a row written into the
+// checklist table behind refill's back completes nothing.
+func keepAuditedSteps(steps []refill.ChecklistStep, audited []refill.Event) []refill.ChecklistStep {
+	kinds := map[string]string{refill.StepSnapshot: refill.EventSnapshot, refill.StepScope: refill.EventScope, refill.StepSignoff: refill.EventSignoff}
+	out := []refill.ChecklistStep{}
+	for _, st := range steps {
+		for _, e := range audited {
+			if e.Kind == kinds[st.Step] && e.Actor == st.Actor && e.Partition == "" {
+				out = append(out, st)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // keepAudited returns the decisions that have their audit entry: same
@@ -157,16 +192,11 @@ func (c *Control) unmet(s *State) []string {
 	case refill.StatusRolledBack:
 		return append(out, "the plan was rolled back; plan again to reprocess")
 	}
-	// The plan is bound to the jobs it was made from: a job edited since is
-	// a different backfill, which needs a plan (and approval) of its own.
-	for _, st := range p.Steps {
-		d, ok := c.Config.Datasets[st.Dataset]
-		switch {
-		case !ok || d.Job == nil:
-			out = append(out, fmt.Sprintf("dataset %s is no longer a job in the config: plan again", st.Dataset))
-		case d.Job.Fingerprint() != st.Fingerprint:
-			out = append(out, fmt.Sprintf("the job of %s changed since this plan was made (%s, now %s): plan again", st.Dataset, short(st.Fingerprint), short(d.Job.Fingerprint())))
-		}
+	// The plan is a sealed contract: anything that decides what it writes
+	// or how it was tiered, changed since, makes it a different backfill,
+	// which needs a plan (and approval) of its own.
+	if len(s.Stale) > 0 {
+		out = append(out, fmt.Sprintf("the plan is stale: the config changed in %d way(s) since it was sealed (listed above); plan again to run with the current config", len(s.Stale)))
 	}
 	switch p.Tier {
 	case refill.TierSemiAuto:
@@ -242,6 +272,9 @@ func (c *Control) Approve(ctx context.Context, id, actor, note string) (*State, 
 	if actor == p.Request.RequestedBy {
 		return nil, refill.NotPermittedf("%s requested plan %s and cannot approve it: nobody approves their own request", actor, id)
 	}
+	if len(s.Stale) > 0 {
+		return nil, refill.NotPermittedf("plan %s is stale and cannot be approved: the config changed since it was sealed:\n  - %s\nplan again", id, strings.Join(s.Stale, "\n  - "))
+	}
 	if p.Tier == refill.TierManual {
 		if len(c.Config.Users) == 0 {
 			return nil, refill.NotPermittedf("plan %s is manual and needs a lead's approval: add users: to refill.yaml with a lead (roles: [lead]), then approve with --as that lead", id)
@@ -275,7 +308,7 @@ func (c *Control) Approve(ctx context.Context, id, actor, note string) (*State, 
 			return err
 		}
 		return tx.Append(ctx, &refill.Event{Kind: refill.EventApproval, Actor: actor, PlanID: id, At: a.At,
-			Detail: refill.Detail(map[string]any{"hash": p.Hash, "tier": p.Tier, "note": note})})
+			Detail: refill.Detail(map[string]any{"hash": p.Hash, "tier": p.Tier, "note": note, "four_eyes_enforced": s.FourEyes})})
 	})
 	if err != nil {
 		return nil, err
@@ -354,6 +387,9 @@ func (c *Control) Scope(ctx context.Context, id, actor, note string) (*State, er
 	}
 	if _, ok := s.Done(refill.StepSnapshot); !ok {
 		return nil, refill.NotPermittedf("plan %s: the checklist runs in order; snapshot first (refill snapshot %s)", id, id)
+	}
+	if err := c.runnable(s, "scope"); err != nil {
+		return nil, err
 	}
 	step := refill.ChecklistStep{PlanID: id, Step: refill.StepScope, Actor: actor, Note: note, At: c.now(),
 		Detail: refill.Detail(map[string]any{"impact": Impact(s.Plan)})}

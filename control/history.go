@@ -3,6 +3,7 @@ package control
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/refill-dev/refill"
@@ -45,6 +46,18 @@ func (c *Control) History(ctx context.Context, dataset, partition string) ([]Tou
 	ids, err := c.Store.Touching(ctx, dataset, partition)
 	if err != nil {
 		return nil, err
+	}
+	// Plans whose gate flagged the partition changed what later gates
+	// accept (a flagged partition leaves volume history): they belong in
+	// its history too, with who asked for them and why.
+	flags, err := c.Store.Audit(ctx, store.AuditFilter{Kind: refill.EventGateResult, Dataset: dataset, Partition: partition})
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range flags {
+		if f.PlanID != "" && !slices.Contains(ids, f.PlanID) {
+			ids = append(ids, f.PlanID)
+		}
 	}
 	out := []Touch{}
 	for _, id := range ids {

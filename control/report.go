@@ -35,6 +35,15 @@ type Report struct {
 	Partitions []PartitionReport `json:"rows"`
 }
 
+// Tolerance is the run.tolerance a plan's report judges by: the one sealed
+// with the plan, or the config's for a plan made before sealing.
+func Tolerance(p *refill.Plan, cfg *refill.Config) float64 {
+	if p.Run != nil {
+		return p.Run.Tolerance
+	}
+	return cfg.Run.Tolerance
+}
+
 // BuildReport reads a plan's published partitions and compares them with
 // its expectations.
 func BuildReport(ctx context.Context, st *store.Store, p *refill.Plan, tolerance float64) (Report, error) {

@@ -44,6 +44,10 @@ type Gate struct {
 	Warehouse refill.Warehouse
 	Store     refill.Store
 	Now       func() time.Time
+	// Baseline, when set, is the schema each dataset is judged against
+	// instead of the accepted one in the store: the apply-time re-check
+	// judges against the columns the plan itself saw and sealed.
+	Baseline map[string][]refill.Column
 }
 
 // Result is a gate verdict plus what it saw, so a plan can record schemas
@@ -99,14 +103,24 @@ func (g *Gate) Check(ctx context.Context, datasets []string, r refill.Range) (Re
 	return res, nil
 }
 
-// drift compares a table's columns with those recorded with the last plan.
+// drift compares a table's columns with its baseline: the schema last
+// accepted (by an applied plan or `refill schema accept`), or else the
+// first one recorded. A plan that merely saw a new schema — even a blocked
+// one — never moves the baseline, so drift cannot be cleared by planning
+// again.
 func (g *Gate) drift(ctx context.Context, d *refill.Dataset, cols []refill.Column) ([]refill.Finding, error) {
-	if g.Store == nil {
-		return nil, nil
-	}
-	prev, ok, err := g.Store.LatestSchema(ctx, d.Name)
-	if err != nil || !ok {
-		return nil, err
+	var prev refill.SchemaSnapshot
+	if base, ok := g.Baseline[d.Name]; ok {
+		prev = refill.SchemaSnapshot{Dataset: d.Name, Columns: base, PlanID: "(this plan)"}
+	} else {
+		if g.Store == nil {
+			return nil, nil
+		}
+		snap, ok, err := g.Store.SchemaBaseline(ctx, d.Name)
+		if err != nil || !ok {
+			return nil, err
+		}
+		prev = snap
 	}
 	before := map[string]string{}
 	for _, c := range prev.Columns {
@@ -119,7 +133,7 @@ func (g *Gate) drift(ctx context.Context, d *refill.Dataset, cols []refill.Colum
 	var out []refill.Finding
 	add := func(col, msg string) {
 		out = append(out, refill.Finding{Dataset: d.Name, Check: CheckSchemaDrift, Column: col, Observed: 1, Limit: 0,
-			Message: msg + fmt.Sprintf(" since plan %s", prev.PlanID)})
+			Message: msg + " since " + prev.Origin() + "; if the change is intended, accept it: refill schema accept " + d.Name + " --reason ..."})
 	}
 	for _, c := range cols {
 		t, had := before[c.Name]

@@ -311,7 +311,7 @@ func TestSchemaDrift(t *testing.T) {
 			}
 		}
 		sort.Strings(got)
-		if len(got) != 3 || !strings.Contains(got[0], "column amount (") || !strings.Contains(got[0], "was dropped since plan p1") ||
+		if len(got) != 3 || !strings.Contains(got[0], "column amount (") || !strings.Contains(got[0], "was dropped since the schema first recorded (plan p1)") ||
 			!strings.Contains(got[1], "amount_cents") || !strings.Contains(got[1], "was added") ||
 			!strings.Contains(got[2], "user_id changed type from integer to text") {
 			t.Errorf("drift findings = %q", got)

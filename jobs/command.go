@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,6 +32,9 @@ type Command struct {
 	// runs commands in a scratch directory, so that files they write (an
 	// export) never overwrite the real ones.
 	WorkDir string
+	// Hidden names variables of refill's environment that a job never
+	// sees, even under REFILL_*: the audit key.
+	Hidden []string
 }
 
 // Result is what a command left behind.
@@ -38,6 +42,38 @@ type Result struct {
 	ExitCode int           `json:"exit_code"`
 	Output   string        `json:"output"`
 	Elapsed  time.Duration `json:"elapsed"`
+}
+
+// Environment is what a command job sees (DESIGN.md §5): PATH, HOME and
+// refill's REFILL_* variables from base, less hidden ones; each bare NAME
+// the job declares, passed through from base; and each NAME=value it
+// declares, as written. Nothing else of refill's environment — database
+// passwords, cloud credentials, Slack tokens — reaches a job.
+func Environment(base, declared, hidden []string) []string {
+	get := map[string]string{}
+	for _, kv := range base {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			get[k] = v
+		}
+	}
+	var out []string
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		if slices.Contains(hidden, k) {
+			continue
+		}
+		if k == "PATH" || k == "HOME" || strings.HasPrefix(k, "REFILL_") {
+			out = append(out, kv)
+		}
+	}
+	for _, e := range declared {
+		if strings.Contains(e, "=") {
+			out = append(out, e)
+		} else if v, ok := get[e]; ok && !slices.Contains(hidden, e) {
+			out = append(out, e+"="+v)
+		}
+	}
+	return out
 }
 
 // Run executes the job's argv with {{partition}}, {{from}} and {{to}}
@@ -72,7 +108,7 @@ func (c Command) Run(ctx context.Context, d *refill.Dataset, partition string) (
 	if c.WorkDir != "" {
 		cmd.Dir = c.WorkDir
 	}
-	cmd.Env = append(os.Environ(), j.Env...)
+	cmd.Env = Environment(os.Environ(), j.Env, c.Hidden)
 	cmd.Env = append(cmd.Env, "REFILL_DATASET="+d.Name, "REFILL_PARTITION="+partition, "REFILL_FROM="+partition, "REFILL_TO="+partition)
 	if c.Warehouse != "" {
 		cmd.Env = append(cmd.Env, "REFILL_WAREHOUSE="+c.Warehouse)

@@ -133,6 +133,8 @@ func (p *Planner) assemble(ctx context.Context, r Request, seen *gate.Result) (*
 		Sources:   closure.Sources,
 		Policy:    p.Config.Policy,
 		CreatedAt: p.Now().UTC(),
+		Seal:      refill.SealVersion,
+		Run:       &refill.RunSeal{Tolerance: p.Config.Run.Tolerance},
 	}
 
 	// Every table the plan reads or writes must exist with its partition
@@ -153,14 +155,36 @@ func (p *Planner) assemble(ctx context.Context, r Request, seen *gate.Result) (*
 		plan.Steps = append(plan.Steps, step)
 	}
 
-	res, err := p.Gate.Check(ctx, p.inputs(closure), rng)
+	inputs := p.inputs(closure)
+	res, err := p.Gate.Check(ctx, inputs, rng)
 	if err != nil {
 		return nil, fmt.Errorf("source gate: %w", err)
 	}
 	*seen = res
 	plan.Gate = res.Gate
+	// Seal what the gate judged: the apply-time re-check judges the same
+	// tables by the same checks against the columns seen here.
+	for _, name := range inputs {
+		d := p.Config.Datasets[name]
+		seal := refill.SourceSeal{Dataset: name, Checks: d.Checks}
+		if d.Table != "" {
+			ref := d.Ref()
+			seal.Ref = &ref
+		}
+		for _, sc := range res.Schemas {
+			if sc.Dataset == name {
+				seal.Columns = sc.Columns
+			}
+		}
+		plan.SourceSeals = append(plan.SourceSeals, seal)
+	}
 
 	in := policy.Input{Request: plan.Request, Downstream: closure.Downstream, Proofs: map[string]policy.Proof{}}
+	for _, f := range plan.Gate.Findings {
+		if f.Warning {
+			in.Unscored = append(in.Unscored, fmt.Sprintf("%s %s %s: %s", f.Dataset, f.Partition, f.Check, f.Message))
+		}
+	}
 	for _, n := range closure.Steps {
 		in.Rebuilt = append(in.Rebuilt, n.Dataset)
 		if p.Proofs != nil {
@@ -245,10 +269,12 @@ func (p *Planner) step(ctx context.Context, n lineage.Node, rng refill.Range) (r
 	ref := d.Ref()
 	grain := ref.Grain
 	parts := rng.Partitions(grain)
+	job := *d.Job
 	step := refill.Step{
 		Dataset: d.Name, Order: n.Order, Kind: d.Job.Kind, Table: d.Table,
 		Tags: d.Tags, Upstream: d.Upstream, Fingerprint: d.Job.Fingerprint(),
 		Partitions: make([]refill.PartitionPlan, len(parts)),
+		Ref:        &ref, Job: &job, Checks: d.Checks,
 	}
 	for i, part := range parts {
 		step.Partitions[i] = refill.PartitionPlan{Partition: part, ExpectedMethod: refill.ExpectedUnknown}

@@ -36,6 +36,10 @@ type Input struct {
 	Downstream []string
 	// Proofs maps dataset name to its evidence; a missing entry is no proof.
 	Proofs map[string]Proof
+	// Unscored lists gate checks that could not be judged (too little
+	// history, say), as "dataset partition: why". A check that was not
+	// scored did not pass, so it never counts toward auto.
+	Unscored []string
 }
 
 // Decision is a tier and why.
@@ -134,10 +138,19 @@ func (p *Policy) Decide(in Input) (Decision, error) {
 	if days > p.cfg.AutoMaxDays {
 		notAuto = append(notAuto, fmt.Sprintf("range is %d days, over the auto limit of %d", days, p.cfg.AutoMaxDays))
 	}
+	if n := len(in.Unscored); n > 0 {
+		more := ""
+		if n > 1 {
+			more = fmt.Sprintf(" (and %d more)", n-1)
+		}
+		notAuto = append(notAuto, fmt.Sprintf("the source gate could not score %d check(s): %s%s; a check that was not scored did not pass, so a person must look", n, in.Unscored[0], more))
+	}
 	var unproven, stale []string
 	for _, d := range in.Rebuilt {
 		pr := in.Proofs[d.Name]
 		switch {
+		case d.Job != nil && d.Job.SideEffects:
+			notAuto = append(notAuto, fmt.Sprintf("%s declares side_effects: it writes outside the warehouse, so it is never proven by rerunning and never auto", d.Name))
 		case pr.Failed:
 			notAuto = append(notAuto, fmt.Sprintf("the idempotency proof of %s failed: %s", d.Name, pr.Message))
 		case pr.Current:
@@ -151,7 +164,7 @@ func (p *Policy) Decide(in Input) (Decision, error) {
 		notAuto = append(notAuto, fmt.Sprintf("no idempotency proof for %s (%d of %d datasets): run `refill prove`", strings.Join(unproven, ", "), len(unproven), len(in.Rebuilt)))
 	}
 	if len(stale) > 0 {
-		notAuto = append(notAuto, fmt.Sprintf("idempotency proof is stale for %s: the job changed since it was proven", strings.Join(stale, ", ")))
+		notAuto = append(notAuto, fmt.Sprintf("idempotency proof is stale for %s: the job changed since it was proven, or it was proven by an older refill without the stale-partition build (prove again)", strings.Join(stale, ", ")))
 	}
 	byName := map[string]*refill.Dataset{}
 	for _, d := range in.Rebuilt {

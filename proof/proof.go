@@ -11,6 +11,7 @@ package proof
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -19,12 +20,14 @@ import (
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/policy"
+	"github.com/refill-dev/refill/warehouse/sqltext"
 )
 
 // Build names, in the order they run.
 const (
 	BuildExisting = "over existing rows"
 	BuildAgain    = "again"
+	BuildStale    = "over a stale partition"
 	BuildEmpty    = "from empty"
 )
 
@@ -33,6 +36,9 @@ const (
 	FailAddsRows       = "rerun_adds_rows"
 	FailDependsOnPrior = "depends_on_prior"
 	FailChangesContent = "rerun_changes_content"
+	FailOutside        = "writes_outside_partition"
+	FailBuild          = "build_failed"
+	FailRefused        = "reaches_outside_its_transaction"
 )
 
 // Prover runs proofs and records their evidence.
@@ -52,6 +58,12 @@ type CommandRunner interface {
 	Run(ctx context.Context, d *refill.Dataset, partition string) error
 	Delete(ctx context.Context, t refill.TableRef, partition string) error
 	Digest(ctx context.Context, t refill.TableRef, partition string) (refill.Digest, error)
+	// Spoil makes the partition deliberately stale (refill.WarehouseTx.Spoil).
+	Spoil(ctx context.Context, t refill.TableRef, partition string) (what string, changed bool, err error)
+	// Seed copies the partition of each of the job's declared upstreams
+	// from the warehouse into the proof warehouse, so the job builds from
+	// real inputs; it returns how many rows it copied.
+	Seed(ctx context.Context, d *refill.Dataset, partition string) (int64, error)
 	// Name says where the builds run, for the evidence.
 	Name() string
 }
@@ -74,8 +86,11 @@ func (p *Prover) Prove(ctx context.Context, dataset, partition, actor string) (*
 	if d.Table == "" {
 		return nil, refill.BadInputf("%s has no table: a proof compares the partition's rows, so give the dataset a table", dataset)
 	}
+	if d.Job.SideEffects {
+		return nil, refill.BadInputf("%s declares side_effects: it writes outside the warehouse, so refill never proves it by running it three times, and it is never auto; a person approves each run", dataset)
+	}
 	pr := &refill.Proof{Dataset: dataset, Partition: partition, Kind: d.Job.Kind, Fingerprint: d.Job.Fingerprint(),
-		ProvenBy: actor, ProvenAt: p.now()}
+		ProvenBy: actor, ProvenAt: p.now(), Method: refill.ProofMethod}
 
 	var err error
 	switch d.Job.Kind {
@@ -91,10 +106,14 @@ func (p *Prover) Prove(ctx context.Context, dataset, partition, actor string) (*
 	default:
 		return nil, refill.BadInputf("%s has an %s job: proving it needs proof_warehouse: and a DAG that writes there; this version proves query, sql and command jobs", dataset, d.Job.Kind)
 	}
-	if err != nil {
+	if fault := jobFault(err); fault != "" {
+		// The job itself failed a build: that is a verdict on the job, and
+		// it is recorded like any other failed proof.
+		pr.Failure, pr.Message = fault, err.Error()
+		err = nil
+	} else if err != nil {
 		return nil, err
-	}
-	if err := judge(pr); err != nil {
+	} else if err := judge(pr); err != nil {
 		return nil, err
 	}
 	if err := p.Store.SaveProof(ctx, pr); err != nil {
@@ -121,8 +140,15 @@ func (p *Prover) rehearse(ctx context.Context, d *refill.Dataset, ref refill.Tab
 		return tx.ExecSQL(ctx, d.Job.SQL, partition)
 	}
 	return reh.Rehearse(ctx, func(tx refill.WarehouseTx) error {
-		for _, name := range []string{BuildExisting, BuildAgain, BuildEmpty} {
-			if name == BuildEmpty {
+		for _, name := range []string{BuildExisting, BuildAgain, BuildStale, BuildEmpty} {
+			switch name {
+			case BuildStale:
+				what, _, err := tx.Spoil(ctx, ref, partition)
+				if err != nil {
+					return fmt.Errorf("making %s %s stale: %w", d.Name, partition, err)
+				}
+				pr.Spoiled = what
+			case BuildEmpty:
 				if _, err := tx.DeletePartition(ctx, ref, partition); err != nil {
 					return fmt.Errorf("emptying %s %s: %w", d.Name, partition, err)
 				}
@@ -144,8 +170,18 @@ func (p *Prover) rehearse(ctx context.Context, d *refill.Dataset, ref refill.Tab
 // real: the command is an outside process.
 func (p *Prover) runCommand(ctx context.Context, d *refill.Dataset, ref refill.TableRef, partition string, pr *refill.Proof) error {
 	c := p.Commands
-	for _, name := range []string{BuildExisting, BuildAgain, BuildEmpty} {
-		if name == BuildEmpty {
+	if _, err := c.Seed(ctx, d, partition); err != nil {
+		return fmt.Errorf("copying the inputs of %s %s into %s: %w", d.Name, partition, c.Name(), err)
+	}
+	for _, name := range []string{BuildExisting, BuildAgain, BuildStale, BuildEmpty} {
+		switch name {
+		case BuildStale:
+			what, _, err := c.Spoil(ctx, ref, partition)
+			if err != nil {
+				return fmt.Errorf("making %s %s stale in %s: %w", d.Name, partition, c.Name(), err)
+			}
+			pr.Spoiled = what
+		case BuildEmpty:
 			if err := c.Delete(ctx, ref, partition); err != nil {
 				return fmt.Errorf("emptying %s %s in %s: %w", d.Name, partition, c.Name(), err)
 			}
@@ -162,21 +198,48 @@ func (p *Prover) runCommand(ctx context.Context, d *refill.Dataset, ref refill.T
 	return nil
 }
 
-// judge sets the verdict from the three digests. A partition with no rows
+// jobFault names the failure when a build failed because of the job itself
+// — a row outside its partition, a statement the warehouse refused (one
+// that tried to end refill's transaction or attach a database, say) — and
+// "" for anything else (an unreachable warehouse proves nothing either way).
+func jobFault(err error) string {
+	if err == nil {
+		return ""
+	}
+	var outside *refill.OutsidePartitionError
+	var refused *sqltext.RefusedError
+	var stmt *sqltext.StatementError
+	var query *sqltext.QueryError
+	switch {
+	case errors.As(err, &outside):
+		return FailOutside
+	case errors.As(err, &refused):
+		return FailRefused
+	case errors.As(err, &stmt), errors.As(err, &query):
+		return FailBuild
+	}
+	return ""
+}
+
+// judge sets the verdict from the four digests. A partition with no rows
 // in any build proves nothing and is refused, not passed.
 func judge(pr *refill.Proof) error {
-	if len(pr.Builds) != 3 {
-		return fmt.Errorf("proof of %s: %d builds, want 3", pr.Dataset, len(pr.Builds))
+	if len(pr.Builds) != 4 {
+		return fmt.Errorf("proof of %s: %d builds, want 4", pr.Dataset, len(pr.Builds))
 	}
-	a, b, c := pr.Builds[0].Digest, pr.Builds[1].Digest, pr.Builds[2].Digest
-	if a.Rows == 0 && b.Rows == 0 && c.Rows == 0 {
-		return refill.BadInputf("%s %s has no rows in any build: there is nothing to compare; prove a partition whose inputs have data", pr.Dataset, pr.Partition)
+	a, b, s, c := pr.Builds[0].Digest, pr.Builds[1].Digest, pr.Builds[2].Digest, pr.Builds[3].Digest
+	if a.Rows == 0 && b.Rows == 0 && s.Rows == 0 && c.Rows == 0 {
+		return refill.BadInputf("%s %s has no rows in any build: an empty result proves nothing; prove a partition whose inputs have data", pr.Dataset, pr.Partition)
 	}
 	switch {
 	case b.Rows > a.Rows:
 		pr.Failure = FailAddsRows
 		pr.Message = fmt.Sprintf("a rerun adds rows: %s after the first build, %s after the second (+%s); the job appends instead of replacing (a plain INSERT?)",
 			humanize.Comma(a.Rows), humanize.Comma(b.Rows), humanize.Comma(b.Rows-a.Rows))
+	case s != c:
+		pr.Failure = FailDependsOnPrior
+		pr.Message = fmt.Sprintf("the result depends on what was there before: over a deliberately stale partition (%s) the build gives %s rows (checksum %s), from empty %s rows (checksum %s); stale rows or values survive a rebuild (an INSERT OR IGNORE, an upsert that keeps old columns?)",
+			pr.Spoiled, humanize.Comma(s.Rows), s.Checksum, humanize.Comma(c.Rows), c.Checksum)
 	case c != b:
 		pr.Failure = FailDependsOnPrior
 		pr.Message = fmt.Sprintf("the result depends on what was there before: built from empty the partition has %s rows (checksum %s), built over its existing rows %s (checksum %s); stale rows survive a rebuild (an INSERT OR IGNORE / ON CONFLICT DO NOTHING?)",
@@ -187,7 +250,7 @@ func judge(pr *refill.Proof) error {
 			humanize.Comma(a.Rows), a.Checksum, humanize.Comma(b.Rows), b.Checksum)
 	default:
 		pr.Passed = true
-		pr.Message = fmt.Sprintf("all three builds agree: %s rows, checksum %s", humanize.Comma(a.Rows), a.Checksum)
+		pr.Message = fmt.Sprintf("all four builds agree, including one over a deliberately stale partition (%s): %s rows, checksum %s", pr.Spoiled, humanize.Comma(a.Rows), a.Checksum)
 	}
 	return nil
 }
@@ -207,7 +270,9 @@ func (p *Prover) configName() string {
 }
 
 // Status tells the policy whether a dataset's job is proven for its current
-// definition: the newest proof for this fingerprint decides.
+// definition. Any failed proof of this fingerprint decides: a job shown
+// once to depend on prior state stays failing until it changes, however
+// many later proofs on other partitions pass.
 type Status struct {
 	Store refill.Store
 }
@@ -223,11 +288,15 @@ func (s Status) ProofStatus(ctx context.Context, dataset, fingerprint string) (p
 		if pr.Passed {
 			out.Exists = true
 		}
-		if pr.Fingerprint == fingerprint {
-			out.Current = pr.Passed
-			out.Failed = !pr.Passed
-			out.Message = pr.Message
-			return out, nil
+		if pr.Fingerprint != fingerprint {
+			continue
+		}
+		switch {
+		case !pr.Passed:
+			return policy.Proof{Exists: out.Exists, Failed: true,
+				Message: fmt.Sprintf("%s (proven on %s by %s; a failing proof stays failing until the job changes)", pr.Message, pr.Partition, pr.ProvenBy)}, nil
+		case pr.Method >= refill.ProofMethod && !out.Current:
+			out.Current, out.Message = true, pr.Message
 		}
 	}
 	return out, nil

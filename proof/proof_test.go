@@ -66,10 +66,10 @@ func TestVerdicts(t *testing.T) {
 	}{
 		{"query job passes", func(*whtest.Warehouse) *refill.Job {
 			return &refill.Job{Kind: refill.JobQuery, Query: "SELECT day, sum(v) AS total FROM src WHERE day = :partition GROUP BY day"}
-		}, true, true, "", "all three builds agree: 1 rows"},
+		}, true, true, "", "all four builds agree, including one over a deliberately stale partition (changed 1 row): 1 rows"},
 		{"delete then insert passes", func(*whtest.Warehouse) *refill.Job {
 			return &refill.Job{Kind: refill.JobSQL, SQL: "DELETE FROM agg WHERE day = :partition; INSERT INTO agg SELECT day, sum(v) FROM src WHERE day = :partition GROUP BY day"}
-		}, true, true, "", "all three builds agree"},
+		}, true, true, "", "all four builds agree"},
 		{"plain insert doubles", func(*whtest.Warehouse) *refill.Job {
 			return &refill.Job{Kind: refill.JobSQL, SQL: "INSERT INTO agg_log SELECT day, sum(v) FROM src WHERE day = :partition GROUP BY day"}
 		}, false, false, FailAddsRows, "a rerun adds rows: 1 after the first build, 2 after the second (+1)"},
@@ -78,6 +78,16 @@ func TestVerdicts(t *testing.T) {
 				"INSERT OR IGNORE INTO agg SELECT day, sum(v) FROM src WHERE day = :partition GROUP BY day",
 				"INSERT INTO agg SELECT day, sum(v) FROM src WHERE day = :partition GROUP BY day ON CONFLICT DO NOTHING")}
 		}, true, false, FailDependsOnPrior, "the result depends on what was there before"},
+		// Proven on a healthy partition (no stale row planted), a job that
+		// keeps what it finds is caught by the deliberately stale build.
+		{"insert or ignore on a healthy partition", func(w *whtest.Warehouse) *refill.Job {
+			return &refill.Job{Kind: refill.JobSQL, SQL: w.Pick(
+				"INSERT OR IGNORE INTO agg SELECT day, sum(v) FROM src WHERE day = :partition GROUP BY day",
+				"INSERT INTO agg SELECT day, sum(v) FROM src WHERE day = :partition GROUP BY day ON CONFLICT DO NOTHING")}
+		}, false, false, FailDependsOnPrior, "over a deliberately stale partition (changed 1 row)"},
+		{"query job writing outside its partition", func(w *whtest.Warehouse) *refill.Job {
+			return &refill.Job{Kind: refill.JobQuery, Query: "SELECT day, sum(v) AS total FROM src WHERE day IN (:partition, '2026-11-03') GROUP BY day"}
+		}, false, false, FailOutside, "2026-11-03"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -110,7 +120,7 @@ func TestVerdicts(t *testing.T) {
 				if err != nil || len(stored) != 1 || stored[0].Passed != c.passed || stored[0].Fingerprint != job.Fingerprint() || stored[0].ProvenBy != "alice" {
 					t.Errorf("stored evidence = %+v (%v)", stored, err)
 				}
-				if len(pr.Builds) != 3 || pr.Builds[2].Build != BuildEmpty {
+				if c.failure != FailOutside && (len(pr.Builds) != 4 || pr.Builds[2].Build != BuildStale || pr.Builds[3].Build != BuildEmpty) {
 					t.Errorf("builds = %+v", pr.Builds)
 				}
 			})
@@ -163,7 +173,9 @@ func TestBadInputStoresNothing(t *testing.T) {
 
 // TestInterruptedProofLeavesNoTrace stops a proof halfway — a statement
 // that fails after the first build wrote, and a cancelled context — and
-// checks the warehouse is exactly as it was.
+// checks the warehouse is exactly as it was. The failing statement is the
+// job's own fault, so it is recorded as a failed proof; the cancellation
+// says nothing about the job and records nothing.
 func TestInterruptedProofLeavesNoTrace(t *testing.T) {
 	whtest.Each(t, func(t *testing.T, w *whtest.Warehouse) {
 		p, st := setup(t, w, &refill.Job{Kind: refill.JobSQL, SQL: "DELETE FROM agg WHERE day = :partition; INSERT INTO agg SELECT day, sum(v) FROM src WHERE day = :partition GROUP BY day; INSERT INTO no_such_table VALUES (1)"})
@@ -185,8 +197,8 @@ func TestInterruptedProofLeavesNoTrace(t *testing.T) {
 		if after := digestAll(t, w); after != before {
 			t.Errorf("a cancelled proof changed the warehouse: %q -> %q", before, after)
 		}
-		if got, _ := st.Proofs(ctx, "agg"); len(got) != 0 {
-			t.Errorf("interrupted proofs stored evidence: %+v", got)
+		if got, _ := st.Proofs(ctx, "agg"); len(got) != 1 || got[0].Passed || got[0].Failure != FailBuild {
+			t.Errorf("stored evidence = %+v, want only the broken job's failed proof", got)
 		}
 	})
 }

@@ -51,7 +51,14 @@ type Runner struct {
 
 	mu     sync.Mutex
 	active chan struct{} // bounds partitions in flight in this process
+	// plans caches the plans this process builds partitions of: a plan
+	// never changes once saved, and its sealed steps are all a job runs.
+	plans sync.Map
 }
+
+// LeaseTTL is how long a run's lease lasts unless renewed; the runner
+// renews it every third of that while it lives.
+var LeaseTTL = 30 * time.Second
 
 func (r *Runner) now() time.Time {
 	if r.Now == nil {
@@ -86,12 +93,22 @@ func (r *Runner) Apply(ctx context.Context, id, actor string) error {
 	if len(s.Unmet) > 0 {
 		return refill.NotPermittedf("plan %s may not run yet:\n  - %s", id, strings.Join(s.Unmet, "\n  - "))
 	}
-	// The source may have broken again since the plan was made.
-	rng, err := refill.ParseRange(p.Request.From, p.Request.To, 0)
+	// The source may have broken again since the plan was made. It is
+	// judged by the checks the plan sealed, against the columns the plan
+	// saw, never by what the config or the store say now.
+	rng, err := refill.ParseRange(p.Request.From, p.Request.To, refill.NoRangeLimit)
 	if err != nil {
 		return err
 	}
-	res, err := r.Gate.Check(ctx, p.Gate.Checked, rng)
+	g := *r.Gate
+	g.Config = control.Sealed(p, r.Config)
+	g.Baseline = map[string][]refill.Column{}
+	for _, s := range p.SourceSeals {
+		if s.Columns != nil {
+			g.Baseline[s.Dataset] = s.Columns
+		}
+	}
+	res, err := g.Check(ctx, p.Gate.Checked, rng)
 	if err != nil {
 		return fmt.Errorf("source gate: %w", err)
 	}
@@ -102,27 +119,54 @@ func (r *Runner) Apply(ctx context.Context, id, actor string) error {
 	if err != nil {
 		return err
 	}
+	// A run holds a lease while it lives: a second apply never resumes a
+	// run that is still alive, and resumes one whose holder died.
+	holder := leaseHolder()
 	err = r.Store.Update(ctx, func(tx *store.Tx) error {
+		if err := tx.TakeLease(ctx, id, holder, time.Now().Add(LeaseTTL), holderAlive); err != nil {
+			return err
+		}
 		if p.Status != refill.StatusRunning {
 			if err := tx.SetStatus(ctx, id, p.Status, refill.StatusRunning); err != nil {
 				return err
 			}
 		}
 		return tx.Append(ctx, &refill.Event{Kind: refill.EventRunStarted, Actor: actor, PlanID: id, At: r.now(),
-			Detail: refill.Detail(map[string]any{"run": runs + 1, "resumed_from": p.Status})})
+			Detail: refill.Detail(map[string]any{"run": runs + 1, "resumed_from": p.Status, "holder": holder})})
 	})
 	if err != nil {
 		return err
 	}
+	runCtx, stopRenew := r.renew(ctx, id, holder)
+	defer stopRenew()
 	r.logf("plan %s: run %d, %d datasets (%s..%s)", id, runs+1, len(p.Steps), p.Request.From, p.Request.To)
-	if err := r.execute(ctx, p, runs+1); err != nil {
-		return r.fail(ctx, p, actor, err)
+	if err := r.execute(runCtx, p, runs+1); err != nil {
+		stopRenew()
+		return r.fail(ctx, p, actor, holder, err)
 	}
+	stopRenew()
 	err = r.Store.Update(ctx, func(tx *store.Tx) error {
 		if err := tx.SetStatus(ctx, id, refill.StatusRunning, refill.StatusApplied); err != nil {
 			return err
 		}
-		return tx.Append(ctx, &refill.Event{Kind: refill.EventRunFinished, Actor: actor, PlanID: id, At: r.now()})
+		if err := tx.ReleaseLease(ctx, id, holder); err != nil {
+			return err
+		}
+		// What the plan saw of its inputs, and ran on, is now the accepted
+		// schema: drift is judged against it from here on.
+		var accepted []string
+		for _, s := range p.SourceSeals {
+			if s.Columns == nil {
+				continue
+			}
+			if err := tx.AcceptSchema(ctx, refill.SchemaSnapshot{Dataset: s.Dataset, PlanID: id, Columns: s.Columns,
+				AcceptedBy: actor, Reason: "applied plan " + id}); err != nil {
+				return err
+			}
+			accepted = append(accepted, s.Dataset)
+		}
+		return tx.Append(ctx, &refill.Event{Kind: refill.EventRunFinished, Actor: actor, PlanID: id, At: r.now(),
+			Detail: refill.Detail(map[string]any{"schemas_accepted": accepted})})
 	})
 	if err != nil {
 		return err
@@ -157,9 +201,13 @@ func (r *Runner) block(ctx context.Context, p *refill.Plan, actor string, res ga
 }
 
 // fail marks the run failed and raises the alert.
-func (r *Runner) fail(ctx context.Context, p *refill.Plan, actor string, cause error) error {
+func (r *Runner) fail(ctx context.Context, p *refill.Plan, actor, holder string, cause error) error {
+	ctx = context.WithoutCancel(ctx)
 	err := r.Store.Update(ctx, func(tx *store.Tx) error {
 		if err := tx.SetStatus(ctx, p.ID, refill.StatusRunning, refill.StatusFailed); err != nil {
+			return err
+		}
+		if err := tx.ReleaseLease(ctx, p.ID, holder); err != nil {
 			return err
 		}
 		return tx.Append(ctx, &refill.Event{Kind: refill.EventRunFailed, Actor: actor, PlanID: p.ID, At: r.now(),
@@ -329,7 +377,8 @@ func (r *Runner) work(ctx context.Context, a PartitionArgs, attempt, maxAttempts
 	}
 	// Bad input (a job the warehouse rejects as written, unknown
 	// credentials) and a DAG run that ended failed will not mend on retry.
-	if errors.Is(err, refill.ErrBadInput) || errors.Is(err, airflow.ErrRunFailed) || errors.Is(err, errAudit) {
+	var outside *refill.OutsidePartitionError
+	if errors.Is(err, refill.ErrBadInput) || errors.Is(err, airflow.ErrRunFailed) || errors.Is(err, errAudit) || errors.As(err, &outside) {
 		attempt = maxAttempts
 	}
 	if attempt >= maxAttempts {
@@ -376,9 +425,11 @@ func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error 
 	if done {
 		return &alreadyPublished{}
 	}
-	d, ok := r.Config.Datasets[a.Dataset]
-	if !ok || d.Job == nil {
-		return fmt.Errorf("dataset %s is no longer a job in the config", a.Dataset)
+	// The job is the one the plan sealed, whatever this process's config
+	// says: a worker started with another config cannot change it.
+	d, err := r.sealed(ctx, a.PlanID, a.Dataset)
+	if err != nil {
+		return err
 	}
 	ref := d.Ref()
 	rec := refill.Published{PlanID: a.PlanID, Dataset: a.Dataset, Partition: a.Partition, Attempt: attempt}
@@ -393,7 +444,17 @@ func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error 
 		// partition is rebuilt and checked inside it and only a commit makes
 		// it visible, so readers see the old partition or the new one,
 		// never half of either.
-		marked := false
+		// The audit log's head goes into the warehouse with the partition,
+		// so a log rewritten or cut short in the state store no longer
+		// matches what the warehouse holds.
+		var head refill.AuditAnchor
+		if head, err = r.Store.AuditHead(ctx); err != nil {
+			return err
+		}
+		if head.Store, err = r.Store.ID(ctx); err != nil {
+			return err
+		}
+		marked, stopped := false, false
 		err = tr.Transact(ctx, func(tx refill.WarehouseTx) error {
 			// The publish mark commits with the partition: if it is there,
 			// an earlier attempt published and died before the state store
@@ -426,10 +487,29 @@ func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error 
 				return err
 			}
 			rec.Before, rec.After = &before, &after
+			if head.Seq > 0 {
+				if err := tx.Anchor(ctx, head); err != nil {
+					return err
+				}
+			}
+			// Last look before commit: a run that failed or was stopped
+			// while this job worked must not publish.
+			status, runs, err := r.Store.RunState(ctx, a.PlanID)
+			if err != nil {
+				return err
+			}
+			if status != refill.StatusRunning || a.Run != runs {
+				stopped = true
+				return errStopped
+			}
 			return nil
 		})
-		if marked {
+		switch {
+		case marked:
 			err = r.adopt(ctx, d, a.Partition, &rec)
+		case stopped:
+			r.logf("%s %s: run %d of plan %s stopped while the job worked; nothing was published", a.Dataset, a.Partition, a.Run, a.PlanID)
+			return &alreadyPublished{}
 		}
 	case refill.JobCommand:
 		err = r.command(ctx, d, a.Partition, &rec)
@@ -506,11 +586,11 @@ func (r *Runner) outside(ctx context.Context, d *refill.Dataset, partition strin
 // command runs a command job against the warehouse.
 func (r *Runner) command(ctx context.Context, d *refill.Dataset, partition string, rec *refill.Published) error {
 	dsn := r.Config.Warehouse
-	if path := warehouse.SQLitePath(dsn, r.Config.Dir); path != "" {
+	if path, ok := warehouse.SQLitePath(dsn, r.Config.Dir); ok {
 		dsn = "sqlite:" + path
 	}
 	return r.outside(ctx, d, partition, rec, func() (string, error) {
-		res, err := jobs.Command{Dir: r.Config.Dir, Warehouse: dsn}.Run(ctx, d, partition)
+		res, err := jobs.Command{Dir: r.Config.Dir, Warehouse: dsn, Hidden: []string{r.Config.Audit.KeyEnv}}.Run(ctx, d, partition)
 		return res.Output, err
 	})
 }
@@ -518,6 +598,88 @@ func (r *Runner) command(ctx context.Context, d *refill.Dataset, partition strin
 // errMarked rolls back a publish whose partition the warehouse already
 // marks published.
 var errMarked = errors.New("already published in the warehouse")
+
+// errStopped rolls back a publish whose run stopped while it worked.
+var errStopped = errors.New("the run stopped")
+
+// sealed returns the dataset as plan planID sealed it.
+func (r *Runner) sealed(ctx context.Context, planID, dataset string) (*refill.Dataset, error) {
+	var p *refill.Plan
+	if v, ok := r.plans.Load(planID); ok {
+		p = v.(*refill.Plan)
+	} else {
+		var err error
+		if p, err = r.Store.Plan(ctx, planID); err != nil {
+			return nil, err
+		}
+		r.plans.Store(planID, p)
+	}
+	for i := range p.Steps {
+		if p.Steps[i].Dataset != dataset {
+			continue
+		}
+		if d := p.Steps[i].SealedDataset(); d != nil {
+			return d, nil
+		}
+		return nil, refill.NotPermittedf("plan %s was made before plans were sealed: plan again", planID)
+	}
+	return nil, fmt.Errorf("plan %s does not rebuild %s", planID, dataset)
+}
+
+// leaseHolder names this process as a run's holder: host and process id,
+// so that another apply on the same host can tell a dead holder at once.
+func leaseHolder() string { return workerID }
+
+// holderAlive reports whether a lease's holder may still be running. On
+// this host the process is asked directly; elsewhere only the lease's
+// expiry can tell.
+func holderAlive(l store.Lease) bool {
+	host, pid, ok := splitHolder(l.Holder)
+	me, _ := os.Hostname()
+	if !ok || host != me {
+		return true
+	}
+	return processAlive(pid)
+}
+
+func splitHolder(h string) (string, int, bool) {
+	i := strings.LastIndexByte(h, ':')
+	if i < 0 {
+		return "", 0, false
+	}
+	var pid int
+	if _, err := fmt.Sscanf(h[i+1:], "%d", &pid); err != nil || pid <= 0 {
+		return "", 0, false
+	}
+	return h[:i], pid, true
+}
+
+// renew keeps the run's lease alive until stop is called; if the lease is
+// lost (it expired and someone else took the run), the returned context is
+// cancelled so this process stops working on it.
+func (r *Runner) renew(ctx context.Context, planID, holder string) (context.Context, func()) {
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	var once sync.Once
+	go func() {
+		t := time.NewTicker(LeaseTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				err := r.Store.RenewLease(ctx, planID, holder, time.Now().Add(LeaseTTL))
+				if errors.Is(err, refill.ErrNotPermitted) {
+					r.logf("ALERT plan %s: %v; this process stops working on it", planID, err)
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	return runCtx, func() { once.Do(func() { close(done); cancel() }) }
+}
 
 // adopt records a partition an earlier attempt published but did not live
 // to record: its rows now are its rows after; what they were before is

@@ -41,6 +41,7 @@ type Store struct {
 	pool *pgxpool.Pool // nil on SQLite
 	d    dialect
 	path string // the SQLite file; "" on PostgreSQL
+	key  []byte // the audit chain's key (SetAuditKey)
 }
 
 // sqlitePragmas are applied to every SQLite connection. WAL lets readers

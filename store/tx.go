@@ -15,8 +15,9 @@ import (
 // can never leave a change without its entry, or an entry without its
 // change (DESIGN.md §9).
 type Tx struct {
-	tx *sql.Tx
-	d  dialect
+	tx  *sql.Tx
+	d   dialect
+	key []byte // the audit key (SetAuditKey), nil when unkeyed
 }
 
 // Update runs fn in one transaction and commits it when fn returns nil.
@@ -33,7 +34,7 @@ func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) error {
 			return fmt.Errorf("state store: %w", err)
 		}
 	}
-	if err := fn(&Tx{tx: sqltx, d: s.d}); err != nil {
+	if err := fn(&Tx{tx: sqltx, d: s.d, key: s.key}); err != nil {
 		return err
 	}
 	if err := sqltx.Commit(); err != nil {

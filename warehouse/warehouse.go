@@ -32,7 +32,7 @@ import (
 func Open(ctx context.Context, dsn, baseDir string) (refill.Warehouse, error) {
 	switch scheme, _, _ := strings.Cut(dsn, ":"); scheme {
 	case "sqlite":
-		path := SQLitePath(dsn, baseDir)
+		path, _ := SQLitePath(dsn, baseDir)
 		info, err := os.Stat(path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
@@ -62,16 +62,21 @@ func Open(ctx context.Context, dsn, baseDir string) (refill.Warehouse, error) {
 
 // SQLitePath returns the file a sqlite: DSN names, resolved against baseDir
 // when relative. sqlite:///abs/path (URL style) is accepted as well as
-// sqlite:/abs/path.
-func SQLitePath(dsn, baseDir string) string {
-	path := strings.TrimPrefix(dsn, "sqlite:")
+// sqlite:/abs/path. ok is false, and path "", for any DSN that is not
+// sqlite: (a postgres:// one, say), so that no caller mistakes another
+// warehouse for a file.
+func SQLitePath(dsn, baseDir string) (path string, ok bool) {
+	path, ok = strings.CutPrefix(dsn, "sqlite:")
+	if !ok {
+		return "", false
+	}
 	if strings.HasPrefix(path, "///") {
 		path = path[2:]
 	}
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(baseDir, path)
 	}
-	return path
+	return path, true
 }
 
 // RedactDSN returns dsn with any password replaced by xxxxx, so that a DSN

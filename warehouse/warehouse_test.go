@@ -108,8 +108,19 @@ func TestSQLitePath(t *testing.T) {
 		"sqlite:///var/wh.db":     "/var/wh.db",
 		"sqlite:.refill/state.db": "/cfg/.refill/state.db",
 	} {
-		if got := warehouse.SQLitePath(dsn, "/cfg"); got != want {
-			t.Errorf("SQLitePath(%q) = %q, want %q", dsn, got, want)
+		if got, ok := warehouse.SQLitePath(dsn, "/cfg"); got != want || !ok {
+			t.Errorf("SQLitePath(%q) = %q, %v; want %q, true", dsn, got, ok, want)
+		}
+	}
+	for _, dsn := range []string{
+		"postgres://ann@db:5432/wh",
+		"postgresql://ann@db/wh?sslmode=disable",
+		"host=db dbname=wh",
+		"",
+		"SQLITE:wh.db",
+	} {
+		if got, ok := warehouse.SQLitePath(dsn, "/cfg"); ok || got != "" {
+			t.Errorf("SQLitePath(%q) = %q, %v; want \"\", false: not SQLite", dsn, got, ok)
 		}
 	}
 }

@@ -74,7 +74,7 @@ func TestGateAndProofThroughTheBinary(t *testing.T) {
 		want string
 	}{
 		{[]string{"prove", "revenue_daily", "--partition", "2026-11-28"}, 5, "depends on what was there before"},
-		{[]string{"prove", "sessions", "--partition", "2026-11-28"}, 0, "all three builds agree"},
+		{[]string{"prove", "sessions", "--partition", "2026-11-28"}, 0, "all four builds agree"},
 		{[]string{"prove", "events_raw", "--partition", "2026-11-28"}, 2, "is a source"},
 		{[]string{"prove", "sessions", "--partition", "2026-13-01"}, 2, "not a valid day partition"},
 		{[]string{"prove", "sessions"}, 2, "--partition is required"},

@@ -31,7 +31,8 @@ func TestGuards(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(edited), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	step(t, d, 4, "the job of sessions changed since this plan was made", "apply", semi, "--as", "alice")
+	step(t, d, 4, "the plan is stale", "apply", semi, "--as", "alice")
+	step(t, d, 0, "the job of sessions changed: its query text", "show", semi)
 	if err := os.WriteFile(cfgPath, cfg, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -60,8 +61,13 @@ func TestGuards(t *testing.T) {
 	// requester.
 	a := id(step(t, d, 0, "", "plan", "sessions", "--from", "2026-10-20", "--to", "2026-10-22", "--reason", "first", "--as", "alice", "-o", "json"))
 	step(t, d, 0, "", "snapshot", a, "--as", "alice")
+	// October has too little same-weekday history for the volume check to
+	// score it, and an unscored check is no pass: these plans need a
+	// second person.
+	step(t, d, 0, "", "approve", a, "--as", "bob")
 	step(t, d, 0, "", "apply", a, "--as", "alice")
 	b := id(step(t, d, 0, "", "plan", "sessions", "--from", "2026-10-21", "--to", "2026-10-21", "--reason", "second", "--as", "bob", "-o", "json"))
+	step(t, d, 0, "", "approve", b, "--as", "alice")
 	step(t, d, 0, "", "apply", b, "--as", "bob")
 	step(t, d, 4, "plan "+b+" published sessions 2026-10-21 after this plan did", "rollback", a, "--as", "carol")
 
@@ -72,7 +78,7 @@ func TestGuards(t *testing.T) {
 	if err != nil || len(before) == 0 {
 		t.Fatalf("the demo's export of 2026-11-22: %q, %v", before, err)
 	}
-	step(t, d, 0, "all three builds agree", "prove", "partner_feed", "--partition", "2026-11-22", "--as", "alice")
+	step(t, d, 0, "all four builds agree", "prove", "partner_feed", "--partition", "2026-11-22", "--as", "alice")
 	if after, _ := os.ReadFile(export); string(after) != string(before) {
 		t.Errorf("a proof rewrote the real export: %q -> %q", before, after)
 	}
@@ -92,10 +98,25 @@ func TestGuards(t *testing.T) {
 	step(t, d, 5, "differ from the plan's expectation by more than 10%", "apply", strays, "--as", "alice")
 	step(t, d, 5, "! +", "report", strays)
 
-	// Nothing is recorded on top of a tampered audit log.
-	if _, err := state.Exec(`UPDATE audit_log SET actor = 'mallory' WHERE seq = 3`); err != nil {
+	// Nothing is recorded on top of a tampered audit log. The check before
+	// each write starts from the last verified checkpoint (its cost must
+	// not grow with the log), so it sees the newest entries; audit verify
+	// walks them all.
+	var head int
+	var actor string
+	if err := state.QueryRow(`SELECT seq, actor FROM audit_log ORDER BY seq DESC LIMIT 1`).Scan(&head, &actor); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := state.Exec(`UPDATE audit_log SET actor = 'mallory' WHERE seq = ?`, head); err != nil {
 		t.Fatal(err)
 	}
 	step(t, d, 4, "refusing to change anything", "plan", "sessions", "--from", "2026-10-01", "--to", "2026-10-02", "--reason", "x", "--as", "alice")
+	step(t, d, 5, "audit log entry "+itoa(head), "audit", "verify")
+	if _, err := state.Exec(`UPDATE audit_log SET actor = ? WHERE seq = ?`, actor, head); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := state.Exec(`UPDATE audit_log SET actor = 'mallory' WHERE seq = 3`); err != nil {
+		t.Fatal(err)
+	}
 	step(t, d, 5, "audit log entry 3", "audit", "verify")
 }

@@ -99,7 +99,7 @@ func (a *app) printReport(ctx context.Context, e *env, id string) error {
 	if err != nil {
 		return err
 	}
-	rep, err := control.BuildReport(ctx, e.st, p, e.cfg.Run.Tolerance)
+	rep, err := control.BuildReport(ctx, e.st, p, control.Tolerance(p, e.cfg))
 	if err != nil {
 		return err
 	}

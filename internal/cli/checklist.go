@@ -68,14 +68,32 @@ rollback restores exactly these.`,
 }
 
 func (a *app) rollbackCmd() *cobra.Command {
-	return a.warehouseCmd("rollback PLAN [--as USER]", "Restore every snapshotted partition, proven by checksum",
+	var force bool
+	var reason string
+	cmd := a.warehouseCmd("rollback PLAN [--as USER] [--force --reason TEXT]", "Restore every snapshotted partition, proven by checksum",
 		`Restore every partition the plan rewrote from its snapshot, in one
 transaction; each restored partition must match the row count and checksum
 recorded at snapshot time, or nothing is restored (exit 5). Works after a
-finished or a failed run, and is audited.`,
+finished or a failed run, and is audited.
+
+A partition someone else wrote since this plan published it (its checksum is
+not what the run published), or that changed between the snapshot and the
+run, is refused (exit 4): restoring it would silently undo their work. A lead
+may force it with --force --reason, which the audit log records.`,
 		func(c *control.Control, cmd *cobra.Command, id, actor string) (*control.State, []refill.SnapshotPart, error) {
-			return c.Rollback(cmd.Context(), id, actor)
+			switch {
+			case force && strings.TrimSpace(reason) == "":
+				return nil, nil, refill.BadInputf("--force needs --reason: say why partitions written by someone else may be overwritten")
+			case !force && reason != "":
+				return nil, nil, refill.BadInputf("--reason goes with --force")
+			case !force:
+				reason = ""
+			}
+			return c.Rollback(cmd.Context(), id, actor, strings.TrimSpace(reason))
 		})
+	cmd.Flags().BoolVar(&force, "force", false, "a lead restores partitions written by someone else since (needs --reason; audited)")
+	cmd.Flags().StringVar(&reason, "reason", "", "why the rollback is forced")
+	return cmd
 }
 
 func (a *app) signoffCmd() *cobra.Command {

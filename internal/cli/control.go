@@ -8,6 +8,8 @@ import (
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/control"
+	"github.com/refill-dev/refill/store"
+	"github.com/refill-dev/refill/warehouse"
 )
 
 func (a *app) control(e *env) (*control.Control, error) {
@@ -90,9 +92,18 @@ func stateJSON(s *control.State) any {
 		*refill.Plan
 		Approvals []refill.Approval      `json:"approvals"`
 		Checklist []refill.ChecklistStep `json:"checklist"`
+		Stale     []string               `json:"stale"`
 		Unmet     []string               `json:"unmet"`
 		MayRun    bool                   `json:"may_run"`
-	}{s.Plan, s.Approvals, s.Checklist, s.Unmet, len(s.Unmet) == 0}
+		FourEyes  bool                   `json:"four_eyes_enforced"`
+	}{s.Plan, s.Approvals, s.Checklist, nonNil(s.Stale), s.Unmet, len(s.Unmet) == 0, s.FourEyes}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 func renderState(s *control.State) string {
@@ -112,6 +123,15 @@ func renderState(s *control.State) string {
 				note = ": " + ap.Note
 			}
 			fmt.Fprintf(&b, "  %s  %-8s by %s%s\n", ap.At.Format("2006-01-02 15:04"), ap.Decision, ap.Actor, note)
+		}
+	}
+	if !s.FourEyes && (len(s.Approvals) > 0 || len(s.Checklist) > 0) {
+		b.WriteString("\nFour-eyes is NOT enforced: refill.yaml names no users:, so anyone may act under any name and these decisions cannot prove a second person.\n")
+	}
+	if len(s.Stale) > 0 {
+		b.WriteString("\nStale: the config changed since this plan was sealed, so it is not the backfill that was planned (and approved):\n")
+		for _, d := range s.Stale {
+			fmt.Fprintf(&b, "  - %s\n", d)
 		}
 	}
 	if len(s.Unmet) == 0 {
@@ -137,16 +157,89 @@ func (a *app) auditCmd() *cobra.Command {
 				return err
 			}
 			defer e.Close()
-			rep, verr := e.st.VerifyAudit(cmd.Context())
+			// The anchor is the log's head as the warehouse recorded it at
+			// the last publish: outside the state store, so a log rewritten
+			// or cut short there no longer matches it.
+			var opts store.VerifyOptions
+			anchorNote := "no anchor in the warehouse yet (nothing published)"
+			if wh, err := warehouse.Open(cmd.Context(), e.cfg.Warehouse, e.cfg.Dir); err != nil {
+				anchorNote = "the warehouse is unreachable, so the anchor was not checked: " + err.Error()
+			} else {
+				defer wh.Close()
+				if an, ok := wh.(refill.Anchorer); ok {
+					id, err := e.st.ID(cmd.Context())
+					if err != nil {
+						return err
+					}
+					anchor, found, err := an.LatestAnchor(cmd.Context(), id)
+					if err != nil {
+						return fmt.Errorf("reading the audit anchor from the warehouse: %w", err)
+					}
+					if found {
+						opts.Anchor = &anchor
+						anchorNote = fmt.Sprintf("matches the warehouse's anchor at entry %d", anchor.Seq)
+					}
+				}
+			}
+			rep, verr := e.st.VerifyAudit(cmd.Context(), opts)
 			if a.json() {
 				if err := a.printJSON(rep); err != nil {
 					return err
 				}
 			} else if verr == nil {
-				fmt.Fprintf(a.stdout, "audit log intact: %d entries, head %s\n", rep.Entries, rep.Head)
+				keyed := "unkeyed"
+				if rep.Keyed {
+					keyed = fmt.Sprintf("keyed from entry %d", rep.KeyedFrom)
+				}
+				fmt.Fprintf(a.stdout, "audit log intact: %d entries, %s, head %s; %s\n", rep.Entries, keyed, rep.Head, anchorNote)
+				if rep.Warning != "" {
+					fmt.Fprintf(a.stderr, "warning: %s\n", rep.Warning)
+				}
 			}
 			return verr
 		},
 	})
+	return cmd
+}
+
+func (a *app) schemaCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "schema", Short: "Source schemas: the baseline drift is judged against"}
+	var reason string
+	accept := &cobra.Command{
+		Use:   "accept DATASET --reason TEXT [--as USER]",
+		Short: "Accept a source's current schema as the new drift baseline (audited)",
+		Long: `Schema drift is judged against the schema accepted last: by applying a plan
+that saw it, or with this command. A plan that merely sees a new schema never
+moves the baseline, so drift cannot be cleared by planning again. Accepting
+needs an identity and a reason, and the audit log keeps both schemas.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, actor, err := a.openAs(cmd.Context(), true)
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			c, err := a.control(e)
+			if err != nil {
+				return err
+			}
+			snap, err := c.AcceptSchema(cmd.Context(), args[0], actor, reason)
+			if err != nil {
+				return err
+			}
+			if a.json() {
+				return a.printJSON(snap)
+			}
+			var cols []string
+			for _, col := range snap.Columns {
+				cols = append(cols, col.Name+" "+col.Type)
+			}
+			fmt.Fprintf(a.stdout, "%s: accepted by %s as the drift baseline (%s)\n  columns: %s\n", snap.Dataset, actor, snap.Reason, strings.Join(cols, ", "))
+			return nil
+		},
+	}
+	accept.Flags().StringVar(&reason, "reason", "", "why the new schema is right (required; audited)")
+	accept.Flags().StringVar(&a.as, "as", "", "who is accepting (default $REFILL_USER)")
+	cmd.AddCommand(accept)
 	return cmd
 }

@@ -50,10 +50,10 @@ pipeline; insufficient history is shown as a warning and does not fail.`,
 			if err != nil {
 				return err
 			}
-			// Flagged partitions leave later volume histories, whoever found them.
-			if err := e.st.SaveFlags(cmd.Context(), res.Flags); err != nil {
-				return err
-			}
+			// check only reads: it needs no identity, so it changes nothing the
+			// gate will later accept. Flags that leave partitions out of volume
+			// history are recorded by plans, with their requester, reason and
+			// audit entries.
 			if a.json() {
 				if err := a.printJSON(res.Gate); err != nil {
 					return err
@@ -130,7 +130,7 @@ func (a *app) prover(cmd *cobra.Command, e *env) (*proof.Prover, error) {
 	}
 	p := &proof.Prover{Config: e.cfg, Warehouse: e.wh, Store: e.st, Now: now}
 	if e.cfg.ProofWarehouse != "" {
-		runner, err := openProofWarehouse(cmd.Context(), e.cfg)
+		runner, err := openProofWarehouse(cmd.Context(), e.cfg, e.wh)
 		if err != nil {
 			return nil, err
 		}

@@ -602,6 +602,7 @@ func Exercise(t *testing.T, newDSN func(t *testing.T) string) {
 		}
 	})
 
+	exerciseAudit(t, newDSN)
 	t.Run("NewerSchemaRefused", func(t *testing.T) {
 		t.Parallel()
 		s, dsn := setup(t)

@@ -36,9 +36,9 @@ const queryBatch = 100
 
 // Warehouse is a PostgreSQL database used as a warehouse.
 type Warehouse struct {
-	pool  *pgxpool.Pool
-	db    *sql.DB
-	marks atomic.Bool // refill_published is known to exist
+	pool      *pgxpool.Pool
+	db        *sql.DB
+	ownTables atomic.Bool // refill_published and refill_audit_anchor are known to exist
 }
 
 var _ refill.Warehouse = (*Warehouse)(nil)
@@ -268,7 +268,8 @@ func partitionPlanFor(t refill.TableRef, cols []refill.Column, from, to string) 
 
 // QueryCounts counts the rows query yields for each partition, in one
 // statement per batch of partitions, inside a READ ONLY transaction that is
-// rolled back: whatever the query calls, PostgreSQL refuses to write.
+// rolled back: whatever the query calls, PostgreSQL refuses to write. The
+// query runs with TimeZone UTC, as it does when the job runs.
 //
 // Statements are sent with the extended protocol even if the DSN asks for
 // the simple one, because the simple protocol would run a second statement
@@ -287,6 +288,10 @@ func (w *Warehouse) QueryCounts(ctx context.Context, query string, partitions []
 		return nil, fmt.Errorf("query counts: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) // always: a count must leave nothing behind
+	// As when the job runs: in UTC, as partitions are cut.
+	if _, err := tx.Exec(ctx, "SET LOCAL TIME ZONE 'UTC'"); err != nil {
+		return nil, fmt.Errorf("query counts: %w", err)
+	}
 	for start := 0; start < len(parts); start += queryBatch {
 		batch := parts[start:min(start+queryBatch, len(parts))]
 		if err := countBatch(ctx, tx, query, batch, counts); err != nil {

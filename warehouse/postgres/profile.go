@@ -38,6 +38,9 @@ func (w *Warehouse) Profile(ctx context.Context, t refill.TableRef, spec refill.
 // Profile is Warehouse.Profile inside the transaction, in a savepoint that
 // is rolled back so its TimeZone setting ends with it.
 func (t *tx) Profile(ctx context.Context, ref refill.TableRef, spec refill.ProfileSpec, from, to string) (map[string]refill.Profile, error) {
+	if err := t.usable(); err != nil {
+		return nil, err
+	}
 	return profile(ctx, t.tx, t.tx.Begin, ref, spec, from, to)
 }
 

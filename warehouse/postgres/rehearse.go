@@ -58,19 +58,34 @@ func (w *Warehouse) Rehearse(ctx context.Context, fn func(tx refill.WarehouseTx)
 	return fn(&tx{tx: t})
 }
 
-// tx is a rehearsal's transaction.
+// tx is a rehearsal's or a run's transaction.
 type tx struct {
 	tx pgx.Tx
+	// utc is set once job text's TimeZone (UTC) is set for the rest of
+	// the transaction.
+	utc bool
+	// jobRan is set once job text has run: the session may then carry its
+	// settings, and is cleaned before the connection is pooled again.
+	jobRan bool
+	// failed is set when job text failed in the transaction, which then
+	// only rolls back.
+	failed bool
 }
 
 // Digest is Warehouse.Digest inside the transaction.
 func (t *tx) Digest(ctx context.Context, ref refill.TableRef, partition string) (refill.Digest, error) {
+	if err := t.usable(); err != nil {
+		return refill.Digest{}, err
+	}
 	return digest(ctx, t.tx, ref, partition)
 }
 
 // DeletePartition deletes one partition of ref, selected exactly as
 // PartitionCounts counts it.
 func (t *tx) DeletePartition(ctx context.Context, ref refill.TableRef, partition string) (int64, error) {
+	if err := t.usable(); err != nil {
+		return 0, err
+	}
 	cols, err := columns(ctx, t.tx, ref.Table)
 	if err != nil {
 		return 0, err
@@ -96,23 +111,36 @@ func deletePartition(ctx context.Context, db querier, ref refill.TableRef, cols 
 // warehouse, not refill, moves the rows, and so that PostgreSQL gives
 // :partition the type of the column it fills, as it would in the user's own
 // INSERT. The output names come from preparing the query, which runs
-// nothing.
-func (t *tx) ReplaceFromQuery(ctx context.Context, ref refill.TableRef, query, partition string) (int64, error) {
+// nothing. The query runs with TimeZone UTC, as partitions are cut.
+//
+// Every row must fall in the partition. The INSERT returns the partition
+// column of the rows it wrote to a count in the same statement, so the
+// check costs no extra round trip; a row outside is an
+// *refill.OutsidePartitionError, and the caller's transaction, rolled
+// back, takes the rows with it.
+func (t *tx) ReplaceFromQuery(ctx context.Context, ref refill.TableRef, query, partition string) (n int64, err error) {
+	if err := t.usable(); err != nil {
+		return 0, err
+	}
+	defer func() { t.fail(err) }()
 	q, err := sqltext.Postgres.Subquery(query)
 	if err != nil {
 		return 0, err
-	}
-	bound, uses := sqltext.Postgres.BindPartition(q, "$1")
-	args := []any{pgx.QueryExecModeDescribeExec}
-	if uses > 0 {
-		args = append(args, partition)
 	}
 	cols, err := columns(ctx, t.tx, ref.Table)
 	if err != nil {
 		return 0, err
 	}
-	if _, err := partitionPlanFor(ref, cols, partition, partition); err != nil {
+	p, err := partitionPlanFor(ref, cols, partition, partition)
+	if err != nil {
 		return 0, fmt.Errorf("query job for %s: %w", ref.Table, err) // a malformed partition
+	}
+	t.jobRan = true
+	if !t.utc {
+		if _, err := t.tx.Exec(ctx, "SET LOCAL TIME ZONE 'UTC'"); err != nil {
+			return 0, fmt.Errorf("query job for partition %s of %s: %w", partition, ref.Table, err)
+		}
+		t.utc = true
 	}
 	// Described with the partition as a literal: a parameter used both as
 	// an output column and in a comparison (SELECT :partition AS day ...
@@ -134,12 +162,35 @@ func (t *tx) ReplaceFromQuery(ctx context.Context, ref refill.TableRef, query, p
 	if _, err := deletePartition(ctx, t.tx, ref, cols, partition); err != nil {
 		return 0, err
 	}
+	// The partition predicate's arguments come first; the query's
+	// :partition follows them.
+	bound, uses := sqltext.Postgres.BindPartition(q, fmt.Sprintf("$%d", len(p.args)+1))
+	args := append([]any{pgx.QueryExecModeDescribeExec}, p.args...)
+	if uses > 0 {
+		args = append(args, partition)
+	}
+	col := sqltext.QuoteIdent(ref.Column)
 	// The newline after the query ends a trailing line comment.
-	tag, err := t.tx.Exec(ctx, fmt.Sprintf("INSERT INTO %s (%s)\n%s\n", sqltext.QuoteIdent(ref.Table), target, bound), args...)
-	if err != nil {
+	stmt := fmt.Sprintf(`WITH refill_inserted AS (
+INSERT INTO %[1]s (%[2]s)
+%[3]s
+RETURNING %[4]s
+)
+SELECT count(*), count(*) FILTER (WHERE (%[5]s) IS NOT TRUE), min(coalesce(%[4]s::text, 'NULL')) FILTER (WHERE (%[5]s) IS NOT TRUE)
+FROM refill_inserted`, sqltext.QuoteIdent(ref.Table), target, bound, col, p.where)
+	var inserted, outside int64
+	var value *string
+	if err := t.tx.QueryRow(ctx, stmt, args...).Scan(&inserted, &outside, &value); err != nil {
 		return 0, fmt.Errorf("query job for partition %s of %s: %w", partition, ref.Table, err)
 	}
-	return tag.RowsAffected(), nil
+	if outside > 0 {
+		e := &refill.OutsidePartitionError{Table: ref.Table, Partition: partition, Rows: outside}
+		if value != nil {
+			e.Value = *value
+		}
+		return 0, e
+	}
+	return inserted, nil
 }
 
 // targetColumns matches a query's output column names to the table's
@@ -165,26 +216,41 @@ func targetColumns(table string, cols []refill.Column, names []string) (string, 
 	return strings.Join(quoted, ", "), nil
 }
 
-// ExecSQL runs an sql job's statements in order, each with :partition
-// bound, through the extended protocol, so that each is exactly one
-// statement whatever the DSN's exec mode. A statement the warehouse refuses
-// is the job's failure, not bad input: the error names the statement and
-// carries PostgreSQL's message. After one fails, the transaction is aborted
-// and refuses everything but the rollback.
-func (t *tx) ExecSQL(ctx context.Context, sql, partition string) error {
+// ExecSQL runs an sql job's statements in order, each in a DO block of its
+// own (job.go) with :partition inlined as a literal, after setting TimeZone
+// to UTC for the rest of the transaction. PostgreSQL refuses any attempt to
+// end or control the transaction from there, which is a
+// *sqltext.RefusedError (bad input). Any other statement the warehouse
+// refuses is the job's failure: the error names the statement and carries
+// PostgreSQL's message. After one fails, the transaction is aborted and
+// refuses everything but the rollback. Afterwards the search_path is put
+// back, so that refill's own statements find the tables they did before.
+func (t *tx) ExecSQL(ctx context.Context, sql, partition string) (err error) {
+	if err := t.usable(); err != nil {
+		return err
+	}
+	defer func() { t.fail(err) }()
+	lit, err := partitionLiteral(partition)
+	if err != nil {
+		return err
+	}
 	stmts, err := sqltext.Postgres.Statements(sql)
 	if err != nil {
 		return err
 	}
+	state, err := t.jobSettings(ctx)
+	if err != nil {
+		return err
+	}
+	t.utc = true
 	for i, s := range stmts {
-		bound, uses := sqltext.Postgres.BindPartition(s, "$1")
-		args := []any{pgx.QueryExecModeDescribeExec}
-		if uses > 0 {
-			args = append(args, partition)
-		}
-		if _, err := t.tx.Exec(ctx, bound, args...); err != nil {
-			return &sqltext.StatementError{N: i + 1, Of: len(stmts), Partition: partition, SQL: sqltext.Postgres.Excerpt(s), Err: err}
+		bound, _ := sqltext.Postgres.BindPartition(s, lit)
+		if err := t.execDo(ctx, doBlock(bound)); err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("sql job statement %d of %d for partition %s: %w", i+1, len(stmts), partition, ctx.Err())
+			}
+			return jobError(err, i+1, len(stmts), partition, s)
 		}
 	}
-	return nil
+	return t.restoreSettings(ctx, state)
 }

@@ -2,7 +2,11 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/warehouse/sqltext"
@@ -13,33 +17,68 @@ var _ refill.Transactor = (*Warehouse)(nil)
 // Transact runs fn in one transaction and commits when fn returns nil; on
 // an error, a panic or a cancelled context it rolls back, so what fn wrote
 // appears all at once or not at all.
+//
+// Unlike a rehearsal's, the connection goes back to the pool: a run
+// publishes many partitions, and a new connection each time would dominate
+// its cost. When job text ran on it, the session is first reset, because a
+// job's SET outlives the transaction; if that fails, the connection is
+// closed instead.
 func (w *Warehouse) Transact(ctx context.Context, fn func(tx refill.WarehouseTx) error) error {
-	if err := w.createMarks(ctx); err != nil {
+	if err := w.createTables(ctx); err != nil {
 		return err
 	}
-	// Unlike a rehearsal's, the connection goes back to the pool: a run
-	// publishes many partitions, and a new connection each time would
-	// dominate its cost.
-	t, err := w.pool.Begin(ctx)
+	conn, err := w.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("transaction: %w", err)
+	}
+	var t *tx
+	defer func() {
+		if t != nil && t.jobRan {
+			cleanCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+			defer cancel()
+			if err := cleanSession(cleanCtx, conn.Conn()); err != nil {
+				_ = conn.Hijack().Close(cleanCtx)
+				return
+			}
+		}
+		conn.Release()
+	}()
+	pt, err := conn.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("transaction: begin: %w", err)
 	}
 	defer func() {
 		rbCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 		defer cancel()
-		_ = t.Rollback(rbCtx) // a no-op after Commit
+		_ = pt.Rollback(rbCtx) // a no-op after Commit
 	}()
-	if err := fn(&tx{tx: t}); err != nil {
+	t = &tx{tx: pt}
+	if err := fn(t); err != nil {
 		return err
 	}
-	if err := t.Commit(ctx); err != nil {
+	if err := t.usable(); err != nil {
+		return fmt.Errorf("transaction: %w", err)
+	}
+	if err := pt.Commit(ctx); err != nil {
 		return fmt.Errorf("transaction: commit: %w", err)
 	}
 	return nil
 }
 
-// CopyPartitions creates dst as a copy of t's rows in [from, to].
+// CopyPartitions creates dst as a copy of t's rows in [from, to]. A
+// schema-qualified dst (schema.table) is created in that schema, which is
+// created first if need be. A name longer than PostgreSQL keeps (63 bytes)
+// is refused rather than cut short, since a cut name can collide with
+// another snapshot's.
 func (t *tx) CopyPartitions(ctx context.Context, ref refill.TableRef, dst, from, to string) error {
+	if err := t.usable(); err != nil {
+		return err
+	}
+	for _, part := range strings.Split(dst, ".") {
+		if len(part) > maxIdentifier {
+			return refill.BadInputf("snapshot table name %q is longer than PostgreSQL's %d bytes", part, maxIdentifier)
+		}
+	}
 	cols, err := columns(ctx, t.tx, ref.Table)
 	if err != nil {
 		return err
@@ -47,6 +86,11 @@ func (t *tx) CopyPartitions(ctx context.Context, ref refill.TableRef, dst, from,
 	p, err := partitionPlanFor(ref, cols, from, to)
 	if err != nil {
 		return fmt.Errorf("copy %s: %w", ref.Table, err)
+	}
+	if schema, _, ok := strings.Cut(dst, "."); ok {
+		if _, err := t.tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+sqltext.QuoteIdent(schema)); err != nil {
+			return fmt.Errorf("copy %s %s..%s into %s: %w", ref.Table, from, to, dst, err)
+		}
 	}
 	_, err = t.tx.Exec(ctx, fmt.Sprintf("CREATE TABLE %s AS SELECT * FROM %s WHERE %s",
 		sqltext.QuoteIdent(dst), sqltext.QuoteIdent(ref.Table), p.where), p.args...)
@@ -56,34 +100,71 @@ func (t *tx) CopyPartitions(ctx context.Context, ref refill.TableRef, dst, from,
 	return nil
 }
 
-// RestorePartition replaces a partition of t with the rows of src.
+// maxIdentifier is the longest identifier PostgreSQL keeps whole
+// (NAMEDATALEN - 1).
+const maxIdentifier = 63
+
+// RestorePartition replaces a partition of t with the rows of src,
+// matching columns by name: the table may have been rebuilt with its
+// columns in another order since the snapshot was taken. A column of src
+// that t no longer has is refused, since restoring without it would lose
+// data; a column t has gained is left to its default.
 func (t *tx) RestorePartition(ctx context.Context, ref refill.TableRef, src, partition string) (int64, error) {
-	cols, err := columns(ctx, t.tx, ref.Table)
-	if err != nil {
+	if err := t.usable(); err != nil {
 		return 0, err
 	}
-	if _, err := deletePartition(ctx, t.tx, ref, cols, partition); err != nil {
+	cols, err := columns(ctx, t.tx, ref.Table)
+	if err != nil {
 		return 0, err
 	}
 	srcCols, err := columns(ctx, t.tx, src)
 	if err != nil {
 		return 0, err
 	}
+	have := make(map[string]bool, len(cols))
+	for _, c := range cols {
+		have[c.Name] = true
+	}
+	names := make([]string, len(srcCols))
+	for i, c := range srcCols {
+		if !have[c.Name] {
+			return 0, refill.BadInputf("restore %s %s from %s: the snapshot has a column %s that %s no longer has; restoring would lose it, so add the column back first", ref.Table, partition, src, c.Name, ref.Table)
+		}
+		names[i] = sqltext.QuoteIdent(c.Name)
+	}
 	p, err := partitionPlanFor(refill.TableRef{Table: src, Column: ref.Column, Grain: ref.Grain}, srcCols, partition, partition)
 	if err != nil {
 		return 0, fmt.Errorf("restore %s %s: %w", ref.Table, partition, err)
 	}
-	tag, err := t.tx.Exec(ctx, fmt.Sprintf("INSERT INTO %s SELECT * FROM %s WHERE %s",
-		sqltext.QuoteIdent(ref.Table), sqltext.QuoteIdent(src), p.where), p.args...)
+	if _, err := deletePartition(ctx, t.tx, ref, cols, partition); err != nil {
+		return 0, err
+	}
+	list := strings.Join(names, ", ")
+	tag, err := t.tx.Exec(ctx, fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s WHERE %s",
+		sqltext.QuoteIdent(ref.Table), list, list, sqltext.QuoteIdent(src), p.where), p.args...)
 	if err != nil {
 		return 0, fmt.Errorf("restore %s %s from %s: %w", ref.Table, partition, src, err)
 	}
 	return tag.RowsAffected(), nil
 }
 
+// DropTable drops table name, which may be schema-qualified, if it exists.
+func (t *tx) DropTable(ctx context.Context, name string) error {
+	if err := t.usable(); err != nil {
+		return err
+	}
+	if _, err := t.tx.Exec(ctx, "DROP TABLE IF EXISTS "+sqltext.QuoteIdent(name)); err != nil {
+		return fmt.Errorf("drop table %s: %w", name, err)
+	}
+	return nil
+}
+
 // MarkPublished records a plan's partition published in refill_published,
 // a table refill keeps in the warehouse for exactly this.
 func (t *tx) MarkPublished(ctx context.Context, planID, dataset, partition string) (bool, error) {
+	if err := t.usable(); err != nil {
+		return false, err
+	}
 	tag, err := t.tx.Exec(ctx, `INSERT INTO refill_published (plan_id, dataset, partition) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, planID, dataset, partition)
 	if err != nil {
 		return false, fmt.Errorf("publish mark: %w", err)
@@ -91,11 +172,47 @@ func (t *tx) MarkPublished(ctx context.Context, planID, dataset, partition strin
 	return tag.RowsAffected() == 0, nil
 }
 
-// createMarks makes sure refill_published exists, once per process and
-// outside any transaction (so that a rolled-back publish cannot take the
-// table with it).
-func (w *Warehouse) createMarks(ctx context.Context) error {
-	if w.marks.Load() {
+// Anchor records the audit log's head in refill_audit_anchor, keyed by the
+// state store it belongs to. An anchor already there for the same entry is
+// kept as it was.
+func (t *tx) Anchor(ctx context.Context, a refill.AuditAnchor) error {
+	if err := t.usable(); err != nil {
+		return err
+	}
+	if _, err := t.tx.Exec(ctx, `INSERT INTO refill_audit_anchor (store, seq, hash) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, a.Store, a.Seq, a.Hash); err != nil {
+		return fmt.Errorf("audit anchor: %w", err)
+	}
+	return nil
+}
+
+var _ refill.Anchorer = (*Warehouse)(nil)
+
+// LatestAnchor returns store's anchor with the highest sequence number; ok
+// is false when refill_audit_anchor is missing or holds none of store's.
+func (w *Warehouse) LatestAnchor(ctx context.Context, store string) (refill.AuditAnchor, bool, error) {
+	var exists bool
+	if err := w.pool.QueryRow(ctx, `SELECT to_regclass('refill_audit_anchor') IS NOT NULL`).Scan(&exists); err != nil {
+		return refill.AuditAnchor{}, false, fmt.Errorf("audit anchor: %w", err)
+	}
+	if !exists {
+		return refill.AuditAnchor{}, false, nil
+	}
+	a := refill.AuditAnchor{Store: store}
+	err := w.pool.QueryRow(ctx, `SELECT seq, hash FROM refill_audit_anchor WHERE store = $1 ORDER BY seq DESC LIMIT 1`, store).Scan(&a.Seq, &a.Hash)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return refill.AuditAnchor{}, false, nil
+	case err != nil:
+		return refill.AuditAnchor{}, false, fmt.Errorf("audit anchor: %w", err)
+	}
+	return a, true, nil
+}
+
+// createTables makes sure refill's own tables, refill_published and
+// refill_audit_anchor, exist: once per process and outside any transaction,
+// so that a rolled-back publish cannot take a table with it.
+func (w *Warehouse) createTables(ctx context.Context) error {
+	if w.ownTables.Load() {
 		return nil
 	}
 	if _, err := w.pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS refill_published (
@@ -103,6 +220,11 @@ func (w *Warehouse) createMarks(ctx context.Context) error {
 		PRIMARY KEY (plan_id, dataset, partition))`); err != nil {
 		return fmt.Errorf("publish mark: %w", err)
 	}
-	w.marks.Store(true)
+	if _, err := w.pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS refill_audit_anchor (
+		store text NOT NULL, seq bigint NOT NULL, hash text NOT NULL, written_at timestamptz NOT NULL DEFAULT now(),
+		PRIMARY KEY (store, seq))`); err != nil {
+		return fmt.Errorf("audit anchor: %w", err)
+	}
+	w.ownTables.Store(true)
 	return nil
 }

@@ -39,6 +39,9 @@ func (w *Warehouse) Profile(ctx context.Context, t refill.TableRef, spec refill.
 
 // Profile is Warehouse.Profile inside the transaction.
 func (t *tx) Profile(ctx context.Context, ref refill.TableRef, spec refill.ProfileSpec, from, to string) (map[string]refill.Profile, error) {
+	if err := t.usable(); err != nil {
+		return nil, err
+	}
 	return profile(ctx, t.conn, ref, spec, from, to)
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/refill-dev/refill"
@@ -43,7 +44,11 @@ func (w *Warehouse) Rehearse(ctx context.Context, fn func(tx refill.WarehouseTx)
 	defer func() {
 		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
 	}()
-	return fn(&tx{conn: conn})
+	t := &tx{conn: conn}
+	if err := t.hook(); err != nil {
+		return fmt.Errorf("rehearsal: %w", err)
+	}
+	return fn(t)
 }
 
 // discard closes conn for good instead of returning it to the pool.
@@ -52,19 +57,39 @@ func discard(conn *sql.Conn) {
 	_ = conn.Close()
 }
 
-// tx is a rehearsal's transaction.
+// tx is a rehearsal's or a run's transaction, on a connection of its own.
 type tx struct {
 	conn *sql.Conn
+	// committing is set just before refill's own COMMIT, the one commit
+	// the commit hook lets through.
+	committing bool
+	// ended is set by the transaction hooks when the transaction ended
+	// before refill ended it, and endedBy says how.
+	ended   bool
+	endedBy string
+	// failed is set when job text failed in the transaction, which then
+	// only rolls back.
+	failed bool
+	// tainted is set when job text left state on the connection that
+	// outlives the transaction (temporary objects), or a guard could not
+	// be removed: the connection is then closed rather than pooled.
+	tainted bool
 }
 
 // Digest is Warehouse.Digest inside the transaction.
 func (t *tx) Digest(ctx context.Context, ref refill.TableRef, partition string) (refill.Digest, error) {
+	if err := t.usable(); err != nil {
+		return refill.Digest{}, err
+	}
 	return digest(ctx, t.conn, ref, partition)
 }
 
 // DeletePartition deletes one partition of ref, selected exactly as
 // PartitionCounts counts it.
 func (t *tx) DeletePartition(ctx context.Context, ref refill.TableRef, partition string) (int64, error) {
+	if err := t.usable(); err != nil {
+		return 0, err
+	}
 	cols, err := columns(ctx, t.conn, ref.Table)
 	if err != nil {
 		return 0, err
@@ -87,8 +112,18 @@ func deletePartition(ctx context.Context, db querier, ref refill.TableRef, cols 
 // ReplaceFromQuery deletes the partition and inserts the rows of a query
 // job, which must be one SELECT. Its output columns name the table's
 // columns they fill: INSERT INTO t (its output names) query, so that the
-// warehouse, not refill, moves the rows.
-func (t *tx) ReplaceFromQuery(ctx context.Context, ref refill.TableRef, query, partition string) (int64, error) {
+// warehouse, not refill, moves the rows. The query runs under a guard that
+// lets it only read, and refill's INSERT write into t.
+//
+// Every row must fall in the partition: the partition was emptied first,
+// so one count afterwards tells whether all the rows inserted are in it.
+// If not, the error is an *refill.OutsidePartitionError and the caller's
+// transaction, rolled back, takes the rows with it.
+func (t *tx) ReplaceFromQuery(ctx context.Context, ref refill.TableRef, query, partition string) (n int64, err error) {
+	if err := t.usable(); err != nil {
+		return 0, err
+	}
+	defer func() { t.fail(err) }()
 	q, err := sqltext.SQLite.Subquery(query)
 	if err != nil {
 		return 0, err
@@ -102,15 +137,26 @@ func (t *tx) ReplaceFromQuery(ctx context.Context, ref refill.TableRef, query, p
 	if err != nil {
 		return 0, err
 	}
-	// The newline before ) ends a trailing line comment in the query.
-	rows, err := t.conn.QueryContext(ctx, "SELECT * FROM (\n"+bound+"\n) LIMIT 0", args...)
+	f, err := partitionFilter(ref, cols, partition, partition)
 	if err != nil {
-		return 0, fmt.Errorf("query job for partition %s of %s: %w", partition, ref.Table, err)
+		return 0, fmt.Errorf("query job for %s: %w", ref.Table, err) // a malformed partition
 	}
-	names, err := rows.Columns()
-	rows.Close()
+	var names []string
+	err = t.jobText(ctx, newQueryGuard(ref.Table), partition, func() error {
+		// The newline before ) ends a trailing line comment in the query.
+		rows, err := t.conn.QueryContext(ctx, "SELECT * FROM (\n"+bound+"\n) LIMIT 0", args...)
+		if err != nil {
+			return fmt.Errorf("query job for partition %s of %s: %w", partition, ref.Table, err)
+		}
+		names, err = rows.Columns()
+		rows.Close()
+		if err != nil {
+			return fmt.Errorf("query job for partition %s of %s: %w", partition, ref.Table, err)
+		}
+		return nil
+	})
 	if err != nil {
-		return 0, fmt.Errorf("query job for partition %s of %s: %w", partition, ref.Table, err)
+		return 0, err
 	}
 	target, err := targetColumns(ref.Table, cols, names)
 	if err != nil {
@@ -119,11 +165,61 @@ func (t *tx) ReplaceFromQuery(ctx context.Context, ref refill.TableRef, query, p
 	if _, err := deletePartition(ctx, t.conn, ref, cols, partition); err != nil {
 		return 0, err
 	}
-	res, err := t.conn.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (%s)\n%s\n", sqltext.QuoteIdent(ref.Table), target, bound), args...)
+	var inserted int64
+	err = t.jobText(ctx, newQueryGuard(ref.Table), partition, func() error {
+		res, err := t.conn.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (%s)\n%s\n", sqltext.QuoteIdent(ref.Table), target, bound), args...)
+		if err != nil {
+			return fmt.Errorf("query job for partition %s of %s: %w", partition, ref.Table, err)
+		}
+		inserted, err = res.RowsAffected()
+		return err
+	})
 	if err != nil {
-		return 0, fmt.Errorf("query job for partition %s of %s: %w", partition, ref.Table, err)
+		return 0, err
 	}
-	return res.RowsAffected()
+	var inside int64
+	if err := t.conn.QueryRowContext(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE %s", sqltext.QuoteIdent(ref.Table), f.where), f.args...).Scan(&inside); err != nil {
+		return 0, fmt.Errorf("query job for partition %s of %s: counting its rows: %w", partition, ref.Table, err)
+	}
+	if inside != inserted {
+		return 0, &refill.OutsidePartitionError{
+			Table: ref.Table, Partition: partition, Rows: inserted - inside,
+			Value: t.outsideValue(ctx, ref, names, f, q, partition),
+		}
+	}
+	return inserted, nil
+}
+
+// outsideValue finds, for an error message, the partition column's value
+// in one row of the query that is outside the partition, by running the
+// query again: the failed job's rows are rolled back anyway. It never
+// fails; at worst it says it does not know.
+func (t *tx) outsideValue(ctx context.Context, ref refill.TableRef, names []string, f filter, q, partition string) string {
+	if _, ok := column(refillColumns(names), ref.Column); !ok {
+		return fmt.Sprintf("the column's default (the query has no output column %s)", ref.Column)
+	}
+	// The filter's arguments are ?1 to ?4, so the query's :partition is ?5.
+	bound, _ := sqltext.SQLite.BindPartition(q, "?5")
+	col := sqltext.QuoteIdent(ref.Column)
+	stmt := fmt.Sprintf("SELECT coalesce(CAST(%[1]s AS TEXT), 'NULL') FROM (\n%[2]s\n) WHERE (%[3]s) IS NOT 1 LIMIT 1", col, bound, f.where)
+	var v string
+	err := t.jobText(ctx, newQueryGuard(""), partition, func() error {
+		return t.conn.QueryRowContext(ctx, stmt, slices.Concat(f.args, []any{partition})...).Scan(&v)
+	})
+	if err != nil {
+		return "(unknown)"
+	}
+	return v
+}
+
+// refillColumns makes column names into columns, to look them up the way
+// SQLite does.
+func refillColumns(names []string) []refill.Column {
+	cols := make([]refill.Column, len(names))
+	for i, n := range names {
+		cols[i] = refill.Column{Name: n}
+	}
+	return cols
 }
 
 // targetColumns matches a query's output column names to the table's
@@ -147,22 +243,32 @@ func targetColumns(table string, cols []refill.Column, names []string) (string, 
 }
 
 // ExecSQL runs an sql job's statements in order, each with :partition
-// bound. A statement the warehouse refuses is the job's failure, not bad
-// input: the error names the statement and carries SQLite's message.
-func (t *tx) ExecSQL(ctx context.Context, sql, partition string) error {
+// bound, under the guard that refuses transaction control, ATTACH and
+// PRAGMAs. The statements are split only to name the one that fails; the
+// guard does not depend on the split being right. A statement the
+// warehouse refuses is the job's failure, not bad input: the error names
+// the statement and carries SQLite's message. One the guard refuses is a
+// *sqltext.RefusedError, which is bad input.
+func (t *tx) ExecSQL(ctx context.Context, sql, partition string) (err error) {
+	if err := t.usable(); err != nil {
+		return err
+	}
+	defer func() { t.fail(err) }()
 	stmts, err := sqltext.SQLite.Statements(sql)
 	if err != nil {
 		return err
 	}
-	for i, s := range stmts {
-		bound, uses := sqltext.SQLite.BindPartition(s, "?1")
-		var args []any
-		if uses > 0 {
-			args = []any{partition}
+	return t.jobText(ctx, &guard{policy: sqlJob}, partition, func() error {
+		for i, s := range stmts {
+			bound, uses := sqltext.SQLite.BindPartition(s, "?1")
+			var args []any
+			if uses > 0 {
+				args = []any{partition}
+			}
+			if _, err := t.conn.ExecContext(ctx, bound, args...); err != nil {
+				return &sqltext.StatementError{N: i + 1, Of: len(stmts), Partition: partition, SQL: sqltext.SQLite.Excerpt(s), Err: err}
+			}
 		}
-		if _, err := t.conn.ExecContext(ctx, bound, args...); err != nil {
-			return &sqltext.StatementError{N: i + 1, Of: len(stmts), Partition: partition, SQL: sqltext.SQLite.Excerpt(s), Err: err}
-		}
-	}
-	return nil
+		return nil
+	})
 }

@@ -30,8 +30,8 @@ const queryBatch = 100
 
 // Warehouse is a SQLite database file used as a warehouse.
 type Warehouse struct {
-	db    *sql.DB
-	marks atomic.Bool // refill_published is known to exist
+	db        *sql.DB
+	ownTables atomic.Bool // refill_published and refill_audit_anchor are known to exist
 }
 
 var _ refill.Warehouse = (*Warehouse)(nil)
@@ -237,9 +237,10 @@ func dayBounds(g refill.Grain, from, to string) (lo, hi string, err error) {
 
 // QueryCounts counts the rows query yields for each partition, in one
 // statement per batch of partitions, inside a transaction that is always
-// rolled back. The query is first checked to be a single statement, because
-// the driver would otherwise run every statement in the text; the rollback
-// means nothing the statement might do persists.
+// rolled back, under the guard that lets a query only read (guard.go). The
+// query is first checked to be a single statement so that it can be
+// wrapped in a count; the guard, not that check, is what keeps it from
+// writing or leaving the transaction.
 func (w *Warehouse) QueryCounts(ctx context.Context, query string, partitions []string) (map[string]int64, error) {
 	parts := unique(partitions)
 	counts := make(map[string]int64, len(parts))
@@ -249,22 +250,39 @@ func (w *Warehouse) QueryCounts(ctx context.Context, query string, partitions []
 	if _, err := sqltext.SQLite.Subquery(query); err != nil {
 		return nil, err
 	}
-	tx, err := w.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	conn, err := w.db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("query counts: %w", err)
 	}
-	defer tx.Rollback() // always: a count must leave nothing behind
-	for start := 0; start < len(parts); start += queryBatch {
-		batch := parts[start:min(start+queryBatch, len(parts))]
-		if err := countBatch(ctx, tx, query, batch, counts); err != nil {
-			return nil, err
+	tainted := false
+	defer func() {
+		if tainted {
+			discard(conn)
+		} else {
+			conn.Close()
 		}
+	}()
+	if _, err := conn.ExecContext(ctx, "BEGIN"); err != nil {
+		return nil, fmt.Errorf("query counts: %w", err)
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK") // always: a count must leave nothing behind
+	tainted, err = guarded(conn, newQueryGuard(""), parts[0], func() error {
+		for start := 0; start < len(parts); start += queryBatch {
+			batch := parts[start:min(start+queryBatch, len(parts))]
+			if err := countBatch(ctx, conn, query, batch, counts); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return counts, nil
 }
 
 // countBatch runs one counting statement for batch and adds its counts.
-func countBatch(ctx context.Context, tx *sql.Tx, query string, batch []string, counts map[string]int64) error {
+func countBatch(ctx context.Context, conn *sql.Conn, query string, batch []string, counts map[string]int64) error {
 	stmt, params, err := sqltext.SQLite.CountEach(query, len(batch))
 	if err != nil {
 		return err
@@ -273,7 +291,7 @@ func countBatch(ctx context.Context, tx *sql.Tx, query string, batch []string, c
 	for i := range params {
 		args[i] = batch[i]
 	}
-	rows, err := tx.QueryContext(ctx, stmt, args...)
+	rows, err := conn.QueryContext(ctx, stmt, args...)
 	if err != nil {
 		return queryError(ctx, err, batch[0])
 	}

@@ -3,7 +3,9 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/warehouse/sqltext"
@@ -16,13 +18,26 @@ var _ refill.Transactor = (*Warehouse)(nil)
 // it rolls back, so what fn wrote appears all at once or not at all. Unlike
 // a rehearsal's, the connection goes back to the pool: a run publishes many
 // partitions and opening a connection each time would dominate its cost.
+// It is closed instead when job text left something on it that outlives
+// the transaction (a temporary table), so that no job's leftovers reach
+// later work.
+//
+// Only Transact's own COMMIT commits: the transaction's commit hook turns
+// any other into a rollback (see guard.go).
 func (w *Warehouse) Transact(ctx context.Context, fn func(tx refill.WarehouseTx) error) (err error) {
 	conn, err := w.db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("transaction: %w", err)
 	}
-	defer conn.Close()
-	if err := w.createMarks(ctx, conn); err != nil {
+	t := &tx{conn: conn}
+	defer func() {
+		if t.tainted {
+			discard(conn)
+		} else {
+			conn.Close()
+		}
+	}()
+	if err := w.createTables(ctx, conn); err != nil {
 		return err
 	}
 	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
@@ -33,13 +48,23 @@ func (w *Warehouse) Transact(ctx context.Context, fn func(tx refill.WarehouseTx)
 		if !committed {
 			_, _ = conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
 		}
+		if err := t.unhook(); err != nil {
+			t.tainted = true
+		}
 	}()
-	if err := fn(&tx{conn: conn}); err != nil {
+	if err := t.hook(); err != nil {
+		return fmt.Errorf("transaction: %w", err)
+	}
+	if err := fn(t); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if err := t.usable(); err != nil {
+		return fmt.Errorf("transaction: %w", err)
+	}
+	t.committing = true
 	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
 		return fmt.Errorf("transaction: commit: %w", err)
 	}
@@ -49,6 +74,9 @@ func (w *Warehouse) Transact(ctx context.Context, fn func(tx refill.WarehouseTx)
 
 // CopyPartitions creates dst as a copy of t's rows in [from, to].
 func (t *tx) CopyPartitions(ctx context.Context, ref refill.TableRef, dst, from, to string) error {
+	if err := t.usable(); err != nil {
+		return err
+	}
 	cols, err := columns(ctx, t.conn, ref.Table)
 	if err != nil {
 		return err
@@ -65,35 +93,65 @@ func (t *tx) CopyPartitions(ctx context.Context, ref refill.TableRef, dst, from,
 	return nil
 }
 
-// RestorePartition replaces a partition of t with the rows of src.
+// RestorePartition replaces a partition of t with the rows of src,
+// matching columns by name: the table may have been rebuilt with its
+// columns in another order since the snapshot was taken. A column of src
+// that t no longer has is refused, since restoring without it would lose
+// data; a column t has gained is left to its default.
 func (t *tx) RestorePartition(ctx context.Context, ref refill.TableRef, src, partition string) (int64, error) {
+	if err := t.usable(); err != nil {
+		return 0, err
+	}
 	cols, err := columns(ctx, t.conn, ref.Table)
 	if err != nil {
 		return 0, err
 	}
-	if _, err := deletePartition(ctx, t.conn, ref, cols, partition); err != nil {
-		return 0, err
-	}
-	srcRef := refill.TableRef{Table: src, Column: ref.Column, Grain: ref.Grain}
 	srcCols, err := columns(ctx, t.conn, src)
 	if err != nil {
 		return 0, err
 	}
+	into := make([]string, len(srcCols))
+	from := make([]string, len(srcCols))
+	for i, sc := range srcCols {
+		c, ok := column(cols, sc.Name)
+		if !ok {
+			return 0, refill.BadInputf("restore %s %s from %s: the snapshot has a column %s that %s no longer has; restoring would lose it, so add the column back first", ref.Table, partition, src, sc.Name, ref.Table)
+		}
+		into[i], from[i] = sqltext.QuoteIdent(c.Name), sqltext.QuoteIdent(sc.Name)
+	}
+	srcRef := refill.TableRef{Table: src, Column: ref.Column, Grain: ref.Grain}
 	f, err := partitionFilter(srcRef, srcCols, partition, partition)
 	if err != nil {
 		return 0, fmt.Errorf("restore %s %s: %w", ref.Table, partition, err)
 	}
-	res, err := t.conn.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s SELECT * FROM %s WHERE %s",
-		sqltext.QuoteIdent(ref.Table), sqltext.QuoteIdent(src), f.where), f.args...)
+	if _, err := deletePartition(ctx, t.conn, ref, cols, partition); err != nil {
+		return 0, err
+	}
+	res, err := t.conn.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s WHERE %s",
+		sqltext.QuoteIdent(ref.Table), strings.Join(into, ", "), strings.Join(from, ", "), sqltext.QuoteIdent(src), f.where), f.args...)
 	if err != nil {
 		return 0, fmt.Errorf("restore %s %s from %s: %w", ref.Table, partition, src, err)
 	}
 	return res.RowsAffected()
 }
 
+// DropTable drops table name if it exists.
+func (t *tx) DropTable(ctx context.Context, name string) error {
+	if err := t.usable(); err != nil {
+		return err
+	}
+	if _, err := t.conn.ExecContext(ctx, "DROP TABLE IF EXISTS "+sqltext.QuoteIdent(name)); err != nil {
+		return fmt.Errorf("drop table %s: %w", name, err)
+	}
+	return nil
+}
+
 // MarkPublished records a plan's partition published in refill_published,
 // a table refill keeps in the warehouse for exactly this.
 func (t *tx) MarkPublished(ctx context.Context, planID, dataset, partition string) (bool, error) {
+	if err := t.usable(); err != nil {
+		return false, err
+	}
 	res, err := t.conn.ExecContext(ctx, `INSERT INTO refill_published (plan_id, dataset, partition) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, planID, dataset, partition)
 	if err != nil {
 		return false, fmt.Errorf("publish mark: %w", err)
@@ -102,11 +160,47 @@ func (t *tx) MarkPublished(ctx context.Context, planID, dataset, partition strin
 	return n == 0, err
 }
 
-// createMarks makes sure refill_published exists, once per process and
-// outside any transaction (so that a rolled-back publish cannot take the
-// table with it).
-func (w *Warehouse) createMarks(ctx context.Context, conn *sql.Conn) error {
-	if w.marks.Load() {
+// Anchor records the audit log's head in refill_audit_anchor, keyed by the
+// state store it belongs to. An anchor already there for the same entry is
+// kept as it was.
+func (t *tx) Anchor(ctx context.Context, a refill.AuditAnchor) error {
+	if err := t.usable(); err != nil {
+		return err
+	}
+	if _, err := t.conn.ExecContext(ctx, `INSERT INTO refill_audit_anchor (store, seq, hash) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, a.Store, a.Seq, a.Hash); err != nil {
+		return fmt.Errorf("audit anchor: %w", err)
+	}
+	return nil
+}
+
+var _ refill.Anchorer = (*Warehouse)(nil)
+
+// LatestAnchor returns store's anchor with the highest sequence number; ok
+// is false when refill_audit_anchor is missing or holds none of store's.
+func (w *Warehouse) LatestAnchor(ctx context.Context, store string) (refill.AuditAnchor, bool, error) {
+	var n int
+	if err := w.db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'refill_audit_anchor'`).Scan(&n); err != nil {
+		return refill.AuditAnchor{}, false, fmt.Errorf("audit anchor: %w", err)
+	}
+	if n == 0 {
+		return refill.AuditAnchor{}, false, nil
+	}
+	a := refill.AuditAnchor{Store: store}
+	err := w.db.QueryRowContext(ctx, `SELECT seq, hash FROM refill_audit_anchor WHERE store = ? ORDER BY seq DESC LIMIT 1`, store).Scan(&a.Seq, &a.Hash)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return refill.AuditAnchor{}, false, nil
+	case err != nil:
+		return refill.AuditAnchor{}, false, fmt.Errorf("audit anchor: %w", err)
+	}
+	return a, true, nil
+}
+
+// createTables makes sure refill's own tables, refill_published and
+// refill_audit_anchor, exist: once per process and outside any transaction,
+// so that a rolled-back publish cannot take a table with it.
+func (w *Warehouse) createTables(ctx context.Context, conn *sql.Conn) error {
+	if w.ownTables.Load() {
 		return nil
 	}
 	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS refill_published (
@@ -114,6 +208,11 @@ func (w *Warehouse) createMarks(ctx context.Context, conn *sql.Conn) error {
 		PRIMARY KEY (plan_id, dataset, partition))`); err != nil {
 		return fmt.Errorf("publish mark: %w", err)
 	}
-	w.marks.Store(true)
+	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS refill_audit_anchor (
+		store TEXT NOT NULL, seq INTEGER NOT NULL, hash TEXT NOT NULL, written_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+		PRIMARY KEY (store, seq))`); err != nil {
+		return fmt.Errorf("audit anchor: %w", err)
+	}
+	w.ownTables.Store(true)
 	return nil
 }

@@ -93,30 +93,24 @@ func wordEnd(sql string, i int) int {
 }
 
 // Statements splits an sql job into the statements to run, in order,
-// leaving out pieces that hold only blanks and comments.
+// leaving out pieces that hold only blanks and comments, so that a failure
+// can name the statement that failed.
 //
-// It refuses, as bad input naming the statement, text with an unclosed
-// literal or comment, and any statement that would begin, commit or roll
-// back a transaction (BEGIN, START, COMMIT, END, ABORT, ROLLBACK other than
-// ROLLBACK TO a savepoint, PREPARE TRANSACTION): refill runs a job inside
-// its own transaction, and a rehearsal is only safe because that
-// transaction is always rolled back. Savepoints are allowed.
+// It refuses, as bad input, text with an unclosed literal or comment and
+// text with no statement at all. It does not decide what a statement may
+// do: a hand-written lexer can be fooled (SQLite reads
+// "SELECT temp trigger, 1 AS begin ...; COMMIT; ..." as one statement here
+// but as three itself), so each driver has the warehouse engine refuse
+// transaction control, whatever the pieces look like.
 func (d Dialect) Statements(sql string) ([]string, error) {
 	pieces, unterminated := d.SplitStatements(sql)
 	if unterminated >= 0 {
 		return nil, refill.BadInputf("sql has an unterminated string, quoted name or comment starting at %s", position(sql, unterminated))
 	}
 	var out []string
-	offset := 0
 	for _, p := range pieces {
-		words, first := d.leadingWords(p, 3)
-		at := offset + first
-		offset += len(p) + 1
-		if first < 0 {
+		if _, first := d.leadingWords(p, 0); first < 0 {
 			continue // only blanks and comments
-		}
-		if w := transactionControl(words); w != "" {
-			return nil, refill.BadInputf("sql statement %d (at %s) is %s: refill runs a job inside its own transaction, so a job must not begin, commit or roll back one", len(out)+1, position(sql, at), w)
 		}
 		out = append(out, p)
 	}
@@ -126,20 +120,22 @@ func (d Dialect) Statements(sql string) ([]string, error) {
 	return out, nil
 }
 
-// transactionControl returns the command if a statement starting with words
-// begins or ends a transaction, or "".
-func transactionControl(words []string) string {
+// TransactionControl returns the command a statement starts with if it
+// begins, ends or marks a point in a transaction (BEGIN, START, COMMIT, END,
+// ABORT, ROLLBACK, SAVEPOINT, RELEASE, PREPARE TRANSACTION), or "". It only
+// puts in words a statement the warehouse already refused; it is not what
+// refuses it.
+func (d Dialect) TransactionControl(stmt string) string {
+	words, _ := d.leadingWords(stmt, 3)
 	if len(words) == 0 {
 		return ""
 	}
 	switch words[0] {
-	case "BEGIN", "START", "COMMIT", "END", "ABORT":
+	case "BEGIN", "START", "COMMIT", "END", "ABORT", "SAVEPOINT", "RELEASE":
 		return words[0]
 	case "ROLLBACK":
-		// ROLLBACK [TRANSACTION|WORK] TO [SAVEPOINT] name keeps the
-		// transaction open.
 		if len(words) > 1 && words[1] == "TO" || len(words) > 2 && (words[1] == "TRANSACTION" || words[1] == "WORK") && words[2] == "TO" {
-			return ""
+			return "ROLLBACK TO"
 		}
 		return "ROLLBACK"
 	case "PREPARE":
@@ -225,3 +221,34 @@ func (e *StatementError) Error() string {
 
 // Unwrap lets errors.As reach the driver's error.
 func (e *StatementError) Unwrap() error { return e.Err }
+
+// RefusedError is job text the warehouse refused to run because it tried
+// what refill never lets a job do: end or control refill's transaction,
+// attach another database, change the connection's settings, load code
+// into the warehouse or, for a query job, write. The warehouse engine
+// decided (SQLite's authorizer, PostgreSQL's refusal to commit inside a DO
+// block); this error puts its refusal in words. It wraps refill.ErrBadInput:
+// the job's text has to change.
+type RefusedError struct {
+	Partition string
+	// SQL is an excerpt of the statement refused, "" when unknown.
+	SQL string
+	// What is what the job tried, completing "the job tried to ...":
+	// "control the transaction (COMMIT)", "attach a database (x.db)".
+	What string
+	// Err is the warehouse's own error.
+	Err error
+}
+
+func (e *RefusedError) Error() string {
+	stmt := ""
+	if e.SQL != "" {
+		stmt = fmt.Sprintf(" in %q", e.SQL)
+	}
+	return fmt.Sprintf("the job for partition %s tried to %s%s, which refill refuses: a job runs inside refill's own transaction, may not end, control or leave it, and may use only the warehouse (%v)",
+		e.Partition, e.What, stmt, e.Err)
+}
+
+// Unwrap lets errors.Is find refill.ErrBadInput and errors.As the driver's
+// error.
+func (e *RefusedError) Unwrap() []error { return []error{refill.ErrBadInput, e.Err} }

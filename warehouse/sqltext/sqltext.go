@@ -6,8 +6,11 @@
 // The rules live in one place, with a fuzz target, because they sit between a
 // user's SQL and the warehouse: a binder that rewrote a Postgres cast
 // (x::date) or a word inside a string literal would silently change a query,
-// and a wrapper that let a second statement through would let a read-only
-// count write.
+// and a wrapper that let a second statement through would count the wrong
+// rows. What a job may do is not decided here: each driver has the warehouse
+// engine itself keep job text inside refill's transaction (SQLite's
+// authorizer, PostgreSQL's DO blocks and extended protocol), because a lexer
+// that guesses where statements end can be fooled.
 package sqltext
 
 import (
@@ -38,8 +41,8 @@ func QuoteIdent(name string) string {
 // quoted identifiers and comments begin and end, and how bound parameters are
 // written. Each dialect is lexed by its own rules rather than by a common
 // approximation, because for SQLite, whose driver runs every statement in a
-// string, the wrapper's one-statement check is a security boundary and must
-// see the text exactly as SQLite will.
+// string, the wrapper's one-statement check must see the text as SQLite
+// will, or a count would run more than the query.
 type Dialect struct {
 	name string
 	// placeholder renders the n-th (1-based) bound parameter.

@@ -325,6 +325,8 @@ func Exercise(t *testing.T, newHarness func(t *testing.T) *Harness) {
 	exerciseDigest(t, setup)
 	exerciseRehearse(t, setup)
 	exerciseWrite(t, setup)
+	exerciseSpoil(t, setup)
+	exerciseGuard(t, setup)
 }
 
 // loadOrders creates the orders table: two orders on 2026-10-31, three by

@@ -3,6 +3,7 @@ package warehousetest
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/refill-dev/refill"
@@ -156,6 +157,150 @@ func exerciseWrite(t *testing.T, setup func(t *testing.T) (*Harness, context.Con
 		}
 		if got := digestOf(t, ctx, r, ref, "2026-11-03"); got.Rows != 1 {
 			t.Errorf("restore touched a partition outside the snapshot: %v", got)
+		}
+	})
+
+	t.Run("RestoreMatchesColumnsByName", func(t *testing.T) {
+		h, ctx := setup(t)
+		tr := h.Warehouse.(refill.Transactor)
+		r := rehearserOf(t, h)
+		h.Exec(t, "CREATE TABLE s (day DATE, note TEXT, n INTEGER)")
+		rows := "('2026-11-01', 'p', 1), ('2026-11-01', NULL, 2), ('2026-11-01', 'q', 30)"
+		h.Exec(t, "INSERT INTO s (day, note, n) VALUES "+rows+", ('2026-11-02', 'r', 4)")
+		ref := refill.TableRef{Table: "s", Column: "day", Grain: refill.GrainDay}
+		if err := tr.Transact(ctx, func(tx refill.WarehouseTx) error {
+			return tx.CopyPartitions(ctx, ref, "s_snap", "2026-11-01", "2026-11-01")
+		}); err != nil {
+			t.Fatal(err)
+		}
+		// The table is rebuilt with its columns in another order, and one
+		// more; its partition is rewritten.
+		h.Exec(t, "DROP TABLE s")
+		h.Exec(t, "CREATE TABLE s (n INTEGER, extra TEXT, note TEXT, day DATE)")
+		h.Exec(t, "INSERT INTO s (n, note, day) VALUES (9, 'new', '2026-11-01'), (4, 'r', '2026-11-02')")
+		h.Exec(t, "CREATE TABLE s_want (n INTEGER, extra TEXT, note TEXT, day DATE)")
+		h.Exec(t, "INSERT INTO s_want (day, note, n) VALUES "+rows)
+		var restored int64
+		err := tr.Transact(ctx, func(tx refill.WarehouseTx) error {
+			var err error
+			restored, err = tx.RestorePartition(ctx, ref, "s_snap", "2026-11-01")
+			return err
+		})
+		if err != nil || restored != 3 {
+			t.Fatalf("RestorePartition = %d, %v; want 3 rows", restored, err)
+		}
+		want := digestOf(t, ctx, r, refill.TableRef{Table: "s_want", Column: "day", Grain: refill.GrainDay}, "2026-11-01")
+		if got := digestOf(t, ctx, r, ref, "2026-11-01"); got != want {
+			t.Errorf("restored by name: %v, want %v (the snapshot's rows in the new column order)", got, want)
+		}
+
+		// A table that lost a column of the snapshot is not restored: the
+		// column's values would be lost.
+		h.Exec(t, "CREATE TABLE s_narrow (day DATE, n INTEGER)")
+		h.Exec(t, "INSERT INTO s_narrow (day, n) VALUES ('2026-11-01', 5)")
+		narrow := refill.TableRef{Table: "s_narrow", Column: "day", Grain: refill.GrainDay}
+		err = tr.Transact(ctx, func(tx refill.WarehouseTx) error {
+			_, err := tx.RestorePartition(ctx, narrow, "s_snap", "2026-11-01")
+			return err
+		})
+		if !errors.Is(err, refill.ErrBadInput) || !strings.Contains(err.Error(), "note") {
+			t.Errorf("restore into a table without column note: error = %v, want bad input naming the column", err)
+		}
+		if d := digestOf(t, ctx, r, narrow, "2026-11-01"); d.Rows != 1 {
+			t.Errorf("a refused restore changed the table: %v", d)
+		}
+	})
+
+	t.Run("DropTable", func(t *testing.T) {
+		h, ctx := setup(t)
+		tr := h.Warehouse.(refill.Transactor)
+		h.Exec(t, "CREATE TABLE keep (day DATE)")
+		h.Exec(t, "CREATE TABLE gone (day DATE)")
+		boom := errors.New("boom")
+		err := tr.Transact(ctx, func(tx refill.WarehouseTx) error {
+			if err := tx.DropTable(ctx, "keep"); err != nil {
+				return err
+			}
+			return boom
+		})
+		if !errors.Is(err, boom) {
+			t.Fatal(err)
+		}
+		if _, err := h.Warehouse.Columns(ctx, "keep"); err != nil {
+			t.Errorf("a drop that was rolled back: %v", err)
+		}
+		err = tr.Transact(ctx, func(tx refill.WarehouseTx) error {
+			if err := tx.DropTable(ctx, "gone"); err != nil {
+				return err
+			}
+			return tx.DropTable(ctx, "gone") // not there: nothing to do
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.Warehouse.Columns(ctx, "gone"); !errors.Is(err, refill.ErrNoTable) {
+			t.Errorf("after DropTable: %v, want ErrNoTable", err)
+		}
+	})
+
+	t.Run("AuditAnchor", func(t *testing.T) {
+		h, ctx := setup(t)
+		tr := h.Warehouse.(refill.Transactor)
+		an, ok := h.Warehouse.(refill.Anchorer)
+		if !ok {
+			t.Fatalf("%T does not implement refill.Anchorer", h.Warehouse)
+		}
+		latest := func(store string) (refill.AuditAnchor, bool) {
+			t.Helper()
+			a, ok, err := an.LatestAnchor(ctx, store)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return a, ok
+		}
+		if a, ok := latest("s1"); ok {
+			t.Errorf("a new warehouse holds anchor %+v", a)
+		}
+		anchor := func(fail bool, as ...refill.AuditAnchor) error {
+			return tr.Transact(ctx, func(tx refill.WarehouseTx) error {
+				for _, a := range as {
+					if err := tx.Anchor(ctx, a); err != nil {
+						return err
+					}
+				}
+				if fail {
+					return errors.New("rolled back")
+				}
+				return nil
+			})
+		}
+		if err := anchor(true, refill.AuditAnchor{Store: "s1", Seq: 1, Hash: "h1"}); err == nil {
+			t.Fatal("want the rollback's error")
+		}
+		if a, ok := latest("s1"); ok {
+			t.Errorf("a rolled-back anchor is there: %+v", a)
+		}
+		err := anchor(false,
+			refill.AuditAnchor{Store: "s1", Seq: 1, Hash: "h1"}, refill.AuditAnchor{Store: "s1", Seq: 12, Hash: "h12"},
+			refill.AuditAnchor{Store: "s1", Seq: 3, Hash: "h3"}, refill.AuditAnchor{Store: "s2", Seq: 40, Hash: "other"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a, ok := latest("s1"); !ok || a != (refill.AuditAnchor{Store: "s1", Seq: 12, Hash: "h12"}) {
+			t.Errorf("LatestAnchor(s1) = %+v, %v; want seq 12", a, ok)
+		}
+		if a, ok := latest("s2"); !ok || a != (refill.AuditAnchor{Store: "s2", Seq: 40, Hash: "other"}) {
+			t.Errorf("LatestAnchor(s2) = %+v, %v; want seq 40", a, ok)
+		}
+		if a, ok := latest("s3"); ok {
+			t.Errorf("LatestAnchor of a store never anchored = %+v", a)
+		}
+		// An anchor for an entry already anchored keeps the first hash.
+		if err := anchor(false, refill.AuditAnchor{Store: "s1", Seq: 12, Hash: "rewritten"}); err != nil {
+			t.Fatal(err)
+		}
+		if a, _ := latest("s1"); a.Hash != "h12" {
+			t.Errorf("a second anchor for seq 12 replaced the first: %+v", a)
 		}
 	})
 }

@@ -1,0 +1,285 @@
+package main
+
+import (
+	"bytes"
+	"database/sql"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func editConfig(t *testing.T, dir, old, new string) (restore func()) {
+	t.Helper()
+	path := filepath.Join(dir, "refill.yaml")
+	cfg, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(cfg), old) {
+		t.Fatalf("refill.yaml has no %q", old)
+	}
+	if err := os.WriteFile(path, []byte(strings.Replace(string(cfg), old, new, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if err := os.WriteFile(path, cfg, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func warehouseExec(t *testing.T, dir string, stmts ...string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(dir, "warehouse.db")+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, s := range stmts {
+		if _, err := db.Exec(s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+}
+
+func warehouseCount(t *testing.T, dir, query string) int {
+	t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(dir, "warehouse.db")+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(query).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// TestRetargetAfterApproval: an approved plan whose table is changed in
+// refill.yaml is stale — show says how, approve and apply refuse — and
+// the other table is never touched.
+func TestRetargetAfterApproval(t *testing.T) {
+	d, _, plans := demoPlans(t)
+	semi := plans[1]
+	warehouseExec(t, d, `CREATE TABLE precious AS SELECT * FROM sessions`)
+	before := warehouseCount(t, d, `SELECT count(*) FROM precious`)
+	step(t, d, 0, "", "approve", semi, "--as", "bob")
+	restore := editConfig(t, d, "table: sessions", "table: precious")
+
+	r := step(t, d, 0, "the table of sessions changed: sealed sessions, now precious", "show", semi)
+	if !strings.Contains(r.stdout, "May run now: no") || !strings.Contains(r.stdout, "Stale") {
+		t.Errorf("show of a retargeted plan:\n%s", r.stdout)
+	}
+	js := decode[struct {
+		MayRun bool     `json:"may_run"`
+		Stale  []string `json:"stale"`
+	}](t, step(t, d, 0, "", "show", semi, "-o", "json").stdout)
+	if js.MayRun || len(js.Stale) != 1 {
+		t.Errorf("show -o json: may_run=%v stale=%q", js.MayRun, js.Stale)
+	}
+	step(t, d, 4, "stale", "apply", semi, "--as", "alice")
+	if after := warehouseCount(t, d, `SELECT count(*) FROM precious`); after != before {
+		t.Fatalf("precious went from %d to %d rows", before, after)
+	}
+
+	// The grain, the tags, the checks and the policy are sealed too.
+	restore()
+	for _, c := range []struct{ old, new, want string }{
+		{"max_z: 3", "max_z: 30", "the checks of input events_raw changed"},
+		{"auto_max_days: 7", "auto_max_days: 30", "the tier policy changed"},
+		{"tags: [aggregate, billing]", "tags: [billing]", "the tags of revenue_daily changed"},
+		{"partition: {column: day}\n    upstream: [events_daily]\n    tags: [aggregate, billing]", "partition: {column: day, grain: hour}\n    upstream: [events_daily]\n    tags: [aggregate, billing]", "the grain of revenue_daily changed"},
+	} {
+		undo := editConfig(t, d, c.old, c.new)
+		step(t, d, 0, c.want, "show", plans[2])
+		undo()
+	}
+	// Restored, the plan may run again.
+	step(t, d, 0, "May run now: yes", "show", semi)
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestCheckChangesNothing: `refill check` needs no identity, so it may not
+// change what later gates accept: no flags, no schema.
+func TestCheckChangesNothing(t *testing.T) {
+	d := setup(t)
+	stateCount := func() int {
+		db, err := sql.Open("sqlite", filepath.Join(d, ".refill", "state.db")+"?_pragma=busy_timeout(5000)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		var n int
+		if err := db.QueryRow(`SELECT (SELECT count(*) FROM gate_flags) + (SELECT count(*) FROM schema_snapshots) + (SELECT count(*) FROM audit_log)`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := stateCount()
+	r := run(t, d, []string{"REFILL_NOW=2026-08-01T00:00:00Z"}, "check", "events_raw", "--from", "2026-08-01", "--to", "2026-10-31")
+	if r.code != 3 {
+		t.Fatalf("check over a range in the future of REFILL_NOW: exit %d, want 3\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if after := stateCount(); after != before {
+		t.Errorf("check changed the state store: %d rows of flags, schemas and audit entries before, %d after", before, after)
+	}
+}
+
+// TestSchemaDriftIsNotClearedByPlanning: drift is judged against the
+// accepted schema; planning again, even another request, does not clear
+// it; `schema accept` does, with an identity, a reason and an audit entry.
+func TestSchemaDriftIsNotClearedByPlanning(t *testing.T) {
+	d := setup(t)
+	plan := func(from, to string, code int) planJSON {
+		t.Helper()
+		r := run(t, d, nil, "plan", "sessions", "--from", from, "--to", to, "--reason", "drift", "--as", "alice", "-o", "json")
+		if r.code != code {
+			t.Fatalf("plan %s..%s: exit %d, want %d\n%s", from, to, r.code, code, r.stderr)
+		}
+		return decode[planJSON](t, r.stdout)
+	}
+	warehouseExec(t, d, `ALTER TABLE events_raw ADD COLUMN coupon TEXT`)
+	for _, rng := range [][2]string{{"2026-11-06", "2026-11-08"}, {"2026-10-06", "2026-10-08"}, {"2026-11-06", "2026-11-08"}} {
+		p := plan(rng[0], rng[1], 3)
+		if p.Status != "blocked" || !strings.Contains(string(p.Gate.Findings[0]), "coupon") {
+			t.Fatalf("plan %v after drift: %s %s", rng, p.Status, p.Gate.Findings)
+		}
+	}
+	step(t, d, 2, "--reason is required", "schema", "accept", "events_raw", "--as", "alice")
+	step(t, d, 0, "accepted by alice", "schema", "accept", "events_raw", "--reason", "coupon codes are new upstream (CHG-12)", "--as", "alice")
+	if p := plan("2026-11-06", "2026-11-08", 0); p.Status == "blocked" {
+		t.Fatalf("after schema accept the plan is still blocked: %s", p.Gate.Findings)
+	}
+	state, err := sql.Open("sqlite", filepath.Join(d, ".refill", "state.db")+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer state.Close()
+	var who, detail string
+	if err := state.QueryRow(`SELECT actor, detail FROM audit_log WHERE event = 'schema_accepted' AND dataset = 'events_raw'`).Scan(&who, &detail); err != nil {
+		t.Fatalf("no audit entry for the accepted schema: %v", err)
+	}
+	if who != "alice" || !strings.Contains(detail, "CHG-12") || !strings.Contains(detail, "coupon") {
+		t.Errorf("schema_accepted entry: %s %s", who, detail)
+	}
+	step(t, d, 0, "intact", "audit", "verify")
+}
+
+// TestSnapshotRefusesUnderAnOlderPlan: a snapshot taken while an older
+// overlapping plan can still run would, restored, silently undo that run.
+func TestSnapshotRefusesUnderAnOlderPlan(t *testing.T) {
+	d := setup(t)
+	id := func(r result) string { return decode[planJSON](t, r.stdout).ID }
+	older := id(step(t, d, 0, "", "plan", "sessions", "--from", "2026-10-01", "--to", "2026-10-05", "--reason", "c", "--as", "alice", "-o", "json"))
+	newer := id(step(t, d, 0, "", "plan", "events_raw", "--from", "2026-10-04", "--to", "2026-10-04", "--reason", "a", "--as", "alice", "-o", "json"))
+	step(t, d, 4, "no snapshot while older plan "+older, "snapshot", newer, "--as", "alice")
+	step(t, d, 0, "", "reject", older, "--as", "bob", "--note", "superseded by hand")
+	step(t, d, 0, "", "snapshot", newer, "--as", "alice")
+}
+
+// TestSnapshotAndRollbackSurviveAFailedStateWrite: the warehouse is written
+// between the intent and its record; a failure there is finished by
+// running the command again, never stuck on "already exists".
+func TestSnapshotAndRollbackSurviveAFailedStateWrite(t *testing.T) {
+	d := setup(t)
+	id := decode[planJSON](t, step(t, d, 0, "", "plan", "events_raw", "--from", "2026-10-04", "--to", "2026-10-05", "--reason", "x", "--as", "alice", "-o", "json").stdout).ID
+	r := run(t, d, []string{"REFILL_FAILPOINT=snapshot-after-warehouse"}, "snapshot", id, "--as", "alice")
+	if r.code == 0 || !strings.Contains(r.stderr, "failpoint") {
+		t.Fatalf("snapshot with a failpoint: exit %d\n%s", r.code, r.stderr)
+	}
+	step(t, d, 0, "", "snapshot", id, "--as", "alice")
+	step(t, d, 0, "", "scope", id, "--as", "alice", "--note", "two days")
+	step(t, d, 0, "", "approve", id, "--as", "carol")
+	step(t, d, 0, "", "apply", id, "--as", "alice")
+	r = run(t, d, []string{"REFILL_FAILPOINT=rollback-after-warehouse"}, "rollback", id, "--as", "carol")
+	if r.code == 0 {
+		t.Fatalf("rollback with a failpoint: exit 0\n%s", r.stdout)
+	}
+	step(t, d, 0, "applied", "show", id)
+	step(t, d, 0, "rolled_back", "rollback", id, "--as", "carol", "-o", "json")
+	step(t, d, 0, "intact", "audit", "verify")
+}
+
+// TestMaxRangeDaysAboveTheOldLimit: a config that allows more than 3,660
+// days makes plans that snapshot (and so may run) rather than refuse later.
+func TestMaxRangeDaysAboveTheOldLimit(t *testing.T) {
+	d := setup(t)
+	mustAppend(t, filepath.Join(d, "refill.yaml"), "max_range_days: 4000\n")
+	id := decode[planJSON](t, step(t, d, 0, "", "plan", "events_raw", "--from", "2016-01-01", "--to", "2026-11-29", "--reason", "a decade", "--as", "alice", "-o", "json").stdout).ID
+	step(t, d, 0, "", "snapshot", id, "--as", "alice")
+}
+
+func mustAppend(t *testing.T, path, text string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(text); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSecondApplyDoesNotResumeALiveRun: while one apply runs a plan, a
+// second one is refused instead of building the same partitions twice.
+func TestSecondApplyDoesNotResumeALiveRun(t *testing.T) {
+	dir := t.TempDir()
+	cfg := `version: 1
+warehouse: sqlite:wh.db
+datasets:
+  slow:
+    job:
+      command: ["sh", "-c", "echo {{partition}} >> builds.txt; sleep 3"]
+`
+	if err := os.WriteFile(filepath.Join(dir, "refill.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", filepath.Join(dir, "wh.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Exec(`CREATE TABLE x (a INTEGER)`)
+	db.Close()
+	id := decode[planJSON](t, step(t, dir, 0, "", "plan", "slow", "--from", "2026-11-01", "--to", "2026-11-01", "--reason", "r", "--as", "alice", "-o", "json").stdout).ID
+	step(t, dir, 0, "", "approve", id, "--as", "bob")
+	first := exec.Command(binary, "apply", id, "--as", "alice")
+	first.Dir = dir
+	first.Env = append(os.Environ(), "REFILL_NOW="+demoNow, "REFILL_CONFIG=")
+	var out bytes.Buffer
+	first.Stdout, first.Stderr = &out, &out
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(mustReadOr(filepath.Join(dir, "builds.txt")), "2026-11-01") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first apply never started its job:\n%s", out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	step(t, dir, 4, "is running now", "apply", id, "--as", "alice")
+	if err := first.Wait(); err != nil {
+		t.Fatalf("first apply: %v\n%s", err, out.String())
+	}
+	if got := strings.Count(mustReadOr(filepath.Join(dir, "builds.txt")), "2026-11-01"); got != 1 {
+		t.Errorf("the partition was built %d times, want 1", got)
+	}
+}
+
+func mustReadOr(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
+}

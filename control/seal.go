@@ -1,0 +1,206 @@
+package control
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/lineage"
+)
+
+// Stale lists, in words, every way the config now differs from what plan p
+// sealed: the tables, partition columns and grains it writes, its jobs,
+// tags and checks, the datasets its targets reach, the inputs its gate
+// judged, and the policy that tiered it. A plan with any difference is a
+// different backfill from the one that was approved: it may not be
+// approved or applied until it is planned again. Nothing here reads the
+// warehouse; the apply-time gate re-check covers the data.
+func Stale(p *refill.Plan, cfg *refill.Config) []string {
+	if p.Seal < refill.SealVersion {
+		return []string{"the plan was made by an older refill that sealed only its jobs' fingerprints, not the tables, checks and policy it runs with: plan again"}
+	}
+	var out []string
+	add := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
+	for _, st := range p.Steps {
+		d, ok := cfg.Datasets[st.Dataset]
+		switch {
+		case !ok:
+			add("dataset %s is no longer in the config", st.Dataset)
+			continue
+		case d.Job == nil:
+			add("dataset %s no longer has a job (it is a source now)", st.Dataset)
+			continue
+		case st.Ref == nil || st.Job == nil:
+			add("step %s carries no sealed table or job", st.Dataset)
+			continue
+		}
+		diffRef(add, st.Dataset, *st.Ref, d.Ref())
+		for _, c := range jobDiff(st.Job, d.Job) {
+			add("the job of %s changed: %s", st.Dataset, c)
+		}
+		if !sameSet(st.Tags, d.Tags) {
+			add("the tags of %s changed: sealed [%s], now [%s]", st.Dataset, strings.Join(st.Tags, ", "), strings.Join(d.Tags, ", "))
+		}
+		if !sameSet(st.Upstream, d.Upstream) {
+			add("the upstream of %s changed: sealed [%s], now [%s]", st.Dataset, strings.Join(st.Upstream, ", "), strings.Join(d.Upstream, ", "))
+		}
+		if c := checksDiff(st.Checks, d.Checks); c != "" {
+			add("the checks of %s changed: %s", st.Dataset, c)
+		}
+	}
+	for _, s := range p.SourceSeals {
+		d, ok := cfg.Datasets[s.Dataset]
+		if !ok {
+			add("input %s is no longer in the config", s.Dataset)
+			continue
+		}
+		if s.Ref != nil {
+			diffRef(add, s.Dataset, *s.Ref, d.Ref())
+		} else if d.Table != "" {
+			add("input %s now has table %s", s.Dataset, d.Table)
+		}
+		if c := checksDiff(s.Checks, d.Checks); c != "" {
+			add("the checks of input %s changed: %s", s.Dataset, c)
+		}
+	}
+	// The targets may reach other datasets now (a new aggregate
+	// downstream changes both what runs and how it is tiered).
+	if g, err := lineage.New(cfg.Datasets); err == nil {
+		if cl, err := g.Closure(p.Request.Targets); err == nil {
+			var now []string
+			for _, n := range cl.Steps {
+				now = append(now, n.Dataset.Name)
+			}
+			sealed := p.Datasets()
+			for _, n := range now {
+				if !slices.Contains(sealed, n) {
+					add("the targets now also reach %s, which the plan does not rebuild", n)
+				}
+			}
+		}
+	}
+	if c := policyDiff(p.Policy, cfg.Policy); c != "" {
+		add("the tier policy changed: %s", c)
+	}
+	return out
+}
+
+func diffRef(add func(string, ...any), name string, sealed, now refill.TableRef) {
+	if sealed.Table != now.Table {
+		add("the table of %s changed: sealed %s, now %s", name, orNone(sealed.Table), orNone(now.Table))
+	}
+	if sealed.Column != now.Column {
+		add("the partition column of %s changed: sealed %s, now %s", name, orNone(sealed.Column), orNone(now.Column))
+	}
+	if sealed.Grain != now.Grain && sealed.Table != "" {
+		add("the grain of %s changed: sealed %s, now %s", name, sealed.Grain, now.Grain)
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// jobDiff names each part of a job that differs.
+func jobDiff(sealed, now *refill.Job) []string {
+	var out []string
+	if sealed.Kind != now.Kind {
+		return []string{fmt.Sprintf("kind %s, now %s", sealed.Kind, now.Kind)}
+	}
+	if sealed.Query != now.Query {
+		out = append(out, "its query text")
+	}
+	if sealed.SQL != now.SQL {
+		out = append(out, "its sql text")
+	}
+	if !slices.Equal(sealed.Command, now.Command) {
+		out = append(out, fmt.Sprintf("its command (sealed %q, now %q)", sealed.Command, now.Command))
+	}
+	if !slices.Equal(sealed.Env, now.Env) {
+		out = append(out, "its env")
+	}
+	if sealed.Timeout != now.Timeout {
+		out = append(out, "its timeout")
+	}
+	if sealed.SideEffects != now.SideEffects {
+		out = append(out, fmt.Sprintf("side_effects (sealed %v, now %v)", sealed.SideEffects, now.SideEffects))
+	}
+	if !jsonEqual(sealed.Airflow, now.Airflow) {
+		out = append(out, "its airflow settings")
+	}
+	if len(out) == 0 && sealed.Fingerprint() != now.Fingerprint() {
+		out = append(out, fmt.Sprintf("its definition (%s, now %s)", short(sealed.Fingerprint()), short(now.Fingerprint())))
+	}
+	return out
+}
+
+func checksDiff(sealed, now *refill.Checks) string {
+	if jsonEqual(sealed, now) {
+		return ""
+	}
+	b1, _ := json.Marshal(sealed)
+	b2, _ := json.Marshal(now)
+	return fmt.Sprintf("sealed %s, now %s", b1, b2)
+}
+
+func policyDiff(sealed, now refill.Policy) string {
+	var out []string
+	if sealed.AutoMaxDays != now.AutoMaxDays {
+		out = append(out, fmt.Sprintf("auto_max_days %d → %d", sealed.AutoMaxDays, now.AutoMaxDays))
+	}
+	if sealed.ManualOverDays != now.ManualOverDays {
+		out = append(out, fmt.Sprintf("manual_over_days %d → %d", sealed.ManualOverDays, now.ManualOverDays))
+	}
+	if !sameSet(sealed.ManualTags, now.ManualTags) {
+		out = append(out, fmt.Sprintf("manual_tags [%s] → [%s]", strings.Join(sealed.ManualTags, ", "), strings.Join(now.ManualTags, ", ")))
+	}
+	if !sameSet(sealed.AggregateTags, now.AggregateTags) {
+		out = append(out, fmt.Sprintf("aggregate_tags [%s] → [%s]", strings.Join(sealed.AggregateTags, ", "), strings.Join(now.AggregateTags, ", ")))
+	}
+	if !jsonEqual(sealed.Rules, now.Rules) {
+		out = append(out, fmt.Sprintf("rules (%d sealed, %d now)", len(sealed.Rules), len(now.Rules)))
+	}
+	return strings.Join(out, "; ")
+}
+
+func sameSet(a, b []string) bool {
+	x, y := slices.Clone(a), slices.Clone(b)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(slices.Compact(x), slices.Compact(y))
+}
+
+func jsonEqual(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}
+
+// Sealed returns the datasets plan p sealed — its steps and the inputs its
+// gate judged — as a config the runner, the gate re-check, snapshot,
+// rollback and report work from. It is nil for a plan made before sealing.
+func Sealed(p *refill.Plan, base *refill.Config) *refill.Config {
+	if p.Seal < refill.SealVersion {
+		return nil
+	}
+	cfg := *base
+	cfg.Datasets = map[string]*refill.Dataset{}
+	for _, s := range p.SourceSeals {
+		cfg.Datasets[s.Dataset] = s.SealedDataset()
+	}
+	for i := range p.Steps {
+		if d := p.Steps[i].SealedDataset(); d != nil {
+			cfg.Datasets[d.Name] = d
+		}
+	}
+	cfg.Policy = p.Policy
+	if p.Run != nil {
+		cfg.Run.Tolerance = p.Run.Tolerance
+	}
+	return &cfg
+}

@@ -1,0 +1,122 @@
+package cli
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/warehouse/sqltext"
+)
+
+// dber is a warehouse driver that exposes its database/sql handle.
+type dber interface{ DB() *sql.DB }
+
+// copyPartition copies one partition of t from src into dst, both of one
+// engine: dst's table is created with src's columns if it is missing, its
+// partition emptied, and src's rows inserted. It reads rows, which refill
+// otherwise never does: it serves proofs only, one partition at a time.
+//
+// The partition is selected by the text form of the partition column
+// (YYYY-MM-DD…, read in UTC), which every engine and column type refill
+// partitions by renders the same way.
+func copyPartition(ctx context.Context, src, dst refill.Warehouse, t refill.TableRef, partition string) (int64, error) {
+	s, ok1 := src.(dber)
+	d, ok2 := dst.(dber)
+	tr, ok3 := dst.(refill.Transactor)
+	if !ok1 || !ok2 || !ok3 {
+		return 0, fmt.Errorf("the %s warehouse cannot copy partitions", src.Driver())
+	}
+	cols, err := src.Columns(ctx, t.Table)
+	if err != nil {
+		return 0, err
+	}
+	pg := src.Driver() == "postgres"
+	var names, defs []string
+	for _, c := range cols {
+		names = append(names, sqltext.QuoteIdent(c.Name))
+		defs = append(defs, sqltext.QuoteIdent(c.Name)+" "+c.Type)
+	}
+	prefix := partition
+	textOf := "CAST(" + sqltext.QuoteIdent(t.Column) + " AS TEXT)"
+	if t.Grain == refill.GrainHour {
+		prefix = strings.Replace(partition, "T", " ", 1)
+		textOf = "replace(" + textOf + ", 'T', ' ')"
+	}
+	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s LIKE %s", strings.Join(names, ", "), quoteTable(t.Table), textOf, placeholder(pg, 1))
+	conn, err := s.DB().Conn(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	if pg {
+		if _, err := conn.ExecContext(ctx, "SET TIME ZONE 'UTC'"); err != nil {
+			return 0, err
+		}
+	}
+	rows, err := conn.QueryContext(ctx, q, prefix+"%")
+	if err != nil {
+		return 0, fmt.Errorf("reading %s %s: %w", t.Table, partition, err)
+	}
+	var data [][]any
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		data = append(data, vals)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	if _, err := d.DB().ExecContext(ctx, fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (%s)", quoteTable(t.Table), strings.Join(defs, ", "))); err != nil {
+		return 0, fmt.Errorf("creating %s in the proof warehouse: %w", t.Table, err)
+	}
+	var ph []string
+	for i := range cols {
+		ph = append(ph, placeholder(pg, i+1))
+	}
+	ins := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", quoteTable(t.Table), strings.Join(names, ", "), strings.Join(ph, ", "))
+	err = tr.Transact(ctx, func(tx refill.WarehouseTx) error {
+		if _, err := tx.DeletePartition(ctx, t, partition); err != nil {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	dtx, err := d.DB().BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer dtx.Rollback() //nolint:errcheck // a no-op after Commit
+	for _, row := range data {
+		if _, err := dtx.ExecContext(ctx, ins, row...); err != nil {
+			return 0, fmt.Errorf("copying %s %s into the proof warehouse: %w", t.Table, partition, err)
+		}
+	}
+	return int64(len(data)), dtx.Commit()
+}
+
+func quoteTable(name string) string {
+	parts := strings.Split(name, ".")
+	for i, p := range parts {
+		parts[i] = sqltext.QuoteIdent(p)
+	}
+	return strings.Join(parts, ".")
+}
+
+func placeholder(pg bool, n int) string {
+	if pg {
+		return fmt.Sprintf("$%d", n)
+	}
+	return "?"
+}

@@ -1,0 +1,271 @@
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/warehouse/sqltext"
+	"github.com/refill-dev/refill/warehouse/warehousetest"
+)
+
+// fixture is a warehouse with revenue_daily, and beside it a state
+// database holding approvals: what an sql job once could attach and
+// rewrite.
+type fixture struct {
+	w     *Warehouse
+	dir   string
+	state string // the state database's path
+}
+
+func newFixture(t testing.TB) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	w, err := Open(filepath.Join(dir, "warehouse.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	f := &fixture{w: w, dir: dir, state: filepath.Join(dir, "state.db")}
+	f.exec(t, "CREATE TABLE revenue_daily (day DATE, region TEXT, amount NUMERIC, PRIMARY KEY (day, region))")
+	f.exec(t, "INSERT INTO revenue_daily VALUES ('2026-10-31', 'eu', 1), ('2026-11-01', 'eu', 2), ('2026-11-01', 'us', 3), ('2026-11-02', 'eu', 4)")
+	state, err := Open(f.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer state.Close()
+	if _, err := state.db.Exec("PRAGMA journal_mode = DELETE; CREATE TABLE approvals (plan TEXT, status TEXT); INSERT INTO approvals VALUES ('p1', 'pending')"); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *fixture) exec(t testing.TB, sql string) {
+	t.Helper()
+	if _, err := f.w.db.Exec(sql); err != nil {
+		t.Fatalf("fixture %q: %v", sql, err)
+	}
+}
+
+var revenue = refill.TableRef{Table: "revenue_daily", Column: "day", Grain: refill.GrainDay}
+
+// digest is every partition's digest and the table's row count.
+func (f *fixture) digest(t testing.TB) string {
+	t.Helper()
+	var n int
+	if err := f.w.db.QueryRow("SELECT count(*) FROM revenue_daily").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, p := range []string{"2026-10-31", "2026-11-01", "2026-11-02"} {
+		d, err := f.w.Digest(context.Background(), revenue, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString(d.Checksum)
+	}
+	return fmt.Sprintf("%s, %d rows", b.String(), n)
+}
+
+// stateSum is a checksum of the state database's file.
+func (f *fixture) stateSum(t testing.TB) [32]byte {
+	t.Helper()
+	b, err := os.ReadFile(f.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sha256.Sum256(b)
+}
+
+// A job that attaches refill's state database to approve its own plan is
+// refused before it attaches anything.
+func TestAttachIsRefused(t *testing.T) {
+	f := newFixture(t)
+	ctx := t.Context()
+	before, state := f.digest(t), f.stateSum(t)
+	job := "ATTACH DATABASE '" + f.state + "' AS s; UPDATE s.approvals SET status = 'approved'; DELETE FROM revenue_daily"
+	for name, run := range map[string]func(fn func(refill.WarehouseTx) error) error{
+		"Transact": func(fn func(refill.WarehouseTx) error) error { return f.w.Transact(ctx, fn) },
+		"Rehearse": func(fn func(refill.WarehouseTx) error) error { return f.w.Rehearse(ctx, fn) },
+	} {
+		err := run(func(tx refill.WarehouseTx) error { return tx.ExecSQL(ctx, job, "2026-11-01") })
+		var refused *sqltext.RefusedError
+		if !errors.As(err, &refused) || !strings.Contains(err.Error(), "attach a database") || !strings.Contains(err.Error(), f.state) {
+			t.Errorf("%s: error = %v, want a refusal saying the job tried to attach %s", name, err, f.state)
+		}
+	}
+	if f.digest(t) != before || f.stateSum(t) != state {
+		t.Error("the job changed the warehouse or the state database")
+	}
+}
+
+// A conflict clause ends the whole transaction without any transaction
+// statement for the authorizer to see. The transaction then refuses all
+// work, and underneath, the commit hook turns each statement that would
+// now commit on its own into a rollback.
+func TestConflictClauseRollbackEndsNothingEarly(t *testing.T) {
+	f := newFixture(t)
+	ctx := t.Context()
+	before := f.digest(t)
+	err := f.w.Transact(ctx, func(rtx refill.WarehouseTx) error {
+		err := rtx.ExecSQL(ctx, "DELETE FROM revenue_daily WHERE day = '2026-11-02'; INSERT OR ROLLBACK INTO revenue_daily VALUES ('2026-11-01', 'eu', 9)", "2026-11-01")
+		var refused *sqltext.RefusedError
+		if !errors.As(err, &refused) || !strings.Contains(err.Error(), "end the transaction") {
+			t.Errorf("INSERT OR ROLLBACK: error = %v, want a refusal saying the job ended the transaction", err)
+		}
+		if err := rtx.ExecSQL(ctx, "DELETE FROM revenue_daily", "2026-11-01"); err == nil {
+			t.Error("the transaction ran a job after it had ended")
+		}
+		// Past refill's own checks, straight on the connection, as if
+		// autocommit mode were the transaction.
+		if _, err := rtx.(*tx).conn.ExecContext(ctx, "DELETE FROM revenue_daily"); err == nil {
+			t.Error("a statement committed on its own after the transaction ended")
+		}
+		return nil // a careless caller
+	})
+	if err == nil {
+		t.Error("Transact committed a transaction that had ended")
+	}
+	if f.digest(t) != before {
+		t.Error("revenue_daily changed")
+	}
+}
+
+// A query job may only read: the guard refuses writes, whatever the
+// statement splitter thought of the text.
+func TestQueryGuardOnlyReads(t *testing.T) {
+	f := newFixture(t)
+	ctx := t.Context()
+	conn, err := f.w.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, stmt := range []string{
+		"DELETE FROM revenue_daily",
+		"INSERT INTO revenue_daily VALUES ('2026-11-03', 'eu', 1)",
+		"CREATE TABLE x (a)",
+		"CREATE TEMP TRIGGER tr AFTER INSERT ON revenue_daily BEGIN DELETE FROM revenue_daily; END",
+		"PRAGMA query_only = OFF",
+	} {
+		_, err := guarded(conn, newQueryGuard("other"), "2026-11-01", func() error {
+			_, err := conn.ExecContext(ctx, stmt)
+			return err
+		})
+		var refused *sqltext.RefusedError
+		if !errors.As(err, &refused) {
+			t.Errorf("%q under a query guard: error = %v, want a refusal", stmt, err)
+		}
+	}
+	// Reading is fine, and the guard is gone afterwards.
+	if _, err := guarded(conn, newQueryGuard(""), "2026-11-01", func() error {
+		var n int
+		return conn.QueryRowContext(ctx, "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3) SELECT count(*) FROM n, revenue_daily").Scan(&n)
+	}); err != nil {
+		t.Error(err)
+	}
+	if _, err := conn.ExecContext(ctx, "PRAGMA user_version = 1"); err != nil {
+		t.Errorf("refill's own PRAGMA after the guard: %v", err)
+	}
+}
+
+// FuzzHostileSQL runs arbitrary text as an sql job through Transact and
+// checks what must hold whatever the text: the state database beside the
+// warehouse is untouched and nothing new appears on disk; a Transact that
+// fails leaves the warehouse exactly as it was; and no transaction is
+// left open. "$STATE" in the text stands for the state database's path.
+func FuzzHostileSQL(f *testing.F) {
+	for _, j := range warehousetest.HostileJobs("$STATE") {
+		f.Add(j.SQL)
+	}
+	for _, s := range []string{
+		"DELETE FROM revenue_daily WHERE day = :partition; INSERT INTO revenue_daily VALUES (:partition, 'eu', 7)",
+		"DELETE FROM revenue_daily WHERE day = '2026-11-02'; INSERT OR ROLLBACK INTO revenue_daily VALUES (:partition, 'eu', 9); DELETE FROM revenue_daily",
+		"ATTACH '$STATE' AS s; UPDATE s.approvals SET status = 'approved'",
+		"DELETE FROM revenue_daily; VACUUM INTO '$STATE'",
+		"DELETE FROM revenue_daily; SELECT load_extension('$STATE')",
+		"CREATE TEMP TRIGGER t AFTER DELETE ON revenue_daily BEGIN SELECT 1; END; DELETE FROM revenue_daily; COMMIT",
+		"SELECT 1 AS [a'b]; COMMIT; DELETE FROM revenue_daily; SELECT 1 AS [c'd]",
+		"CREATE TRIGGER x AFTER INSERT ON revenue_daily BEGIN SELECT CASE WHEN 1 THEN 2 END; END; COMMIT; DELETE FROM revenue_daily",
+		"DELETE FROM revenue_daily; DETACH main",
+		"PRAGMA journal_mode = OFF; DELETE FROM revenue_daily; ROLLBACK",
+		"CREATE VIRTUAL TABLE v USING fts5(x); DELETE FROM revenue_daily",
+		"DELETE FROM revenue_daily; SAVEPOINT a; RELEASE a; COMMIT",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, job string) {
+		fx := newFixture(t)
+		job = strings.ReplaceAll(job, "$STATE", fx.state)
+		before, state := fx.digest(t), fx.stateSum(t)
+		files := listDir(t, fx.dir)
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
+		err := fx.w.Transact(ctx, func(tx refill.WarehouseTx) error { return tx.ExecSQL(ctx, job, "2026-11-01") })
+		if fx.stateSum(t) != state {
+			t.Fatalf("job %q changed the state database", job)
+		}
+		if now := listDir(t, fx.dir); !bytes.Equal(now, files) && !onlyWarehouseFiles(now) {
+			t.Fatalf("job %q left files: %s", job, now)
+		}
+		if err != nil {
+			if after := fx.digest(t); after != before {
+				t.Fatalf("job %q failed (%v) and yet changed the warehouse: %s -> %s", job, err, before, after)
+			}
+		}
+		// No transaction was left open on any connection: a write
+		// transaction starts at once.
+		conn, err := fx.w.db.Conn(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := conn.ExecContext(t.Context(), "PRAGMA busy_timeout = 200"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
+			t.Fatalf("after job %q: a write transaction cannot start: %v", job, err)
+		}
+		if _, err := conn.ExecContext(t.Context(), "ROLLBACK"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.ExecContext(t.Context(), "PRAGMA busy_timeout = 5000"); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// listDir returns the names in dir, one a line.
+func listDir(t testing.TB, dir string) []byte {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	for _, e := range entries {
+		b.WriteString(e.Name() + "\n")
+	}
+	return b.Bytes()
+}
+
+// onlyWarehouseFiles reports whether a listing holds only the two
+// databases and the warehouse's own WAL files.
+func onlyWarehouseFiles(listing []byte) bool {
+	for _, name := range strings.Fields(string(listing)) {
+		switch name {
+		case "warehouse.db", "warehouse.db-wal", "warehouse.db-shm", "state.db":
+		default:
+			return false
+		}
+	}
+	return true
+}
