@@ -248,15 +248,15 @@ type rawSchedule struct {
 // kinds can be told which two, instead of failing on whichever key a decoder
 // happened to see second.
 type rawJob struct {
-	Query   *string     `yaml:"query"`
-	SQL     *string     `yaml:"sql"`
-	Command *[]string   `yaml:"command"`
-	Env     any         `yaml:"env"`
-	Timeout string      `yaml:"timeout"`
+	Query   *string   `yaml:"query"`
+	SQL     *string   `yaml:"sql"`
+	Command *[]string `yaml:"command"`
+	Env     any       `yaml:"env"`
+	Timeout string    `yaml:"timeout"`
 	// SideEffects declares writes outside the warehouse (an export, an
 	// upload): such a job is never proven by running it and never auto.
-	SideEffects *bool `yaml:"side_effects"`
-	Airflow *rawAirflow `yaml:"airflow"`
+	SideEffects *bool       `yaml:"side_effects"`
+	Airflow     *rawAirflow `yaml:"airflow"`
 }
 
 type rawAirflow struct {

@@ -388,7 +388,7 @@ func (c *Control) Signoff(ctx context.Context, id, actor, note string) (*State, 
 			return err
 		}
 		return tx.Append(ctx, &refill.Event{Kind: refill.EventSignoff, Actor: actor, PlanID: id, At: now,
-			Detail: refill.Detail(map[string]any{"note": note})})
+			Detail: refill.Detail(map[string]any{"note": note, "four_eyes_enforced": s.FourEyes})})
 	})
 	if err != nil {
 		return nil, err

@@ -342,7 +342,7 @@ func (c *Control) Reject(ctx context.Context, id, actor, note string) (*State, e
 			return err
 		}
 		return tx.Append(ctx, &refill.Event{Kind: refill.EventRejection, Actor: actor, PlanID: id, At: a.At,
-			Detail: refill.Detail(map[string]any{"hash": p.Hash, "note": note})})
+			Detail: refill.Detail(map[string]any{"hash": p.Hash, "note": note, "four_eyes_enforced": s.FourEyes})})
 	})
 	if err != nil {
 		return nil, err
@@ -398,7 +398,7 @@ func (c *Control) Scope(ctx context.Context, id, actor, note string) (*State, er
 			return err
 		}
 		return tx.Append(ctx, &refill.Event{Kind: refill.EventScope, Actor: actor, PlanID: id, At: step.At,
-			Detail: refill.Detail(map[string]any{"note": note, "impact": Impact(s.Plan)})})
+			Detail: refill.Detail(map[string]any{"note": note, "impact": Impact(s.Plan), "four_eyes_enforced": s.FourEyes})})
 	})
 	if err != nil {
 		return nil, err

@@ -213,3 +213,37 @@ func TestCommandJobNeedsProofWarehouse(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+// TestFailingProofStaysFailing: one failed proof of a job decides until
+// the job changes; a later pass on another partition does not erase it,
+// and passes recorded by an older refill (no stale-partition build) are
+// not current evidence.
+func TestFailingProofStaysFailing(t *testing.T) {
+	w := whtest.Open(t, "sqlite")
+	job := &refill.Job{Kind: refill.JobQuery, Query: "SELECT day, sum(v) AS total FROM src WHERE day = :partition GROUP BY day"}
+	_, st := setup(t, w, job)
+	ctx := context.Background()
+	save := func(partition string, passed bool, method int) {
+		t.Helper()
+		if err := st.SaveProof(ctx, &refill.Proof{Dataset: "agg", Partition: partition, Kind: job.Kind, Fingerprint: job.Fingerprint(),
+			Passed: passed, Message: "m " + partition, ProvenBy: "alice", ProvenAt: time.Now(), Method: method}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := Status{Store: st}
+	save("2026-11-01", true, 0)
+	if got, _ := s.ProofStatus(ctx, "agg", job.Fingerprint()); got.Current || !got.Exists {
+		t.Errorf("a pass from before stale-partition builds counts as current: %+v", got)
+	}
+	save("2026-11-02", false, refill.ProofMethod)
+	save("2026-11-03", true, refill.ProofMethod)
+	got, _ := s.ProofStatus(ctx, "agg", job.Fingerprint())
+	if !got.Failed || got.Current || !strings.Contains(got.Message, "2026-11-02") {
+		t.Errorf("after fail then pass: %+v, want failed naming 2026-11-02", got)
+	}
+	job.Query += " -- fixed"
+	save("2026-11-03", true, refill.ProofMethod)
+	if got, _ := s.ProofStatus(ctx, "agg", job.Fingerprint()); got.Failed || !got.Current {
+		t.Errorf("the changed job's own pass: %+v", got)
+	}
+}

@@ -214,5 +214,27 @@ func TestWithoutUsers(t *testing.T) {
 	step(t, d, 0, "", "snapshot", plans[2], "--as", "alice")
 	step(t, d, 0, "", "scope", plans[2], "--as", "alice", "--note", "n")
 	step(t, d, 4, "add users: to refill.yaml with a lead", "approve", plans[2], "--as", "dave")
-	step(t, d, 0, "", "approve", plans[1], "--as", "dave")
+	// Without users:, every decision says plainly that four-eyes is not
+	// enforced: at the terminal, in JSON and in its audit entry.
+	step(t, d, 0, "Four-eyes is NOT enforced", "approve", plans[1], "--as", "dave")
+	js := decode[struct {
+		FourEyes *bool `json:"four_eyes_enforced"`
+	}](t, step(t, d, 0, "", "show", plans[1], "-o", "json").stdout)
+	if js.FourEyes == nil || *js.FourEyes {
+		t.Errorf("show -o json: four_eyes_enforced = %v, want false", js.FourEyes)
+	}
+	state, err := sql.Open("sqlite", filepath.Join(d, ".refill", "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer state.Close()
+	for _, kind := range []string{"approval", "snapshot", "scope"} {
+		var detail string
+		if err := state.QueryRow(`SELECT detail FROM audit_log WHERE event = ? AND partition = '' ORDER BY seq DESC LIMIT 1`, kind).Scan(&detail); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(detail, `"four_eyes_enforced":false`) {
+			t.Errorf("%s audit entry does not say four-eyes is off: %s", kind, detail)
+		}
+	}
 }

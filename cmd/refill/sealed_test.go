@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"database/sql"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/refill-dev/refill"
 )
 
 func editConfig(t *testing.T, dir, old, new string) (restore func()) {
@@ -282,4 +285,64 @@ datasets:
 func mustReadOr(path string) string {
 	b, _ := os.ReadFile(path)
 	return string(b)
+}
+
+// TestPlanFromBeforeSealingIsStale: a plan stored by an older refill (no
+// sealed table, job or checks) still loads, and says it must be planned
+// again rather than run on whatever the config says now.
+func TestPlanFromBeforeSealingIsStale(t *testing.T) {
+	d, _, plans := demoPlans(t)
+	id := plans[1]
+	state := openState(t, d)
+	var body string
+	if err := state.QueryRow(`SELECT body FROM plans WHERE id = ?`, id).Scan(&body); err != nil {
+		t.Fatal(err)
+	}
+	var p refill.Plan
+	if err := json.Unmarshal([]byte(body), &p); err != nil {
+		t.Fatal(err)
+	}
+	p.Seal, p.SourceSeals, p.Run = 0, nil, nil
+	for i := range p.Steps {
+		p.Steps[i].Ref, p.Steps[i].Job, p.Steps[i].Checks = nil, nil, nil
+	}
+	p.Hash = p.ComputeHash()
+	old, err := json.Marshal(&p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := state.Exec(`UPDATE plans SET body = ?, hash = ? WHERE id = ?`, string(old), p.Hash, id); err != nil {
+		t.Fatal(err)
+	}
+	step(t, d, 0, "made by an older refill", "show", id)
+	step(t, d, 4, "stale", "approve", id, "--as", "bob")
+	step(t, d, 4, "stale", "apply", id, "--as", "alice")
+	step(t, d, 0, "", "plans")
+}
+
+// TestRollbackRefusesSomeoneElsesWrite: a partition written since this
+// plan published it is not the plan's to restore; a lead may force it with
+// a reason, which the audit log keeps.
+func TestRollbackRefusesSomeoneElsesWrite(t *testing.T) {
+	d := setup(t)
+	id := decode[planJSON](t, step(t, d, 0, "", "plan", "sessions", "--from", "2026-10-03", "--to", "2026-10-04", "--reason", "r", "--as", "alice", "-o", "json").stdout).ID
+	step(t, d, 0, "", "snapshot", id, "--as", "alice")
+	step(t, d, 0, "", "approve", id, "--as", "bob")
+	step(t, d, 0, "", "apply", id, "--as", "alice")
+	warehouseExec(t, d, `UPDATE sessions SET events = events + 1 WHERE day = '2026-10-04'`)
+	before := warehouseCount(t, d, `SELECT sum(events) FROM sessions WHERE day = '2026-10-04'`)
+	step(t, d, 4, "sessions 2026-10-04: it was written since this plan published it", "rollback", id, "--as", "carol")
+	if after := warehouseCount(t, d, `SELECT sum(events) FROM sessions WHERE day = '2026-10-04'`); after != before {
+		t.Fatalf("a refused rollback changed sessions 2026-10-04: %d -> %d", before, after)
+	}
+	step(t, d, 2, "--force needs --reason", "rollback", id, "--as", "carol", "--force")
+	step(t, d, 4, "only a lead may force", "rollback", id, "--as", "alice", "--force", "--reason", "mine")
+	step(t, d, 0, "", "rollback", id, "--as", "carol", "--force", "--reason", "the manual fix was wrong too (INC-4712)")
+	var detail string
+	if err := openState(t, d).QueryRow(`SELECT detail FROM audit_log WHERE event = 'rollback' AND partition = '' ORDER BY seq DESC LIMIT 1`).Scan(&detail); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(detail, "INC-4712") || !strings.Contains(detail, "2026-10-04") {
+		t.Errorf("the forced rollback's audit entry: %s", detail)
+	}
 }

@@ -144,3 +144,92 @@ datasets:
 		t.Errorf("audit verify: %s", r.stderr)
 	}
 }
+
+// TestWorkerRunsTheSealedJob: a worker started with another definition of
+// a dataset's job (here, its query multiplied by 100) builds the approved
+// plan's partitions with the job the plan sealed, never its own.
+func TestWorkerRunsTheSealedJob(t *testing.T) {
+	whDSN, stateDSN := pgtest.Schema(t), pgtest.Schema(t)
+	wh, err := sql.Open("pgx", whDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wh.Close()
+	for _, q := range []string{
+		`CREATE TABLE src (day date, k int, v int)`,
+		`INSERT INTO src SELECT date '2026-09-01' + (g % 20), g % 7, g % 101 FROM generate_series(1, 4000) g`,
+		`CREATE TABLE agg (day date, k int, v bigint)`,
+	} {
+		if _, err := wh.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	config := func(expr string) string {
+		return `version: 1
+warehouse: "` + whDSN + `"
+state: "` + stateDSN + `"
+run: {max_active: 4, max_active_total: 4, attempts: 3, backoff: 50ms}
+policy: {manual_over_days: 100}
+datasets:
+  src: {table: src, partition: {column: day}}
+  agg:
+    table: agg
+    partition: {column: day}
+    upstream: [src]
+    job:
+      sql: |
+        DELETE FROM agg WHERE day = :partition;
+        INSERT INTO agg SELECT day, k, ` + expr + ` FROM src WHERE day = :partition GROUP BY day, k;
+        SELECT pg_sleep(0.15)
+`
+	}
+	dir, rogue := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "refill.yaml"), []byte(config("sum(v)")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(rogue, "refill.yaml"), []byte(config("sum(v) * 100")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, dir, nil, "plan", "src", "--from", "2026-09-01", "--to", "2026-09-20", "--reason", "sealed", "--as", "alice", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("plan: %s", r.stderr)
+	}
+	id := decode[planJSON](t, r.stdout).ID
+	if r := run(t, dir, nil, "approve", id, "--as", "bob"); r.code != 0 {
+		t.Fatalf("approve: %s", r.stderr)
+	}
+	worker := exec.Command(binary, "worker")
+	worker.Dir = rogue
+	worker.Env = append(os.Environ(), "REFILL_NOW="+demoNow)
+	var wout bytes.Buffer
+	worker.Stdout, worker.Stderr = &wout, &wout
+	if err := worker.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = worker.Process.Signal(syscall.SIGTERM)
+		_ = worker.Wait()
+	}()
+	time.Sleep(time.Second)
+	if r := run(t, dir, nil, "apply", id, "--as", "alice"); r.code != 0 {
+		t.Fatalf("apply: %s\nworker:\n%s", r.stderr, wout.String())
+	}
+	var bad int
+	if err := wh.QueryRow(`SELECT count(*) FROM (SELECT day, k, sum(v) AS v FROM src GROUP BY day, k) want
+		FULL JOIN agg USING (day, k) WHERE want.v IS DISTINCT FROM agg.v`).Scan(&bad); err != nil || bad != 0 {
+		t.Errorf("agg differs from the sealed job's build in %d rows (%v): a worker ran its own config", bad, err)
+	}
+	state, err := sql.Open("pgx", stateDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer state.Close()
+	var byWorker int
+	if err := state.QueryRow(`SELECT count(*) FROM audit_log WHERE plan_id = $1 AND event = 'partition_published' AND detail LIKE $2`,
+		id, `%:`+itoa(worker.Process.Pid)+`"%`).Scan(&byWorker); err != nil {
+		t.Fatal(err)
+	}
+	if byWorker == 0 {
+		t.Errorf("the rogue worker published nothing, so this test proved nothing:\n%s", wout.String())
+	}
+}
