@@ -68,6 +68,11 @@ const (
 	ExpectedHistory   = "history"   // the median of recent partitions
 	ExpectedRehearsal = "rehearsal" // a rolled-back rehearsal of the job
 	ExpectedUnknown   = "unknown"   // no table and no history to go by
+	// ExpectedUpstream: the job reads a dataset the same plan rebuilds, and
+	// its rows could not be counted as they will be after the plan (the
+	// upstream is a command or Airflow job, or rehearsing would cost too
+	// much): never "no change".
+	ExpectedUpstream = "depends_on_upstream"
 )
 
 // PartitionPlan is one partition a step will rewrite. Nil counts are

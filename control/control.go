@@ -353,7 +353,7 @@ func (c *Control) Reject(ctx context.Context, id, actor, note string) (*State, e
 // Impact is the plan's own summary of what it will change: the text a
 // scope statement starts from.
 func Impact(p *refill.Plan) string {
-	var parts int
+	var parts, curUnknown, expUnknown int
 	var cur, exp int64
 	var names []string
 	for _, s := range p.Steps {
@@ -362,14 +362,31 @@ func Impact(p *refill.Plan) string {
 		for _, pp := range s.Partitions {
 			if pp.CurrentRows != nil {
 				cur += *pp.CurrentRows
+			} else {
+				curUnknown++
 			}
 			if pp.ExpectedRows != nil {
 				exp += *pp.ExpectedRows
+			} else {
+				expUnknown++
 			}
 		}
 	}
 	return fmt.Sprintf("Rebuild %s for %s..%s (%d days): %d partitions, %s rows now, %s expected after. Reason: %s.",
-		strings.Join(names, ", "), p.Request.From, p.Request.To, p.Request.Days, parts, humanize.Comma(cur), humanize.Comma(exp), p.Request.Reason)
+		strings.Join(names, ", "), p.Request.From, p.Request.To, p.Request.Days, parts, Total(cur, curUnknown), Total(exp, expUnknown), p.Request.Reason)
+}
+
+// Total sums known row counts for a person to read; unknown ones stay
+// unknown rather than count as zero: "≥ 740 (+ 3 partitions unknown)".
+func Total(sum int64, unknown int) string {
+	if unknown == 0 {
+		return humanize.Comma(sum)
+	}
+	noun := "partitions"
+	if unknown == 1 {
+		noun = "partition"
+	}
+	return fmt.Sprintf("≥ %s (+ %d %s unknown)", humanize.Comma(sum), unknown, noun)
 }
 
 // Scope records the scope statement of a manual plan: its impact summary

@@ -42,6 +42,19 @@ func (w *timedWarehouse) QueryCounts(ctx context.Context, q string, parts []stri
 	return w.Warehouse.QueryCounts(ctx, q, parts)
 }
 
+// Rehearse and Digest pass through, so the planner rehearses downstream
+// expectations as it would on the real warehouse; the rehearsal's time is
+// warehouse time.
+func (w *timedWarehouse) Rehearse(ctx context.Context, fn func(tx refill.WarehouseTx) error) error {
+	defer w.time(time.Now())
+	return w.Warehouse.(refill.Rehearser).Rehearse(ctx, fn)
+}
+
+func (w *timedWarehouse) Digest(ctx context.Context, t refill.TableRef, partition string) (refill.Digest, error) {
+	defer w.time(time.Now())
+	return w.Warehouse.(refill.Rehearser).Digest(ctx, t, partition)
+}
+
 // lineageFixture writes n datasets into a fresh SQLite warehouse: a tenth
 // are sources, the rest read one to three earlier datasets; two thirds are
 // query jobs, the rest sql jobs. Each table holds 60 days of a few rows.
@@ -110,8 +123,26 @@ func lineageFixture(tb testing.TB, n int) (*refill.Config, refill.Warehouse) {
 // in the warehouse queries it issued.
 //
 //	go test ./planner -run '^$' -bench Plan1000 -benchtime 5x
-func BenchmarkPlan1000Datasets(b *testing.B) {
-	cfg, wh := lineageFixture(b, 1000)
+//
+// Under the default RehearsalBudget the 900 downstream datasets (27,000
+// partitions) are too many to rehearse, so their expectations are marked as
+// depending on the upstream; the Rehearsed variant lifts the budget to
+// show what counting every one of them after the plan costs.
+func BenchmarkPlan1000Datasets(b *testing.B) { benchPlan(b, 1000) }
+
+// BenchmarkPlan1000DatasetsRehearsed rehearses all of them.
+func BenchmarkPlan1000DatasetsRehearsed(b *testing.B) {
+	defer func(old int) { RehearsalBudget = old }(RehearsalBudget)
+	RehearsalBudget = 1 << 30
+	benchPlan(b, 1000)
+}
+
+// BenchmarkPlan100DatasetsRehearsed is a plan within the default budget
+// (100 datasets, 90 downstream, 2,700 partitions): rehearsed.
+func BenchmarkPlan100DatasetsRehearsed(b *testing.B) { benchPlan(b, 100) }
+
+func benchPlan(b *testing.B, size int) {
+	cfg, wh := lineageFixture(b, size)
 	tw := &timedWarehouse{Warehouse: wh}
 	p, err := New(cfg, tw, nil)
 	if err != nil {
@@ -127,7 +158,7 @@ func BenchmarkPlan1000Datasets(b *testing.B) {
 	ctx := context.Background()
 	var total, inWarehouse time.Duration
 	var queries int64
-	var steps, parts int
+	var steps, parts, rehearsed int
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		tw.spent.Store(0)
@@ -141,9 +172,14 @@ func BenchmarkPlan1000Datasets(b *testing.B) {
 		inWarehouse += time.Duration(tw.spent.Load())
 		queries = tw.queries.Load()
 		steps = len(plan.Steps)
-		parts = 0
+		parts, rehearsed = 0, 0
 		for _, s := range plan.Steps {
 			parts += len(s.Partitions)
+			for _, pp := range s.Partitions {
+				if pp.ExpectedMethod == refill.ExpectedRehearsal {
+					rehearsed++
+				}
+			}
 		}
 	}
 	n := float64(b.N)
@@ -154,4 +190,5 @@ func BenchmarkPlan1000Datasets(b *testing.B) {
 	b.ReportMetric(float64(queries), "queries/plan")
 	b.ReportMetric(float64(steps), "steps")
 	b.ReportMetric(float64(parts), "partitions")
+	b.ReportMetric(float64(rehearsed), "rehearsed")
 }

@@ -155,6 +155,8 @@ func (p *Planner) assemble(ctx context.Context, r Request, seen *gate.Result) (*
 		plan.Steps = append(plan.Steps, step)
 	}
 
+	p.afterUpstream(ctx, plan)
+
 	inputs := p.inputs(closure)
 	res, err := p.Gate.Check(ctx, inputs, rng)
 	if err != nil {
@@ -208,6 +210,135 @@ func (p *Planner) assemble(ctx context.Context, r Request, seen *gate.Result) (*
 	}
 	plan.Hash = plan.ComputeHash()
 	return plan, nil
+}
+
+// RehearsalBudget bounds how many partitions a plan rebuilds in its
+// rolled-back rehearsal to count downstream expectations; past it, those
+// expectations are shown as depending on the upstream (DESIGN.md: a dry run
+// never shows "no change" where the run will change rows).
+var RehearsalBudget = 3000
+
+// afterUpstream recounts the expected rows of query jobs that read a
+// dataset the same plan rebuilds: counted against today's upstream, they
+// would tell the approver "no change" where the run changes rows. The plan's
+// query and sql jobs are rehearsed in lineage order inside one transaction
+// that is always rolled back, and each such partition is counted as it will
+// be after the plan. Where that cannot be done, the expectation is unknown
+// and marked as depending on the upstream.
+func (p *Planner) afterUpstream(ctx context.Context, plan *refill.Plan) {
+	rebuilt := map[string]*refill.Step{}
+	for i := range plan.Steps {
+		rebuilt[plan.Steps[i].Dataset] = &plan.Steps[i]
+	}
+	// Which steps read a rebuilt dataset, and which rebuilt datasets they
+	// need built first (transitively). A step behind a command or Airflow
+	// job cannot be rehearsed: what that job writes is outside refill.
+	var targets, unknowable []*refill.Step
+	need := map[string]bool{}
+	for i := range plan.Steps {
+		st := &plan.Steps[i]
+		if st.Kind != refill.JobQuery || st.Table == "" {
+			continue
+		}
+		mine := map[string]bool{}
+		feasible := true
+		var visit func(name string)
+		visit = func(name string) {
+			up := rebuilt[name]
+			if up == nil || mine[name] {
+				return
+			}
+			mine[name] = true
+			if up.Kind != refill.JobQuery && up.Kind != refill.JobSQL {
+				feasible = false
+			}
+			for _, u := range up.Upstream {
+				visit(u)
+			}
+		}
+		for _, up := range st.Upstream {
+			visit(up)
+		}
+		switch {
+		case len(mine) == 0:
+		case !feasible:
+			unknowable = append(unknowable, st)
+		default:
+			targets = append(targets, st)
+			need[st.Dataset] = true
+			for n := range mine {
+				need[n] = true
+			}
+		}
+	}
+	defer func() {
+		for _, st := range unknowable {
+			for i := range st.Partitions {
+				st.Partitions[i].ExpectedRows = nil
+				st.Partitions[i].ExpectedMethod = refill.ExpectedUpstream
+			}
+		}
+	}()
+	if len(targets) == 0 {
+		return
+	}
+	builds := 0
+	for name := range need {
+		builds += len(rebuilt[name].Partitions)
+	}
+	reh, ok := p.Warehouse.(refill.Rehearser)
+	if ok && builds <= RehearsalBudget {
+		counts := map[string]map[string]int64{}
+		err := reh.Rehearse(ctx, func(tx refill.WarehouseTx) error {
+			for i := range plan.Steps {
+				st := &plan.Steps[i]
+				if !need[st.Dataset] {
+					continue
+				}
+				d := st.SealedDataset()
+				ref := d.Ref()
+				isTarget := slices.Contains(targets, st)
+				if isTarget {
+					counts[st.Dataset] = map[string]int64{}
+				}
+				for _, pp := range st.Partitions {
+					var err error
+					if d.Job.Kind == refill.JobQuery {
+						_, err = tx.ReplaceFromQuery(ctx, ref, d.Job.Query, pp.Partition)
+					} else {
+						err = tx.ExecSQL(ctx, d.Job.SQL, pp.Partition)
+					}
+					if err != nil {
+						return err
+					}
+					if isTarget {
+						dg, err := tx.Digest(ctx, ref, pp.Partition)
+						if err != nil {
+							return err
+						}
+						counts[st.Dataset][pp.Partition] = dg.Rows
+					}
+				}
+			}
+			return nil
+		})
+		if err == nil {
+			for _, st := range targets {
+				for i := range st.Partitions {
+					n := counts[st.Dataset][st.Partitions[i].Partition]
+					st.Partitions[i].ExpectedRows = &n
+					st.Partitions[i].ExpectedMethod = refill.ExpectedRehearsal
+				}
+			}
+			return
+		}
+	}
+	for _, st := range targets {
+		for i := range st.Partitions {
+			st.Partitions[i].ExpectedRows = nil
+			st.Partitions[i].ExpectedMethod = refill.ExpectedUpstream
+		}
+	}
 }
 
 // inputs are what the gate checks: every source upstream of the plan, and
@@ -284,7 +415,7 @@ func (p *Planner) step(ctx context.Context, n lineage.Node, rng refill.Range) (r
 	}
 	depth := HistoryDepth
 	if grain == refill.GrainHour {
-		depth = 7 * 24
+		depth = HistoryDepth * 24 // four weeks of hours: four points for each hour of the week
 	}
 	wide := rng.Extend(grain, depth)
 	counts, err := p.Warehouse.PartitionCounts(ctx, ref, wide.Partitions(grain)[0], parts[len(parts)-1])
@@ -318,9 +449,11 @@ func (p *Planner) step(ctx context.Context, n lineage.Node, rng refill.Range) (r
 }
 
 // expectedFromHistory is the median of the non-empty history partitions in
-// the same weekly (day grain) or daily (hour grain) slot as part, falling
-// back to all non-empty history when the slot has none: weekends are not
-// weekdays, and a table's busy hours are not its quiet ones.
+// the same slot of the week as part — the same weekday at day grain, the
+// same hour of the same weekday at hour grain — falling back to all
+// non-empty history when the slot has none: weekends are not weekdays, a
+// table's busy hours are not its quiet ones, and Saturday 10:00 is not
+// Tuesday 10:00.
 func expectedFromHistory(part string, g refill.Grain, history []string, counts map[string]int64) (int64, bool) {
 	pt, err := refill.PartitionTime(part, g)
 	if err != nil {
@@ -337,7 +470,7 @@ func expectedFromHistory(part string, g refill.Grain, history []string, counts m
 		if err != nil {
 			continue
 		}
-		if (g == refill.GrainHour && ht.Hour() == pt.Hour()) || (g != refill.GrainHour && ht.Weekday() == pt.Weekday()) {
+		if ht.Weekday() == pt.Weekday() && (g != refill.GrainHour || ht.Hour() == pt.Hour()) {
 			same = append(same, c)
 		}
 	}

@@ -129,9 +129,9 @@ func TestExpectedRows(t *testing.T) {
 			"agg 2026-11-25":  "1->5 history", // a Wednesday: the median of four Wednesdays
 			"agg 2026-11-28":  "0->2 history", // a Saturday: weekends are not weekdays
 			"agg 2026-11-30":  "0->5 history", // a Monday
-			"copy 2026-11-25": "10->3 query",  // its query, counted read-only
-			"copy 2026-11-28": "4->3 query",   //
-			"copy 2026-11-30": "0->0 query",   // no source rows yet
+			"copy 2026-11-25": "10->3 rehearsal", // downstream of a rebuilt agg: counted after it, in a rolled-back rehearsal
+			"copy 2026-11-28": "4->3 rehearsal",  //
+			"copy 2026-11-30": "0->0 rehearsal",  // no source rows yet
 			"feed 2026-11-25": "?->? unknown", // a command with no table
 		}
 		for k, v := range want {
@@ -250,4 +250,87 @@ func TestNothingToRebuild(t *testing.T) {
 			t.Errorf("err = %v", err)
 		}
 	})
+}
+
+// TestDownstreamExpectationsFollowThePlan: raw → mid → top of query jobs,
+// with mid and top stale. Counted against today's mid, top would read
+// "1 -> 1, no change"; counted as mid will be after the plan, it reads 5.
+// Behind a command job the count cannot be known and says so.
+func TestDownstreamExpectationsFollowThePlan(t *testing.T) {
+	fixtures := []string{
+		"CREATE TABLE raw (day TEXT, v INTEGER)",
+		"CREATE TABLE mid (day TEXT, v INTEGER)",
+		"CREATE TABLE top (day TEXT, v INTEGER)",
+		"CREATE TABLE after_cmd (day TEXT, v INTEGER)",
+		"INSERT INTO raw VALUES ('2026-11-02', 1), ('2026-11-02', 2), ('2026-11-02', 3), ('2026-11-02', 4), ('2026-11-02', 5)",
+		"INSERT INTO mid VALUES ('2026-11-02', 1)",
+		"INSERT INTO top VALUES ('2026-11-02', 1)",
+	}
+	datasets := map[string]*refill.Dataset{
+		"raw": {Table: "raw", Partition: refill.PartitionSpec{Column: "day"}},
+		"mid": {Table: "mid", Partition: refill.PartitionSpec{Column: "day"}, Upstream: []string{"raw"},
+			Job: &refill.Job{Kind: refill.JobQuery, Query: "SELECT day, v FROM raw WHERE day = :partition"}},
+		"top": {Table: "top", Partition: refill.PartitionSpec{Column: "day"}, Upstream: []string{"mid"},
+			Job: &refill.Job{Kind: refill.JobQuery, Query: "SELECT day, v FROM mid WHERE day = :partition"}},
+		"cmd": {Upstream: []string{"raw"}, Job: &refill.Job{Kind: refill.JobCommand, Command: []string{"true"}}},
+		"after_cmd": {Table: "after_cmd", Partition: refill.PartitionSpec{Column: "day"}, Upstream: []string{"cmd"},
+			Job: &refill.Job{Kind: refill.JobQuery, Query: "SELECT day, v FROM raw WHERE day = :partition"}},
+	}
+	each(t, datasets, fixtures, func(t *testing.T, b *bundle) {
+		plan, err := b.p.Plan(context.Background(), req("raw", "2026-11-02", "2026-11-02"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, s := range plan.Steps {
+			pp := s.Partitions[0]
+			got[s.Dataset] = fmt.Sprintf("%s->%s %s", rowsOf(pp.CurrentRows), rowsOf(pp.ExpectedRows), pp.ExpectedMethod)
+		}
+		want := map[string]string{
+			"mid":       "1->5 query",
+			"top":       "1->5 rehearsal",
+			"after_cmd": "0->? depends_on_upstream",
+		}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%s = %s, want %s", k, got[k], v)
+			}
+		}
+		// The rehearsal left nothing behind.
+		var n int
+		if err := b.db.QueryRow("SELECT count(*) FROM top").Scan(&n); err != nil || n != 1 {
+			t.Errorf("top after planning: %d rows (%v), want 1", n, err)
+		}
+	})
+}
+
+// TestHourExpectationsKnowTheWeek: an hour is expected to look like the
+// same hour of the same weekday — Saturday 10:00 like Saturdays at 10:00,
+// not like Tuesday mornings.
+func TestHourExpectationsKnowTheWeek(t *testing.T) {
+	counts := map[string]int64{}
+	var history []string
+	start := time.Date(2026, 10, 3, 0, 0, 0, 0, time.UTC) // a Saturday
+	for h := 0; h < HistoryDepth*24; h++ {
+		ts := start.Add(time.Duration(h) * time.Hour)
+		p := ts.Format("2006-01-02T15")
+		history = append(history, p)
+		n := int64(100)
+		if ts.Weekday() == time.Saturday || ts.Weekday() == time.Sunday {
+			n = 40
+		}
+		counts[p] = n
+	}
+	for _, c := range []struct {
+		part string
+		want int64
+	}{
+		{"2026-10-31T10", 40},  // a Saturday
+		{"2026-11-03T10", 100}, // a Tuesday
+	} {
+		got, ok := expectedFromHistory(c.part, refill.GrainHour, history, counts)
+		if !ok || got != c.want {
+			t.Errorf("%s: expected %d (%v), want %d", c.part, got, ok, c.want)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package run
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"time"
@@ -40,11 +41,48 @@ type queue interface {
 	subscribe() (<-chan *river.Event, func())
 	// stop stops the client; cancel also cancels jobs in flight.
 	stop(ctx context.Context, cancel bool) error
+	// givenUp returns the partition jobs of one run of a plan that River
+	// gave up on (discarded or cancelled), with their last error.
+	givenUp(ctx context.Context, planID string, run int) ([]gaveUp, error)
+}
+
+// gaveUp is a partition job River will not run again.
+type gaveUp struct {
+	Dataset, Partition string
+	State              rivertype.JobState
+	Attempts           int
+	LastError          string
 }
 
 type riverQueue[TTx any] struct {
 	client *river.Client[TTx]
 	closer func()
+	// argsWhere selects a plan's run among River's jobs, in the driver's
+	// SQL dialect (@plan, @run).
+	argsWhere string
+}
+
+func (q *riverQueue[TTx]) givenUp(ctx context.Context, planID string, run int) ([]gaveUp, error) {
+	params := river.NewJobListParams().Kinds(PartitionArgs{}.Kind()).
+		States(rivertype.JobStateDiscarded, rivertype.JobStateCancelled).
+		Where(q.argsWhere, river.NamedArgs{"plan": planID, "run": run}).First(100)
+	res, err := q.client.JobList(ctx, params)
+	if err != nil {
+		return nil, fmt.Errorf("river: listing given-up jobs: %w", err)
+	}
+	var out []gaveUp
+	for _, j := range res.Jobs {
+		var a PartitionArgs
+		if err := json.Unmarshal(j.EncodedArgs, &a); err != nil {
+			continue
+		}
+		g := gaveUp{Dataset: a.Dataset, Partition: a.Partition, State: j.State, Attempts: j.Attempt}
+		if n := len(j.Errors); n > 0 {
+			g.LastError = j.Errors[n-1].Error
+		}
+		out = append(out, g)
+	}
+	return out, nil
 }
 
 // queueName is a dataset's River queue: one queue per dataset is how its
@@ -148,6 +186,7 @@ func openQueue(ctx context.Context, st *store.Store, cfg queueConfig) (queue, er
 			return nil, err
 		}
 		q.closer = func() { db.Close() }
+		q.argsWhere = `json_extract(args, '$.plan_id') = @plan AND json_extract(args, '$.run') = @run`
 		return q, nil
 	}
 	pool := st.Pool()
@@ -168,7 +207,12 @@ func openQueue(ctx context.Context, st *store.Store, cfg queueConfig) (queue, er
 		_, err = mig.Migrate(ctx, rivermigrate.DirectionUp, nil)
 		return err
 	}
-	return startRiver(ctx, riverpgxv5.New(pool), migrate, cfg)
+	q, err := startRiver(ctx, riverpgxv5.New(pool), migrate, cfg)
+	if err != nil {
+		return nil, err
+	}
+	q.argsWhere = `args->>'plan_id' = @plan AND (args->>'run')::int = @run`
+	return q, nil
 }
 
 func startRiver[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], migrate func(context.Context, *rivermigrate.Migrator[TTx]) error, cfg queueConfig) (*riverQueue[TTx], error) {

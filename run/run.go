@@ -280,7 +280,7 @@ func (r *Runner) execute(ctx context.Context, p *refill.Plan, runNo int) (runErr
 		if err := q.insert(ctx, todo, attempts); err != nil {
 			return fmt.Errorf("queueing order %d: %w", level, err)
 		}
-		if err := r.wait(ctx, p.ID, todo, events); err != nil {
+		if err := r.wait(ctx, q, p.ID, runNo, todo, events); err != nil {
 			return err
 		}
 	}
@@ -302,7 +302,7 @@ func (r *Runner) published(ctx context.Context, planID string) (map[string]bool,
 // wait returns when every partition of todo is published, or with the
 // first partition whose attempts are exhausted. It polls the state store as
 // well as listening, because another worker process may do the work.
-func (r *Runner) wait(ctx context.Context, planID string, todo []PartitionArgs, events <-chan *river.Event) error {
+func (r *Runner) wait(ctx context.Context, q queue, planID string, runNo int, todo []PartitionArgs, events <-chan *river.Event) error {
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -325,6 +325,19 @@ func (r *Runner) wait(ctx context.Context, planID string, todo []PartitionArgs, 
 				return err
 			}
 			return errors.New(failure)
+		}
+		// A job River gave up on without a recorded failure (discarded by
+		// its rescuer, say, after a worker died on its last attempt) must
+		// end the run too: nothing will ever publish its partition.
+		gone, err := q.givenUp(ctx, planID, runNo)
+		if err != nil {
+			return err
+		}
+		for _, g := range gone {
+			if !published[key(g.Dataset, g.Partition)] {
+				return fmt.Errorf("%s %s: River %s its job after %d attempt(s) without publishing it (last error: %s)",
+					g.Dataset, g.Partition, g.State, g.Attempts, orUnknown(g.LastError))
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -372,17 +385,25 @@ func (r *Runner) work(ctx context.Context, a PartitionArgs, attempt, maxAttempts
 	if errors.As(err, &done) {
 		return nil
 	}
-	if ctx.Err() != nil {
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		// River's time limit cut the attempt off: that is this attempt's
+		// failure, like any other, not the run stopping.
+		err = fmt.Errorf("attempt ran past its time limit of %s (nine tenths of run.rescue_after) and was cut off: %w", r.RescueAfter*9/10, err)
+	case ctx.Err() != nil:
 		return err // the run is stopping; this attempt did not fail on its own
 	}
 	// Bad input (a job the warehouse rejects as written, unknown
 	// credentials) and a DAG run that ended failed will not mend on retry.
 	var outside *refill.OutsidePartitionError
-	if errors.Is(err, refill.ErrBadInput) || errors.Is(err, airflow.ErrRunFailed) || errors.Is(err, errAudit) || errors.As(err, &outside) {
-		attempt = maxAttempts
-	}
-	if attempt >= maxAttempts {
-		r.logf("ALERT %s %s: attempt %d of %d failed, giving up: %v", a.Dataset, a.Partition, attempt, maxAttempts, err)
+	final := attempt >= maxAttempts
+	hopeless := errors.Is(err, refill.ErrBadInput) || errors.Is(err, airflow.ErrRunFailed) || errors.Is(err, errAudit) || errors.As(err, &outside)
+	if final || hopeless {
+		why := "its last"
+		if !final {
+			why = "and retrying cannot mend it"
+		}
+		r.logf("ALERT %s %s: attempt %d of %d failed, %s; giving up: %v", a.Dataset, a.Partition, attempt, maxAttempts, why, err)
 		bg := context.WithoutCancel(ctx)
 		_ = r.Store.Update(bg, func(tx *store.Tx) error {
 			return tx.Append(bg, &refill.Event{Kind: refill.EventRunFailed, Actor: "refill", PlanID: a.PlanID, Dataset: a.Dataset, Partition: a.Partition,
@@ -747,6 +768,13 @@ func (r *Runner) airflow(ctx context.Context, d *refill.Dataset, a PartitionArgs
 		res, err := client.Run(ctx, d.Job.Airflow, runID, start.Format(time.RFC3339), end.Format(time.RFC3339))
 		return fmt.Sprintf("dag %s run %s: %s after %d polls (created: %v)", d.Job.Airflow.DagID, res.DagRunID, res.State, res.Polls, res.Created), err
 	})
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
 }
 
 func rowsOf(d *refill.Digest) string {

@@ -8,6 +8,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/control"
 )
 
 // partitionsShown bounds how many partitions of one step the text rendering
@@ -28,14 +29,19 @@ func renderPlan(p *refill.Plan, cfg *refill.Config) string {
 
 	nparts := 0
 	var cur, exp int64
+	var curUnknown, expUnknown int
 	for _, s := range p.Steps {
 		nparts += len(s.Partitions)
 		for _, pp := range s.Partitions {
 			if pp.CurrentRows != nil {
 				cur += *pp.CurrentRows
+			} else {
+				curUnknown++
 			}
 			if pp.ExpectedRows != nil {
 				exp += *pp.ExpectedRows
+			} else {
+				expUnknown++
 			}
 		}
 	}
@@ -49,7 +55,7 @@ func renderPlan(p *refill.Plan, cfg *refill.Config) string {
 		}
 		renderStep(&b, s)
 	}
-	fmt.Fprintf(&b, "\n  total rows now %s, expected after %s\n\n", humanize.Comma(cur), humanize.Comma(exp))
+	fmt.Fprintf(&b, "\n  total rows now %s, expected after %s\n\n", control.Total(cur, curUnknown), control.Total(exp, expUnknown))
 
 	fmt.Fprintf(&b, "Tier: %s\n", strings.ToUpper(string(p.Tier)))
 	for _, r := range p.Reasons {
