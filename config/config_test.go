@@ -334,6 +334,9 @@ func TestParseErrors(t *testing.T) {
 		{"rule name twice", head + "policy:\n  rules:\n    - {name: r, when: 'true', tier: manual}\n    - {name: r, when: 'true', tier: manual} # <-\n", "policy.rules[1].name", `rule "r" is already defined at line 5`},
 		{"rule tier", head + "policy:\n  rules:\n    - name: r\n      when: 'true'\n      tier: automatic # <-\n", "policy.rules[0].tier", `unknown tier "automatic"`},
 		{"rule when does not compile", head + "policy:\n  rules:\n    - name: r\n      when: 'request.days >' # <-\n      tier: manual\n", "policy.rules[0].when", "does not compile"},
+		{"rule misspelled field", head + "policy:\n  rules:\n    - name: r\n      when: \"request.requester == 'watcher'\" # <-\n      tier: manual\n", "policy.rules[0].when", "undefined field 'requester'"},
+		{"side effects on a query job", head + "datasets:\n  e:\n    table: e\n    partition: {column: day}\n    job:\n      query: 'SELECT :partition'\n      side_effects: true # <-\n", "datasets.e.job.side_effects", "side_effects applies to command and airflow jobs"},
+		{"audit key env", head + "audit: {key_env: 'my secret'} # <-\n", "audit.key_env", "name of an environment variable"},
 		{"rule when not boolean", head + "policy:\n  rules:\n    - name: r\n      when: 'request.reason + \"x\"' # <-\n      tier: manual\n", "policy.rules[0].when", "want a boolean"},
 		{"rule when empty", head + "policy:\n  rules:\n    - name: r\n      when: '  ' # <-\n      tier: manual\n", "policy.rules[0].when", "required"},
 

@@ -137,7 +137,7 @@ func BenchmarkPlan1000DatasetsRehearsed(b *testing.B) {
 	benchPlan(b, 1000)
 }
 
-// BenchmarkPlan100DatasetsRehearsed is a plan within the default budget
+// BenchmarkPlan100DatasetsRehearsed is a plan well within the default budget
 // (100 datasets, 90 downstream, 2,700 partitions): rehearsed.
 func BenchmarkPlan100DatasetsRehearsed(b *testing.B) { benchPlan(b, 100) }
 

@@ -187,6 +187,9 @@ func (p *Planner) assemble(ctx context.Context, r Request, seen *gate.Result) (*
 			in.Unscored = append(in.Unscored, fmt.Sprintf("%s %s %s: %s", f.Dataset, f.Partition, f.Check, f.Message))
 		}
 	}
+	for _, st := range plan.Steps {
+		in.Partitions += len(st.Partitions)
+	}
 	for _, n := range closure.Steps {
 		in.Rebuilt = append(in.Rebuilt, n.Dataset)
 		if p.Proofs != nil {
@@ -216,7 +219,7 @@ func (p *Planner) assemble(ctx context.Context, r Request, seen *gate.Result) (*
 // rolled-back rehearsal to count downstream expectations; past it, those
 // expectations are shown as depending on the upstream (DESIGN.md: a dry run
 // never shows "no change" where the run will change rows).
-var RehearsalBudget = 3000
+var RehearsalBudget = 10000
 
 // afterUpstream recounts the expected rows of query jobs that read a
 // dataset the same plan rebuilds: counted against today's upstream, they

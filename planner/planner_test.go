@@ -126,13 +126,13 @@ func TestExpectedRows(t *testing.T) {
 			}
 		}
 		want := map[string]string{
-			"agg 2026-11-25":  "1->5 history", // a Wednesday: the median of four Wednesdays
-			"agg 2026-11-28":  "0->2 history", // a Saturday: weekends are not weekdays
-			"agg 2026-11-30":  "0->5 history", // a Monday
+			"agg 2026-11-25":  "1->5 history",    // a Wednesday: the median of four Wednesdays
+			"agg 2026-11-28":  "0->2 history",    // a Saturday: weekends are not weekdays
+			"agg 2026-11-30":  "0->5 history",    // a Monday
 			"copy 2026-11-25": "10->3 rehearsal", // downstream of a rebuilt agg: counted after it, in a rolled-back rehearsal
 			"copy 2026-11-28": "4->3 rehearsal",  //
 			"copy 2026-11-30": "0->0 rehearsal",  // no source rows yet
-			"feed 2026-11-25": "?->? unknown", // a command with no table
+			"feed 2026-11-25": "?->? unknown",    // a command with no table
 		}
 		for k, v := range want {
 			if got[k] != v {

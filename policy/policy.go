@@ -6,10 +6,12 @@ package policy
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/ext"
 
 	"github.com/refill-dev/refill"
 )
@@ -40,6 +42,8 @@ type Input struct {
 	// history, say), as "dataset partition: why". A check that was not
 	// scored did not pass, so it never counts toward auto.
 	Unscored []string
+	// Partitions counts the partitions the plan rewrites.
+	Partitions int
 }
 
 // Decision is a tier and why.
@@ -59,11 +63,40 @@ type compiledRule struct {
 	prg  cel.Program
 }
 
-// env declares what a rule may read: the request, the rebuilt datasets and
-// their tags, and the tier the fixed rules arrived at.
+// RuleRequest is what a rule sees as `request`. Its fields are declared to
+// CEL, so a rule naming a field that does not exist (request.requester) is
+// a config error when refill.yaml loads, not a surprise on the one plan
+// that reaches it.
+type RuleRequest struct {
+	Targets     []string `cel:"targets"`
+	From        string   `cel:"from"`
+	To          string   `cel:"to"`
+	Days        int64    `cel:"days"`
+	Reason      string   `cel:"reason"`
+	RequestedBy string   `cel:"requested_by"`
+}
+
+// RulePlan is what a rule sees as `plan`: what the plan rebuilds and the
+// tier so far (the fixed rules', raised by every earlier rule that hit).
+type RulePlan struct {
+	Datasets   []string `cel:"datasets"`
+	Tags       []string `cel:"tags"`
+	Partitions int64    `cel:"partitions"`
+	Tier       string   `cel:"tier"`
+}
+
+// ruleCostLimit bounds one rule's evaluation, so no rule can stall the
+// planner (a comprehension over a large list, say). Ordinary rules cost
+// tens of units.
+const ruleCostLimit = 100_000
+
+// env declares what a rule may read: request and plan with their typed
+// fields, and — as before — datasets, tags and tier on their own.
 func env() (*cel.Env, error) {
 	return cel.NewEnv(
-		cel.Variable("request", cel.MapType(cel.StringType, cel.DynType)),
+		ext.NativeTypes(ext.ParseStructTags(true), reflect.TypeFor[RuleRequest](), reflect.TypeFor[RulePlan]()),
+		cel.Variable("request", cel.ObjectType("policy.RuleRequest")),
+		cel.Variable("plan", cel.ObjectType("policy.RulePlan")),
 		cel.Variable("datasets", cel.ListType(cel.StringType)),
 		cel.Variable("tags", cel.ListType(cel.StringType)),
 		cel.Variable("tier", cel.StringType),
@@ -103,7 +136,7 @@ func Compile(p refill.Policy) (*Policy, error) {
 		if ast.OutputType() != cel.BoolType && ast.OutputType() != cel.DynType {
 			return nil, refill.BadInputf("policy.rules %s: when %q is %s, want a boolean", r.Name, r.When, ast.OutputType())
 		}
-		prg, err := e.Program(ast)
+		prg, err := e.Program(ast, cel.CostLimit(ruleCostLimit))
 		if err != nil {
 			return nil, refill.BadInputf("policy.rules %s: %s", r.Name, oneLine(err.Error()))
 		}
@@ -194,10 +227,10 @@ func (p *Policy) Decide(in Input) (Decision, error) {
 			days, p.cfg.AutoMaxDays, len(in.Rebuilt), strings.Join(p.cfg.AggregateTags, "/"))}}
 	}
 
-	// Extra rules may only raise the tier.
-	vars := activation(in, dec.Tier)
+	// Extra rules may only raise the tier. They run in order, each seeing
+	// the tier so far.
 	for _, r := range p.rules {
-		out, _, err := r.prg.Eval(vars)
+		out, _, err := r.prg.Eval(activation(in, dec.Tier))
 		if err != nil {
 			return Decision{}, refill.BadInputf("policy.rules %s: evaluating %q: %s", r.rule.Name, r.rule.When, oneLine(err.Error()))
 		}
@@ -230,15 +263,23 @@ func activation(in Input, tier refill.Tier) map[string]any {
 		}
 	}
 	slices.Sort(tags)
+	if names == nil {
+		names = []string{}
+	}
+	if tags == nil {
+		tags = []string{}
+	}
+	targets := in.Request.Targets
+	if targets == nil {
+		targets = []string{}
+	}
+	parts := int64(in.Partitions)
 	return map[string]any{
-		"request": map[string]any{
-			"targets":      in.Request.Targets,
-			"from":         in.Request.From,
-			"to":           in.Request.To,
-			"days":         int64(in.Request.Days),
-			"reason":       in.Request.Reason,
-			"requested_by": in.Request.RequestedBy,
+		"request": RuleRequest{
+			Targets: targets, From: in.Request.From, To: in.Request.To, Days: int64(in.Request.Days),
+			Reason: in.Request.Reason, RequestedBy: in.Request.RequestedBy,
 		},
+		"plan":     RulePlan{Datasets: names, Tags: tags, Partitions: parts, Tier: string(tier)},
 		"datasets": names,
 		"tags":     tags,
 		"tier":     string(tier),

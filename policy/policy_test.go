@@ -129,3 +129,38 @@ func TestBadRules(t *testing.T) {
 		}
 	}
 }
+
+// TestRulesAreTypedOrderedAndBounded: a misspelled field fails to compile
+// (so the config loader names its line), each rule sees the tier the rules
+// before it raised, and a rule that would stall the planner is stopped.
+func TestRulesAreTypedOrderedAndBounded(t *testing.T) {
+	for _, when := range []string{"request.requester == 'watcher'", "plan.partitions > 'x'", "plan.tiers == 'manual'"} {
+		if err := CheckExpr(when); err == nil {
+			t.Errorf("%q compiled; want a type error", when)
+		}
+	}
+	for _, when := range []string{"request.requested_by == 'watcher' && request.days > 3", "plan.tier == 'semi-auto' && plan.partitions > 10", "'aggregate' in plan.tags"} {
+		if err := CheckExpr(when); err != nil {
+			t.Errorf("%q: %v", when, err)
+		}
+	}
+
+	p := refill.DefaultPolicy()
+	p.Rules = []refill.Rule{
+		{Name: "big", When: "plan.partitions > 2", Tier: refill.TierSemiAuto, Reason: "more than two partitions"},
+		{Name: "then-manual", When: "plan.tier == 'semi-auto' && request.days > 1", Tier: refill.TierManual, Reason: "sees the tier the rule before raised"},
+	}
+	in := Input{Request: refill.Request{Days: 2, RequestedBy: "alice"}, Rebuilt: []*refill.Dataset{dataset("a")}, Proofs: proven("a"), Partitions: 4}
+	if d := decide(t, p, in); d.Tier != refill.TierManual || !strings.Contains(strings.Join(d.Reasons, " "), "sees the tier") {
+		t.Errorf("ordered rules: %s %q, want manual by then-manual", d.Tier, d.Reasons)
+	}
+
+	p.Rules = []refill.Rule{{Name: "stall", When: "[1,2,3,4,5,6,7,8,9,10].all(a, [1,2,3,4,5,6,7,8,9,10].all(b, [1,2,3,4,5,6,7,8,9,10].all(c, [1,2,3,4,5,6,7,8,9,10].all(d, [1,2,3,4,5,6,7,8,9,10].all(e, a+b+c+d+e > 0)))))", Tier: refill.TierManual, Reason: "x"}}
+	pol, err := Compile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pol.Decide(in); err == nil || !strings.Contains(err.Error(), "cost") {
+		t.Errorf("a rule over its cost limit: %v, want an error about cost", err)
+	}
+}

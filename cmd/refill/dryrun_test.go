@@ -74,3 +74,15 @@ datasets:
 		t.Errorf("the dry run shows \"no change\" where the run changes rows:\n%s", r.stdout)
 	}
 }
+
+// TestPolicyRulesAreCheckedAtLoad: a misspelled field in a rule is a config
+// error naming the file and line, before any plan is made.
+func TestPolicyRulesAreCheckedAtLoad(t *testing.T) {
+	d := setup(t)
+	restore := editConfig(t, d, "request.requested_by == 'watcher'", "request.requester == 'watcher'")
+	defer restore()
+	r := run(t, d, nil, "plan", "sessions", "--from", "2026-11-20", "--to", "2026-11-21", "--reason", "r", "--as", "alice")
+	if r.code != 2 || !regexp.MustCompile(`refill\.yaml:\d+`).MatchString(r.stderr) || !regexp.MustCompile(`requester`).MatchString(r.stderr) {
+		t.Fatalf("a misspelled rule field: exit %d\n%s", r.code, r.stderr)
+	}
+}
