@@ -21,13 +21,16 @@ import (
 
 // fakeAirflow is the part of Airflow 2's REST API a run uses (the request
 // and response bodies are checked against the spec in jobs/airflow's
-// tests): triggering a DAG run, 409 for a run id that exists, and polling
-// it, which succeeds on the second poll unless the DAG is "broken".
+// tests): triggering a DAG run, 409 for a run id that exists, polling it,
+// which succeeds on the second poll unless the DAG is broken, and marking
+// it failed.
 type fakeAirflow struct {
 	mu      sync.Mutex
 	runs    map[string]map[string]any
 	created map[string]int
 	polls   map[string]int
+	broken  bool
+	patched map[string]string // run id -> state set by PATCH
 }
 
 func (f *fakeAirflow) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -66,12 +69,25 @@ func (f *fakeAirflow) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		f.polls[parts[2]]++
-		if f.polls[parts[2]] >= 2 {
+		if f.polls[parts[2]] >= 2 && run["state"] == "queued" {
 			run["state"] = "success"
-			if dag == "broken" {
+			if f.broken {
 				run["state"] = "failed"
 			}
 		}
+		json.NewEncoder(w).Encode(run)
+	case r.Method == http.MethodPatch && len(parts) == 3:
+		run, ok := f.runs[parts[2]]
+		if !ok {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		var body struct {
+			State string `json:"state"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		run["state"] = body.State
+		f.patched[parts[2]] = body.State
 		json.NewEncoder(w).Encode(run)
 	default:
 		w.WriteHeader(http.StatusNotFound)
@@ -79,7 +95,7 @@ func (f *fakeAirflow) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func TestAirflowJobs(t *testing.T) {
-	fake := &fakeAirflow{runs: map[string]map[string]any{}, created: map[string]int{}, polls: map[string]int{}}
+	fake := &fakeAirflow{runs: map[string]map[string]any{}, created: map[string]int{}, polls: map[string]int{}, patched: map[string]string{}}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
 	t.Setenv("AF_USER", "refill")
@@ -125,7 +141,7 @@ func TestAirflowJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, part := range []string{"2026-11-01", "2026-11-02"} {
-		runID := "refill__" + id + "__export__" + part
+		runID := "refill__" + id + "__export__" + part + "__r1"
 		if fake.created[runID] != 1 {
 			t.Errorf("DAG run %s created %d times, want once", runID, fake.created[runID])
 		}
@@ -139,23 +155,50 @@ func TestAirflowJobs(t *testing.T) {
 		t.Errorf("published = %+v", pubs)
 	}
 
-	// A DAG run that ends failed fails the partition at once, and a resume
-	// finds the same run (409) rather than starting a second one.
-	cfg.Datasets["export"].Job = job("broken")
+	// A DAG run that ends failed fails the partition at once (no retry
+	// can mend it), and the log says so after the one attempt there was.
+	cfg.Datasets["export"].Job = job("export2")
+	fake.broken = true
+	var log strings.Builder
+	r.Log = &syncWriter{w: &log}
 	id = plan()
 	err = r.Apply(ctx, id, "alice")
 	if err == nil || !strings.Contains(err.Error(), "failed after its last attempt") {
 		t.Fatalf("apply with a failing DAG: %v", err)
 	}
-	if err := r.Apply(ctx, id, "alice"); err == nil {
-		t.Fatal("a resume passed although the DAG run had failed")
-	}
-	for _, part := range []string{"2026-11-01", "2026-11-02"} {
-		if n := fake.created["refill__"+id+"__export__"+part]; n != 1 {
-			t.Errorf("failed DAG run for %s created %d times, want once", part, n)
-		}
-	}
 	if got, _ := st.Plan(ctx, id); got.Status != refill.StatusFailed {
 		t.Errorf("status %s, want failed", got.Status)
 	}
+	if !strings.Contains(log.String(), "attempt 1 of 3 failed, and retrying cannot mend it") || strings.Contains(log.String(), "attempt 3 of 3") {
+		t.Errorf("the log miscounts attempts:\n%s", log.String())
+	}
+	// Once the DAG is mended, applying again resumes: a fresh DAG run per
+	// partition (its id carries the run), the old one marked failed.
+	fake.broken = false
+	if err := r.Apply(ctx, id, "alice"); err != nil {
+		t.Fatalf("resume after the DAG was mended: %v", err)
+	}
+	for _, part := range []string{"2026-11-01", "2026-11-02"} {
+		old, fresh := "refill__"+id+"__export__"+part+"__r1", "refill__"+id+"__export__"+part+"__r2"
+		if fake.created[old] != 1 || fake.created[fresh] != 1 {
+			t.Errorf("%s: DAG runs created r1 %d, r2 %d; want one each", part, fake.created[old], fake.created[fresh])
+		}
+		if fake.patched[old] != "failed" {
+			t.Errorf("%s: the abandoned run was not marked failed (%q)", part, fake.patched[old])
+		}
+	}
+	if got, _ := st.Plan(ctx, id); got.Status != refill.StatusApplied {
+		t.Errorf("status %s, want applied", got.Status)
+	}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  *strings.Builder
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }

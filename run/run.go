@@ -391,7 +391,15 @@ func (r *Runner) work(ctx context.Context, a PartitionArgs, attempt, maxAttempts
 		// failure, like any other, not the run stopping.
 		err = fmt.Errorf("attempt ran past its time limit of %s (nine tenths of run.rescue_after) and was cut off: %w", r.RescueAfter*9/10, err)
 	case ctx.Err() != nil:
-		return err // the run is stopping; this attempt did not fail on its own
+		// The run is stopping; this attempt did not fail on its own. If
+		// the run itself is over (failed, or resumed afresh), a DAG run it
+		// started is abandoned: tell Airflow, so it does not write on
+		// unobserved. A worker merely shutting down hands its job back, and
+		// the next attempt finds the same DAG run.
+		if status, runs, serr := r.Store.RunState(context.WithoutCancel(ctx), a.PlanID); serr == nil && (status != refill.StatusRunning || runs != a.Run) {
+			r.abandon(ctx, a, fmt.Sprintf("refill stopped run %d of plan %s (now %s)", a.Run, a.PlanID, status))
+		}
+		return err
 	}
 	// Bad input (a job the warehouse rejects as written, unknown
 	// credentials) and a DAG run that ended failed will not mend on retry.
@@ -404,6 +412,7 @@ func (r *Runner) work(ctx context.Context, a PartitionArgs, attempt, maxAttempts
 			why = "and retrying cannot mend it"
 		}
 		r.logf("ALERT %s %s: attempt %d of %d failed, %s; giving up: %v", a.Dataset, a.Partition, attempt, maxAttempts, why, err)
+		r.abandon(ctx, a, fmt.Sprintf("refill gave up on this partition after attempt %d of %d: %v", attempt, maxAttempts, err))
 		bg := context.WithoutCancel(ctx)
 		_ = r.Store.Update(bg, func(tx *store.Tx) error {
 			return tx.Append(bg, &refill.Event{Kind: refill.EventRunFailed, Actor: "refill", PlanID: a.PlanID, Dataset: a.Dataset, Partition: a.Partition,
@@ -743,12 +752,40 @@ func (r *Runner) audit(ctx context.Context, tx refill.WarehouseTx, d *refill.Dat
 }
 
 // airflowClient triggers and waits for DAG runs; one serves every job of
-// the process (it caches Airflow 3 tokens).
+// the process, whatever its poll interval, so all partitions share one
+// Airflow 3 token.
 var airflowClient = &airflow.Client{}
 
-// airflow triggers the partition's DAG run — with a run id fixed by plan,
-// dataset and partition, so a retry after a crash finds the run it started
-// instead of starting a second — and waits for it to end.
+// dagRunID names the DAG run of one partition in one run of a plan: fixed,
+// so that a retry within the run (after a crash, or a lost connection)
+// finds the DAG run it started instead of starting a second; and carrying
+// the run, so that a resumed plan starts afresh rather than read back an
+// old run's failure.
+func dagRunID(planID, dataset, partition string, run int) string {
+	return fmt.Sprintf("refill__%s__%s__%s__r%d", planID, dataset, partition, run)
+}
+
+// abandon marks the partition's DAG run of this run failed in Airflow, when
+// the partition is an Airflow job: refill no longer follows it, so it must
+// not go on writing unobserved.
+func (r *Runner) abandon(ctx context.Context, a PartitionArgs, why string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	d, err := r.sealed(ctx, a.PlanID, a.Dataset)
+	if err != nil || d.Job == nil || d.Job.Kind != refill.JobAirflow {
+		return
+	}
+	id := dagRunID(a.PlanID, a.Dataset, a.Partition, a.Run)
+	if err := airflowClient.Fail(ctx, d.Job.Airflow, id, why); err != nil {
+		r.logf("ALERT %s %s: could not mark DAG run %s failed in Airflow, so it may still write: %v", a.Dataset, a.Partition, id, err)
+		return
+	}
+	r.logf("%s %s: DAG run %s marked failed in Airflow (%s)", a.Dataset, a.Partition, id, why)
+}
+
+// airflow triggers the partition's DAG run and waits for it to end. The DAG
+// runs of the plan's earlier runs are marked failed first: a resumed plan
+// starts a fresh DAG run, and nothing it abandoned may write on.
 func (r *Runner) airflow(ctx context.Context, d *refill.Dataset, a PartitionArgs, rec *refill.Published) error {
 	g := d.Ref().Grain
 	start, err := refill.PartitionTime(a.Partition, g)
@@ -759,11 +796,14 @@ func (r *Runner) airflow(ctx context.Context, d *refill.Dataset, a PartitionArgs
 	if g == refill.GrainHour {
 		end = start.Add(time.Hour)
 	}
-	runID := "refill__" + a.PlanID + "__" + a.Dataset + "__" + a.Partition
-	client := airflowClient
-	if d.Job.Airflow.Poll > 0 {
-		client = &airflow.Client{PollInterval: time.Duration(d.Job.Airflow.Poll)}
+	for old := 1; old < a.Run; old++ {
+		if err := airflowClient.Fail(ctx, d.Job.Airflow, dagRunID(a.PlanID, a.Dataset, a.Partition, old),
+			fmt.Sprintf("refill resumed plan %s as run %d; this DAG run of run %d was abandoned", a.PlanID, a.Run, old)); err != nil {
+			return fmt.Errorf("marking the DAG run of run %d failed before starting a fresh one: %w", old, err)
+		}
 	}
+	runID := dagRunID(a.PlanID, a.Dataset, a.Partition, a.Run)
+	client := airflowClient
 	return r.outside(ctx, d, a.Partition, rec, func() (string, error) {
 		res, err := client.Run(ctx, d.Job.Airflow, runID, start.Format(time.RFC3339), end.Format(time.RFC3339))
 		return fmt.Sprintf("dag %s run %s: %s after %d polls (created: %v)", d.Job.Airflow.DagID, res.DagRunID, res.State, res.Polls, res.Created), err

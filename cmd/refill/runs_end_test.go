@@ -2,10 +2,14 @@ package main
 
 import (
 	"database/sql"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -57,4 +61,89 @@ datasets:
 		}
 	}
 	step(t, dir, 0, "status failed", "show", id)
+}
+
+// pausedDAG is an Airflow 2 stand-in whose DAG is paused: every run it
+// accepts stays queued, until refill marks it failed.
+type pausedDAG struct {
+	mu      sync.Mutex
+	runs    map[string]map[string]any
+	patched map[string]string
+}
+
+func (f *pausedDAG) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/api/v1/dags/paused/dagRuns"), "/")
+	switch {
+	case r.Method == http.MethodPost:
+		var body struct {
+			DagRunID string            `json:"dag_run_id"`
+			Conf     map[string]string `json:"conf"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		if _, ok := f.runs[body.DagRunID]; ok {
+			w.WriteHeader(http.StatusConflict)
+			json.NewEncoder(w).Encode(map[string]any{"title": "Conflict", "status": 409, "type": "about:blank"})
+			return
+		}
+		run := map[string]any{"dag_id": "paused", "dag_run_id": body.DagRunID, "state": "queued", "conf": body.Conf}
+		f.runs[body.DagRunID] = run
+		json.NewEncoder(w).Encode(run)
+	case len(parts) == 2 && (r.Method == http.MethodGet || r.Method == http.MethodPatch):
+		run, ok := f.runs[parts[1]]
+		if !ok {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		if r.Method == http.MethodPatch {
+			var body struct {
+				State string `json:"state"`
+			}
+			_ = json.NewDecoder(r.Body).Decode(&body)
+			run["state"], f.patched[parts[1]] = body.State, body.State
+		}
+		json.NewEncoder(w).Encode(run)
+	default:
+		w.WriteHeader(http.StatusNotFound)
+	}
+}
+
+// TestPausedDAGEnds: a DAG run stuck in queued (a paused DAG) ends the run
+// when its attempts run out, and refill marks it failed in Airflow so that
+// it cannot start later and write unobserved.
+func TestPausedDAGEnds(t *testing.T) {
+	af := &pausedDAG{runs: map[string]map[string]any{}, patched: map[string]string{}}
+	srv := httptest.NewServer(af)
+	defer srv.Close()
+	dir := t.TempDir()
+	cfg := `version: 1
+warehouse: sqlite:wh.db
+run: {attempts: 2, rescue_after: 2s, backoff: 100ms}
+datasets:
+  export:
+    job:
+      airflow: {url: "` + srv.URL + `", dag_id: paused, api: v1, poll: 50ms}
+`
+	if err := os.WriteFile(filepath.Join(dir, "refill.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", filepath.Join(dir, "wh.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Exec(`CREATE TABLE unused (a INTEGER)`)
+	db.Close()
+	id := decode[planJSON](t, step(t, dir, 0, "", "plan", "export", "--from", "2026-11-01", "--to", "2026-11-01", "--reason", "r", "--as", "alice", "-o", "json").stdout).ID
+	step(t, dir, 0, "", "approve", id, "--as", "bob")
+	r := run(t, dir, nil, "apply", id, "--as", "alice")
+	if r.code == 0 || !strings.Contains(r.stderr, "time limit") {
+		t.Fatalf("apply of a paused DAG: exit %d\n%s", r.code, r.stderr)
+	}
+	af.mu.Lock()
+	defer af.mu.Unlock()
+	if got := af.patched["refill__"+id+"__export__2026-11-01__r1"]; got != "failed" {
+		t.Errorf("the abandoned DAG run was not marked failed in Airflow: %v", af.patched)
+	}
 }

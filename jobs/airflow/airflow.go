@@ -119,7 +119,7 @@ func (c *Client) Run(ctx context.Context, job *refill.AirflowJob, runID, start, 
 	}
 	res.State = run.State
 	for !terminal(run.State) {
-		if err := s.wait(ctx, c.pollInterval(), run.State, res.Polls); err != nil {
+		if err := s.wait(ctx, c.pollInterval(job), run.State, res.Polls); err != nil {
 			return res, err
 		}
 		if run, err = s.get(ctx); err != nil {
@@ -145,11 +145,57 @@ const (
 // caller's job timeout bounds the wait.
 func terminal(state string) bool { return state == stateSuccess || state == stateFailed }
 
-func (c *Client) pollInterval() time.Duration {
-	if c.PollInterval > 0 {
+// pollInterval is the job's poll, else the client's, else the default: a
+// per-job setting never needs a client (and a login) of its own.
+func (c *Client) pollInterval(job *refill.AirflowJob) time.Duration {
+	switch {
+	case job != nil && job.Poll > 0:
+		return time.Duration(job.Poll)
+	case c.PollInterval > 0:
 		return c.PollInterval
 	}
 	return DefaultPollInterval
+}
+
+// patchV1 is UpdateDagRunState (API v1); patchV2 is DAGRunPatchBody (v2).
+type patchV1 struct {
+	State string `json:"state"`
+}
+
+type patchV2 struct {
+	State string `json:"state"`
+	Note  string `json:"note,omitempty"`
+}
+
+// Fail marks a DAG run failed, so that a run refill gave up on — its
+// attempts ran out, or its plan's run stopped or was resumed afresh — does
+// not go on writing unobserved. A run that does not exist is nothing to
+// fail; one that already ended is set failed all the same (a late success
+// must not count). note says why (API v2 keeps it with the run).
+func (c *Client) Fail(ctx context.Context, job *refill.AirflowJob, runID, note string) error {
+	now := time.Now().UTC().Format(time.RFC3339)
+	s, err := c.session(job, runID, now, now)
+	if err != nil {
+		return err
+	}
+	var body any = patchV1{State: stateFailed}
+	if s.api == "v2" {
+		if len(note) > 1000 {
+			note = note[:1000]
+		}
+		body = patchV2{State: stateFailed, Note: note}
+	}
+	resp, err := s.call(ctx, http.MethodPatch, s.runsPath()+"/"+url.PathEscape(runID), body)
+	if err != nil {
+		return fmt.Errorf("%s: mark failed: %w", s.what(), err)
+	}
+	switch {
+	case resp.status == http.StatusNotFound:
+		return nil
+	case resp.status/100 != 2:
+		return s.statusError("mark failed", resp)
+	}
+	return nil
 }
 
 func (c *Client) httpClient() *http.Client {

@@ -545,3 +545,50 @@ func TestErrorDetail(t *testing.T) {
 		t.Errorf("a long detail is %d runes, want it clipped to %d and an ellipsis", len([]rune(got)), maxDetail)
 	}
 }
+
+// TestFailMarksTheRunFailed: refill tells Airflow when it gives up on a DAG
+// run (API v1 and v2, each request checked against its spec); a run that
+// does not exist is nothing to fail.
+func TestFailMarksTheRunFailed(t *testing.T) {
+	for _, api := range apis {
+		t.Run(api, func(t *testing.T) {
+			f := newFake(t, api)
+			f.queuedFor = 1 << 30 // a paused DAG: queued for ever
+			job, env := f.job()
+			c := newClient(env)
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			_, err := c.Run(ctx, job, testRunID, testStart, testEnd)
+			cancel()
+			if err == nil || f.state(testRunID) != "queued" {
+				t.Fatalf("a queued run that outlived its caller: err %v, state %q", err, f.state(testRunID))
+			}
+			if err := c.Fail(context.Background(), job, testRunID, "refill gave up after 2 attempts"); err != nil {
+				t.Fatal(err)
+			}
+			if got := f.state(testRunID); got != "failed" {
+				t.Errorf("after Fail the run is %q, want failed", got)
+			}
+			if err := c.Fail(context.Background(), job, "refill__no_such_run", "x"); err != nil {
+				t.Errorf("failing a run that does not exist: %v", err)
+			}
+		})
+	}
+}
+
+// TestOneTokenForEveryPoll: a job's own poll interval uses the shared
+// client and its token; no partition logs in again.
+func TestOneTokenForEveryPoll(t *testing.T) {
+	f := newFake(t, "v2")
+	f.queuedFor = 2
+	job, env := f.job()
+	job.Poll = refill.Duration(time.Millisecond)
+	c := &Client{HTTP: &http.Client{Timeout: 5 * time.Second}, Getenv: env}
+	for i := 0; i < 4; i++ {
+		if _, err := run(t, c, job, fmt.Sprintf("%s_%d", testRunID, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := f.count(opLogin); n != 1 {
+		t.Errorf("%d logins for four partitions, want 1", n)
+	}
+}

@@ -214,6 +214,7 @@ const (
 	opTrigger = "trigger"
 	opGet     = "get"
 	opLogin   = "login"
+	opPatch   = "patch"
 )
 
 // fakeAirflow is one Airflow web server of one API version with one user.
@@ -252,6 +253,7 @@ type fakeRun struct {
 	conf  map[string]any
 	polls int
 	state string
+	note  string
 }
 
 func newFake(t testing.TB, api string) *fakeAirflow {
@@ -265,9 +267,11 @@ func newFake(t testing.TB, api string) *fakeAirflow {
 	if api == "v1" {
 		mux.Handle("POST /api/v1/dags/{dag_id}/dagRuns", f.endpoint(f.specs.v1, "/dags/{dag_id}/dagRuns", opTrigger, f.trigger))
 		mux.Handle("GET /api/v1/dags/{dag_id}/dagRuns/{dag_run_id}", f.endpoint(f.specs.v1, "/dags/{dag_id}/dagRuns/{dag_run_id}", opGet, f.get))
+		mux.Handle("PATCH /api/v1/dags/{dag_id}/dagRuns/{dag_run_id}", f.endpoint(f.specs.v1, "/dags/{dag_id}/dagRuns/{dag_run_id}", opPatch, f.patch))
 	} else {
 		mux.Handle("POST /api/v2/dags/{dag_id}/dagRuns", f.endpoint(f.specs.v2, "/api/v2/dags/{dag_id}/dagRuns", opTrigger, f.trigger))
 		mux.Handle("GET /api/v2/dags/{dag_id}/dagRuns/{dag_run_id}", f.endpoint(f.specs.v2, "/api/v2/dags/{dag_id}/dagRuns/{dag_run_id}", opGet, f.get))
+		mux.Handle("PATCH /api/v2/dags/{dag_id}/dagRuns/{dag_run_id}", f.endpoint(f.specs.v2, "/api/v2/dags/{dag_id}/dagRuns/{dag_run_id}", opPatch, f.patch))
 		mux.Handle("POST /auth/token", f.endpoint(f.specs.auth, "/auth/token", opLogin, f.login))
 		mux.Handle("GET /auth/token", f.endpoint(f.specs.auth, "/auth/token", opLogin, f.loginAllAdmins))
 	}
@@ -560,6 +564,36 @@ func (f *fakeAirflow) get(r *http.Request, _ []byte) answer {
 	return answer{http.StatusOK, f.dagRun(run)}
 }
 
+// patch sets a run's state, as update_dag_run_state (v1) and
+// patch_dag_run (v2) do.
+func (f *fakeAirflow) patch(r *http.Request, body []byte) answer {
+	var req struct {
+		State string `json:"state"`
+		Note  string `json:"note"`
+	}
+	_ = json.Unmarshal(body, &req) // the spec check has passed
+	dag, id := r.PathValue("dag_id"), r.PathValue("dag_run_id")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	run, ok := f.runs[dag+"\x00"+id]
+	if !ok {
+		return answer{http.StatusNotFound, f.errorBody(http.StatusNotFound, fmt.Sprintf("DAGRun with DAG ID: '%s' and DagRun ID: '%s' not found", dag, id))}
+	}
+	run.state = req.State
+	run.note = req.Note
+	return answer{http.StatusOK, f.dagRun(run)}
+}
+
+// state returns a run's state, "" if there is no such run.
+func (f *fakeAirflow) state(id string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if run, ok := f.runs[fakeDAG+"\x00"+id]; ok {
+		return run.state
+	}
+	return ""
+}
+
 // dagRun renders a run as DAGRun (v1) or DAGRunResponse (v2), with every
 // field the real server fills, so that the response check covers them.
 func (f *fakeAirflow) dagRun(run *fakeRun) map[string]any {
@@ -581,13 +615,20 @@ func (f *fakeAirflow) dagRun(run *fakeRun) map[string]any {
 		"logical_date": nil, "run_after": at, "queued_at": at, "start_date": at, "end_date": end, "duration": nil,
 		"data_interval_start": nil, "data_interval_end": nil, "last_scheduling_decision": nil,
 		"run_type": "manual", "triggered_by": "rest_api", "triggering_user_name": f.user,
-		"note": nil, "bundle_version": nil, "partition_key": nil,
+		"note": noteOf(run), "bundle_version": nil, "partition_key": nil,
 		"dag_versions": []any{map[string]any{
 			"id": "0b9d6a3e-5f0e-4c1b-9a52-2d7d1c6a8f10", "version_number": 1, "dag_id": run.dag,
 			"dag_display_name": run.dag, "created_at": at, "bundle_name": "dags-folder",
 			"bundle_url": nil, "bundle_version": nil,
 		}},
 	}
+}
+
+func noteOf(run *fakeRun) any {
+	if run.note == "" {
+		return nil
+	}
+	return run.note
 }
 
 func (f *fakeAirflow) login(_ *http.Request, body []byte) answer {
