@@ -201,6 +201,10 @@ type Job struct {
 	// export, an upload): it is never proven by running it three times, and
 	// never auto.
 	SideEffects bool `json:"side_effects,omitempty"`
+	// Script is the SHA-256 of the command's program when it is a file of
+	// the project (argv[0] is a path): part of the fingerprint, so editing
+	// the script is editing the job.
+	Script string `json:"script,omitempty"`
 }
 
 // AirflowJob triggers a DAG run and waits for its state.

@@ -153,7 +153,7 @@ func (c *Control) Snapshot(ctx context.Context, id, actor string) (*State, []ref
 	}
 	now := c.now()
 	detail := map[string]any{"partitions": len(parts), "not_snapshotted": skipped, "four_eyes_enforced": s.FourEyes}
-	step := refill.ChecklistStep{PlanID: id, Step: refill.StepSnapshot, Actor: actor, At: now, Detail: refill.Detail(detail)}
+	step := refill.ChecklistStep{PlanID: id, Step: refill.StepSnapshot, Actor: actor, At: stamp(), Detail: refill.Detail(detail)}
 	err = c.Store.Update(ctx, func(tx *store.Tx) error {
 		if err := tx.AddStep(ctx, step); err != nil {
 			return err
@@ -232,7 +232,9 @@ func (c *Control) Rollback(ctx context.Context, id, actor, force string) (*State
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(later) > 0 && force == "" {
+	// Not even a forced rollback undoes a later plan's run: that plan would
+	// still say applied, and its report would still read clean.
+	if len(later) > 0 {
 		return nil, nil, refill.NotPermittedf("plan %s published %s after this plan did: roll that plan back first, or this rollback would undo it", later[0].PlanID, later[0].Dataset+" "+later[0].Partition)
 	}
 	published, err := c.Store.Published(ctx, id)
@@ -382,7 +384,7 @@ func (c *Control) Signoff(ctx context.Context, id, actor, note string) (*State, 
 		return nil, refill.NotPermittedf("plan %s: %d partition(s) of its report differ from the plan's expectation by more than %.0f%%: investigate, or roll back (refill rollback %s)", id, rep.Flagged, 100*rep.Tolerance, id)
 	}
 	now := c.now()
-	step := refill.ChecklistStep{PlanID: id, Step: refill.StepSignoff, Actor: actor, Note: note, At: now}
+	step := refill.ChecklistStep{PlanID: id, Step: refill.StepSignoff, Actor: actor, Note: note, At: stamp()}
 	err = c.Store.Update(ctx, func(tx *store.Tx) error {
 		if err := tx.AddStep(ctx, step); err != nil {
 			return err

@@ -29,6 +29,11 @@ type Control struct {
 	Now       func() time.Time
 }
 
+// stamp dates a decision or a checklist step as it is recorded: always the
+// real clock. REFILL_NOW (c.now) moves the planning clock; it is kept beside
+// the real time in the audit entry (as_of), never as when a person acted.
+func stamp() time.Time { return time.Now().UTC() }
+
 func (c *Control) now() time.Time {
 	if c.Now == nil {
 		return time.Now().UTC()
@@ -51,6 +56,27 @@ type State struct {
 	// FourEyes is false when the config names no users: then anyone may
 	// act under any name, and approvals cannot prove a second person.
 	FourEyes bool `json:"four_eyes_enforced"`
+	// Contradiction says how the stored status disagreed with the audit
+	// log, which then decided it.
+	Contradiction string `json:"contradiction,omitempty"`
+}
+
+// finalFromLog is the status the audit log makes final for a plan — it
+// was rejected, superseded or rolled back — or "" when the log leaves it
+// open.
+func finalFromLog(evs []refill.Event) refill.Status {
+	final := refill.Status("")
+	for _, e := range evs {
+		switch {
+		case e.Kind == refill.EventRejection:
+			final = refill.StatusRejected
+		case e.Kind == refill.EventSuperseded && final == "":
+			final = refill.StatusSuperseded
+		case e.Kind == refill.EventRollback && e.Partition == "":
+			final = refill.StatusRolledBack
+		}
+	}
+	return final
 }
 
 // Load reads a plan and its state.
@@ -71,23 +97,27 @@ func (c *Control) Load(ctx context.Context, id string) (*State, error) {
 	}
 	// Only decisions the audit log records count: a row written into the
 	// approvals table behind refill's back approves nothing.
-	var audited, steps []refill.Event
-	for _, kind := range []string{refill.EventApproval, refill.EventRejection} {
-		evs, err := c.Store.Audit(ctx, store.AuditFilter{PlanID: id, Kind: kind})
-		if err != nil {
-			return nil, err
-		}
-		audited = append(audited, evs...)
+	evs, err := c.Store.Audit(ctx, store.AuditFilter{PlanID: id})
+	if err != nil {
+		return nil, err
 	}
-	for _, kind := range []string{refill.EventSnapshot, refill.EventScope, refill.EventSignoff} {
-		evs, err := c.Store.Audit(ctx, store.AuditFilter{PlanID: id, Kind: kind})
-		if err != nil {
-			return nil, err
+	var audited, steps []refill.Event
+	for _, e := range evs {
+		switch e.Kind {
+		case refill.EventApproval, refill.EventRejection:
+			audited = append(audited, e)
+		case refill.EventSnapshot, refill.EventScope, refill.EventSignoff:
+			steps = append(steps, e)
 		}
-		steps = append(steps, evs...)
 	}
 	s.Approvals = keepAudited(s.Approvals, audited)
 	s.Checklist = keepAuditedSteps(s.Checklist, steps)
+	// A status the log contradicts was set behind refill's back: a
+	// rejection, a rollback or a supersession the log records is final.
+	if final := finalFromLog(evs); final != "" && p.Status != final {
+		s.Contradiction = fmt.Sprintf("the state store says %s, but the audit log records the plan %s: the log decides", p.Status, final)
+		p.Status = final
+	}
 	s.FourEyes = len(c.Config.Users) > 0
 	if p.Status.Live() {
 		s.Stale = Stale(p, c.Config)
@@ -174,6 +204,9 @@ func (c *Control) isLead(name string) bool {
 func (c *Control) unmet(s *State) []string {
 	p := s.Plan
 	out := []string{}
+	if s.Contradiction != "" {
+		out = append(out, s.Contradiction)
+	}
 	switch p.Status {
 	case refill.StatusBlocked:
 		return append(out, fmt.Sprintf("the source gate failed (%d finding(s)): a blocked plan can never run; repair the source and plan again", failed(p.Gate)))
@@ -292,7 +325,7 @@ func (c *Control) Approve(ctx context.Context, id, actor, note string) (*State, 
 		h := s.Holders[0]
 		return nil, refill.NotPermittedf("plan %s is locked: plan %s (%s) holds %d partition(s) of %s; it must finish, be rejected or be superseded first", id, h.PlanID, h.Status, h.Partitions, h.Dataset)
 	}
-	a := refill.Approval{PlanID: id, PlanHash: p.Hash, Actor: actor, Decision: refill.DecisionApprove, Note: note, At: c.now()}
+	a := refill.Approval{PlanID: id, PlanHash: p.Hash, Actor: actor, Decision: refill.DecisionApprove, Note: note, At: stamp()}
 	err = c.Store.Update(ctx, func(tx *store.Tx) error {
 		held, err := tx.Holders(ctx, id)
 		if err != nil {
@@ -307,7 +340,7 @@ func (c *Control) Approve(ctx context.Context, id, actor, note string) (*State, 
 		if err := tx.AddApproval(ctx, a); err != nil {
 			return err
 		}
-		return tx.Append(ctx, &refill.Event{Kind: refill.EventApproval, Actor: actor, PlanID: id, At: a.At,
+		return tx.Append(ctx, &refill.Event{Kind: refill.EventApproval, Actor: actor, PlanID: id, At: c.now(),
 			Detail: refill.Detail(map[string]any{"hash": p.Hash, "tier": p.Tier, "note": note, "four_eyes_enforced": s.FourEyes})})
 	})
 	if err != nil {
@@ -333,7 +366,7 @@ func (c *Control) Reject(ctx context.Context, id, actor, note string) (*State, e
 	default:
 		return nil, refill.NotPermittedf("plan %s is %s and can no longer be rejected", id, p.Status)
 	}
-	a := refill.Approval{PlanID: id, PlanHash: p.Hash, Actor: actor, Decision: refill.DecisionReject, Note: note, At: c.now()}
+	a := refill.Approval{PlanID: id, PlanHash: p.Hash, Actor: actor, Decision: refill.DecisionReject, Note: note, At: stamp()}
 	err = c.Store.Update(ctx, func(tx *store.Tx) error {
 		if err := tx.SetStatus(ctx, id, p.Status, refill.StatusRejected); err != nil {
 			return err
@@ -341,7 +374,7 @@ func (c *Control) Reject(ctx context.Context, id, actor, note string) (*State, e
 		if err := tx.AddApproval(ctx, a); err != nil {
 			return err
 		}
-		return tx.Append(ctx, &refill.Event{Kind: refill.EventRejection, Actor: actor, PlanID: id, At: a.At,
+		return tx.Append(ctx, &refill.Event{Kind: refill.EventRejection, Actor: actor, PlanID: id, At: c.now(),
 			Detail: refill.Detail(map[string]any{"hash": p.Hash, "note": note, "four_eyes_enforced": s.FourEyes})})
 	})
 	if err != nil {
@@ -408,13 +441,13 @@ func (c *Control) Scope(ctx context.Context, id, actor, note string) (*State, er
 	if err := c.runnable(s, "scope"); err != nil {
 		return nil, err
 	}
-	step := refill.ChecklistStep{PlanID: id, Step: refill.StepScope, Actor: actor, Note: note, At: c.now(),
+	step := refill.ChecklistStep{PlanID: id, Step: refill.StepScope, Actor: actor, Note: note, At: stamp(),
 		Detail: refill.Detail(map[string]any{"impact": Impact(s.Plan)})}
 	err = c.Store.Update(ctx, func(tx *store.Tx) error {
 		if err := tx.AddStep(ctx, step); err != nil {
 			return err
 		}
-		return tx.Append(ctx, &refill.Event{Kind: refill.EventScope, Actor: actor, PlanID: id, At: step.At,
+		return tx.Append(ctx, &refill.Event{Kind: refill.EventScope, Actor: actor, PlanID: id, At: c.now(),
 			Detail: refill.Detail(map[string]any{"note": note, "impact": Impact(s.Plan), "four_eyes_enforced": s.FourEyes})})
 	})
 	if err != nil {

@@ -127,6 +127,13 @@ func jobDiff(sealed, now *refill.Job) []string {
 	if sealed.Timeout != now.Timeout {
 		out = append(out, "its timeout")
 	}
+	if sealed.Script != now.Script {
+		prog := ""
+		if len(now.Command) > 0 {
+			prog = now.Command[0] + " "
+		}
+		out = append(out, fmt.Sprintf("its script %schanged (%s, now %s)", prog, short(orNone(sealed.Script)), short(orNone(now.Script))))
+	}
 	if sealed.SideEffects != now.SideEffects {
 		out = append(out, fmt.Sprintf("side_effects (sealed %v, now %v)", sealed.SideEffects, now.SideEffects))
 	}

@@ -33,9 +33,47 @@ func saveProof(ctx context.Context, q querier, d dialect, p *refill.Proof) error
 	return nil
 }
 
-// Proofs returns a dataset's proofs, newest first.
+// Proofs returns a dataset's proofs, newest first: only those the audit log
+// records (same partition, job fingerprint, verdict and prover). A proof
+// decides whether a plan may run on its own, so, like an approval, a row
+// written or altered behind refill's back counts for nothing.
 func (s *Store) Proofs(ctx context.Context, dataset string) ([]refill.Proof, error) {
-	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT body FROM proofs WHERE dataset = ? ORDER BY seq DESC`), dataset)
+	all, err := s.proofRows(ctx, dataset)
+	if err != nil {
+		return nil, err
+	}
+	evs, err := s.Audit(ctx, AuditFilter{Kind: refill.EventProof, Dataset: dataset})
+	if err != nil {
+		return nil, err
+	}
+	type key struct {
+		partition, fingerprint, actor string
+		passed                        bool
+	}
+	audited := map[key]int{}
+	for _, e := range evs {
+		var d struct {
+			Passed      bool   `json:"passed"`
+			Fingerprint string `json:"fingerprint"`
+		}
+		if json.Unmarshal(e.Detail, &d) == nil {
+			audited[key{e.Partition, d.Fingerprint, e.Actor, d.Passed}]++
+		}
+	}
+	out := []refill.Proof{}
+	for _, p := range all {
+		k := key{p.Partition, p.Fingerprint, p.ProvenBy, p.Passed}
+		if audited[k] == 0 {
+			continue
+		}
+		audited[k]--
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func (s *Store) proofRows(ctx context.Context, dataset string) ([]refill.Proof, error) {
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT body, passed FROM proofs WHERE dataset = ? ORDER BY seq DESC`), dataset)
 	if err != nil {
 		return nil, fmt.Errorf("proofs of %s: %w", dataset, err)
 	}
@@ -43,12 +81,16 @@ func (s *Store) Proofs(ctx context.Context, dataset string) ([]refill.Proof, err
 	out := []refill.Proof{}
 	for rows.Next() {
 		var body string
-		if err := rows.Scan(&body); err != nil {
+		var passed bool
+		if err := rows.Scan(&body, &passed); err != nil {
 			return nil, fmt.Errorf("proofs of %s: %w", dataset, err)
 		}
 		var p refill.Proof
 		if err := json.Unmarshal([]byte(body), &p); err != nil {
 			return nil, verificationf("a proof of %s in the state store is not readable: %v", dataset, err)
+		}
+		if p.Passed != passed {
+			continue // the row and its body disagree: altered behind refill's back
 		}
 		out = append(out, p)
 	}

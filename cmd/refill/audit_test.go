@@ -44,6 +44,9 @@ func TestAuditCarriesTheRealClock(t *testing.T) {
 		t.Errorf("the approval's as_of is %q, want REFILL_NOW (2019-01-01)", asOf.String)
 	}
 	step(t, d, 0, "intact", "audit", "verify")
+	if r := step(t, d, 0, "approve", "show", plans[1]); strings.Contains(r.stdout, "2019-01-01") {
+		t.Errorf("show dates the approval by REFILL_NOW, not when bob approved:\n%s", r.stdout)
+	}
 }
 
 // TestKeyedAuditSurvivesSomeoneWhoCanWriteTheState: with the audit key in

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -345,4 +347,94 @@ func TestRollbackRefusesSomeoneElsesWrite(t *testing.T) {
 	if !strings.Contains(detail, "INC-4712") || !strings.Contains(detail, "2026-10-04") {
 		t.Errorf("the forced rollback's audit entry: %s", detail)
 	}
+}
+
+// TestKilledApplyTakesItsJobsWithIt: a command job does not outlive the
+// apply that started it, so the next apply (finding the lease's holder
+// dead) is not building the same partition beside an orphan.
+func TestKilledApplyTakesItsJobsWithIt(t *testing.T) {
+	dir := t.TempDir()
+	cfg := `version: 1
+warehouse: sqlite:wh.db
+datasets:
+  slow:
+    job:
+      command: ["sh", "-c", "echo $$ > pid-{{partition}}; exec sleep 30"]
+`
+	if err := os.WriteFile(filepath.Join(dir, "refill.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", filepath.Join(dir, "wh.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Exec(`CREATE TABLE x (a INTEGER)`)
+	db.Close()
+	id := decode[planJSON](t, step(t, dir, 0, "", "plan", "slow", "--from", "2026-11-01", "--to", "2026-11-01", "--reason", "r", "--as", "alice", "-o", "json").stdout).ID
+	step(t, dir, 0, "", "approve", id, "--as", "bob")
+	apply := exec.Command(binary, "apply", id, "--as", "alice")
+	apply.Dir = dir
+	apply.Env = append(os.Environ(), "REFILL_NOW="+demoNow, "REFILL_CONFIG=")
+	if err := apply.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	deadline := time.Now().Add(20 * time.Second)
+	for pid == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the job never started")
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, "pid-2026-11-01")); err == nil {
+			fmt.Sscanf(string(b), "%d", &pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = apply.Process.Signal(syscall.SIGKILL)
+	_ = apply.Wait()
+	for deadline := time.Now().Add(5 * time.Second); syscall.Kill(pid, 0) == nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("the job (pid %d) outlived the apply that started it", pid)
+		}
+	}
+}
+
+// TestEditedScriptMakesThePlanStale: a command job's script is part of the
+// job: editing it after the plan was made (or proven) is a different job.
+func TestEditedScriptMakesThePlanStale(t *testing.T) {
+	d, _, plans := demoPlans(t)
+	manual := plans[2] // rebuilds partner_feed, whose job is ./export.sh
+	step(t, d, 0, "", "show", manual)
+	mustAppend(t, filepath.Join(d, "export.sh"), "\n# a hurried edit\n")
+	step(t, d, 0, "its script ./export.sh changed", "show", manual)
+	step(t, d, 4, "stale", "snapshot", manual, "--as", "alice")
+}
+
+// TestStateStoreEditsDoNotOutrankTheLog: a proof verdict flipped in the
+// proofs table, or a rejection erased from the plans and approvals tables,
+// changes nothing: the audit log decides.
+func TestStateStoreEditsDoNotOutrankTheLog(t *testing.T) {
+	dir := hostileProject(t)
+	step(t, dir, 5, "a rerun adds rows", "prove", "append", "--partition", "2026-11-02", "--as", "alice")
+	state := openState(t, dir)
+	if _, err := state.Exec(`UPDATE proofs SET passed = 1, body = replace(body, '"passed":false', '"passed":true')`); err != nil {
+		t.Fatal(err)
+	}
+	p := decode[planJSON](t, step(t, dir, 0, "", "plan", "append", "--from", "2026-11-02", "--to", "2026-11-02", "--reason", "r", "--as", "alice", "-o", "json").stdout)
+	if p.Tier == "auto" {
+		t.Fatalf("a proof flipped to passed in the state store made the plan auto: %v", p.Reasons)
+	}
+
+	d := setup(t)
+	id := decode[planJSON](t, step(t, d, 0, "", "plan", "sessions", "--from", "2026-11-01", "--to", "2026-11-10", "--reason", "r", "--as", "alice", "-o", "json").stdout).ID
+	step(t, d, 0, "", "reject", id, "--as", "carol", "--note", "no")
+	s2 := openState(t, d)
+	for _, q := range []string{`UPDATE plans SET status = 'pending' WHERE id = ?`, `DELETE FROM approvals WHERE plan_id = ?`} {
+		if _, err := s2.Exec(q, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step(t, d, 0, "the audit log records the plan rejected", "show", id)
+	step(t, d, 4, "rejected", "approve", id, "--as", "bob")
+	step(t, d, 4, "", "apply", id, "--as", "alice")
 }

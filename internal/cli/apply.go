@@ -55,8 +55,14 @@ partitions are not rebuilt. Ends with the report.`,
 			if !a.json() {
 				r.Log = a.stderr
 			}
-			stop := a.showProgress(cmd.Context(), e.st, args[0], r)
-			applyErr := r.Apply(cmd.Context(), args[0], actor)
+			// SIGINT or SIGTERM stops the run cleanly: no new partition
+			// starts, jobs in flight are cancelled (their transactions roll
+			// back, command jobs are killed with their process groups), and
+			// the plan is left failed, ready to resume.
+			ctx, stopSignals := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stopSignals()
+			stop := a.showProgress(ctx, e.st, args[0], r)
+			applyErr := r.Apply(ctx, args[0], actor)
 			stop()
 			if applyErr != nil && refill.ExitCode(applyErr) != refill.ExitInternal {
 				return applyErr // refused or blocked before anything ran

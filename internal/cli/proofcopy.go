@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -21,6 +22,31 @@ type dber interface{ DB() *sql.DB }
 // The partition is selected by the text form of the partition column
 // (YYYY-MM-DD…, read in UTC), which every engine and column type refill
 // partitions by renders the same way.
+// ensureTable creates t's table in dst with src's columns when dst lacks
+// it: the job's own table in the proof warehouse, so a first proof needs no
+// set-up there.
+func ensureTable(ctx context.Context, src, dst refill.Warehouse, t refill.TableRef) error {
+	if _, err := dst.Columns(ctx, t.Table); err == nil || !errors.Is(err, refill.ErrNoTable) {
+		return err
+	}
+	cols, err := src.Columns(ctx, t.Table)
+	if err != nil {
+		return fmt.Errorf("table %s is in neither the warehouse nor proof_warehouse: %w", t.Table, err)
+	}
+	d, ok := dst.(dber)
+	if !ok {
+		return fmt.Errorf("the %s proof warehouse cannot create tables", dst.Driver())
+	}
+	var defs []string
+	for _, c := range cols {
+		defs = append(defs, sqltext.QuoteIdent(c.Name)+" "+c.Type)
+	}
+	if _, err := d.DB().ExecContext(ctx, fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (%s)", quoteTable(t.Table), strings.Join(defs, ", "))); err != nil {
+		return fmt.Errorf("creating %s in proof_warehouse: %w", t.Table, err)
+	}
+	return nil
+}
+
 func copyPartition(ctx context.Context, src, dst refill.Warehouse, t refill.TableRef, partition string) (int64, error) {
 	s, ok1 := src.(dber)
 	d, ok2 := dst.(dber)

@@ -87,6 +87,11 @@ func (p *proofWarehouse) Seed(ctx context.Context, d *refill.Dataset, partition 
 	if p.src == nil || p.src.Driver() != p.wh.Driver() {
 		return 0, refill.BadInputf("proof_warehouse must use the same engine as the warehouse (%s) so the job's inputs can be copied there", p.src.Driver())
 	}
+	if d.Table != "" {
+		if err := ensureTable(ctx, p.src, p.wh, d.Ref()); err != nil {
+			return 0, err
+		}
+	}
 	var total int64
 	for _, up := range d.Upstream {
 		ud := p.cfg.Datasets[up]

@@ -1,0 +1,9 @@
+//go:build unix && !linux
+
+package jobs
+
+import "syscall"
+
+// dieWithParent has no portable equivalent outside Linux: there, a killed
+// refill leaves its command running until the command ends.
+func dieWithParent(*syscall.SysProcAttr) {}
