@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -21,6 +20,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/internal/fixtures"
 )
 
 // This file holds a fake Airflow web server for each API version. It serves
@@ -30,30 +30,11 @@ import (
 // the real API would refuse, or when the fake drifts from what Airflow
 // really answers.
 
-// fixtureDir finds ../shared/fixtures/airflow beside the module root. It
-// walks up from the test's working directory to go.mod rather than counting
-// "..", so the package may move without breaking its tests.
+// fixtureDir finds the Airflow spec fixtures: $REFILL_FIXTURES/airflow, or
+// ../shared/fixtures/airflow beside the module root.
 func fixtureDir(t testing.TB) string {
 	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's working directory")
-		}
-		dir = parent
-	}
-	fx := filepath.Join(dir, "..", "shared", "fixtures", "airflow")
-	if _, err := os.Stat(fx); err != nil {
-		t.Fatalf("the Airflow spec fixtures are missing: %v", err)
-	}
-	return fx
+	return fixtures.Dir(t, "airflow")
 }
 
 // authManagerSpec is the part of Airflow 3's simple auth manager API that
