@@ -26,6 +26,8 @@ const (
 	EventRunFailed          = "run_failed"
 	EventRollback           = "rollback"
 	EventSignoff            = "signoff"
+	EventExpired            = "expired"
+	EventSnapshotDropped    = "snapshot_dropped"
 )
 
 // GenesisHash is the previous hash of the first entry of the audit log.

@@ -49,6 +49,9 @@ const (
 	StatusApplied    Status = "applied"
 	StatusFailed     Status = "failed"
 	StatusRolledBack Status = "rolled_back"
+	// StatusExpired waited longer than policy.plan_ttl without running: it
+	// released its partitions and can no longer be approved or applied.
+	StatusExpired Status = "expired"
 )
 
 // Request is "reprocess targets T for partitions from..to, because R".
@@ -232,6 +235,14 @@ type Policy struct {
 	ManualTags     []string `json:"manual_tags"`
 	AggregateTags  []string `json:"aggregate_tags"`
 	Rules          []Rule   `json:"rules,omitempty"`
+	// PlanTTL is how long a plan may wait, pending or approved but never
+	// applied, before it expires and releases its partitions (default 7
+	// days). SnapshotTTL is how long a snapshot outlives its plan's end
+	// (signed off, rejected, expired, rolled back) before its tables are
+	// dropped (default 14 days). Housekeeping, not tiering: neither is
+	// sealed with a plan.
+	PlanTTL     Duration `json:"-"`
+	SnapshotTTL Duration `json:"-"`
 }
 
 // DefaultPolicy is DESIGN.md §4's defaults.
@@ -241,6 +252,8 @@ func DefaultPolicy() Policy {
 		ManualOverDays: 30,
 		ManualTags:     []string{"billing", "external"},
 		AggregateTags:  []string{"aggregate"},
+		PlanTTL:        Duration(7 * 24 * time.Hour),
+		SnapshotTTL:    Duration(14 * 24 * time.Hour),
 	}
 }
 

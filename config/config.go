@@ -221,6 +221,8 @@ type rawPolicy struct {
 	ManualTags     *[]string `yaml:"manual_tags"`
 	AggregateTags  *[]string `yaml:"aggregate_tags"`
 	Rules          []rawRule `yaml:"rules"`
+	PlanTTL        *string   `yaml:"plan_ttl"`
+	SnapshotTTL    *string   `yaml:"snapshot_ttl"`
 }
 
 type rawRule struct {

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -266,6 +267,12 @@ func (c *converter) policy(raw *rawPolicy) refill.Policy {
 		}
 		c.errorf(key, "auto_max_days %d is more than manual_over_days %d: a range could be both auto and manual", p.AutoMaxDays, p.ManualOverDays)
 	}
+	if raw.PlanTTL != nil {
+		p.PlanTTL = refill.Duration(c.days("policy.plan_ttl", *raw.PlanTTL))
+	}
+	if raw.SnapshotTTL != nil {
+		p.SnapshotTTL = refill.Duration(c.days("policy.snapshot_ttl", *raw.SnapshotTTL))
+	}
 	if raw.ManualTags != nil {
 		p.ManualTags = nonNil(*raw.ManualTags)
 	}
@@ -477,6 +484,24 @@ func (c *converter) schedule(path string, raw *rawSchedule, grain refill.Grain) 
 		}
 	}
 	return s
+}
+
+// days reads a housekeeping period: a Go duration (168h) or whole days
+// (7d), which is how people say it; it must be positive.
+func (c *converter) days(path, s string) time.Duration {
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		if d, err := strconv.Atoi(n); err == nil {
+			if d < 1 {
+				c.errorf(path, "must be at least 1d, got %s", s)
+			}
+			return time.Duration(d) * 24 * time.Hour
+		}
+	}
+	d := c.duration(path, s)
+	if d == 0 {
+		c.errorf(path, "must be more than 0")
+	}
+	return d
 }
 
 func (c *converter) duration(path, s string) time.Duration {

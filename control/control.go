@@ -59,6 +59,8 @@ type State struct {
 	// Contradiction says how the stored status disagreed with the audit
 	// log, which then decided it.
 	Contradiction string `json:"contradiction,omitempty"`
+	// Expired is true when the plan waited past policy.plan_ttl.
+	Expired bool `json:"expired,omitempty"`
 }
 
 // finalFromLog is the status the audit log makes final for a plan — it
@@ -114,6 +116,11 @@ func (c *Control) Load(ctx context.Context, id string) (*State, error) {
 	s.Checklist = keepAuditedSteps(s.Checklist, steps)
 	// A status the log contradicts was set behind refill's back: a
 	// rejection, a rollback or a supersession the log records is final.
+	if c.overdue(p) {
+		// Past plan_ttl: expired, whether or not a sweep has recorded it yet.
+		s.Expired = true
+		p.Status = refill.StatusExpired
+	}
 	if final := finalFromLog(evs); final != "" && p.Status != final {
 		s.Contradiction = fmt.Sprintf("the state store says %s, but the audit log records the plan %s: the log decides", p.Status, final)
 		p.Status = final
@@ -224,6 +231,8 @@ func (c *Control) unmet(s *State) []string {
 		return append(out, "the plan has already been applied")
 	case refill.StatusRolledBack:
 		return append(out, "the plan was rolled back; plan again to reprocess")
+	case refill.StatusExpired:
+		return append(out, fmt.Sprintf("the plan expired: it waited longer than policy.plan_ttl (%s) without running, and released its partitions; plan again", c.planTTL()))
 	}
 	// The plan is a sealed contract: anything that decides what it writes
 	// or how it was tiered, changed since, makes it a different backfill,

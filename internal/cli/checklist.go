@@ -57,7 +57,7 @@ func (a *app) warehouseCmd(use, short, long string, act func(c *control.Control,
 }
 
 func (a *app) snapshotCmd() *cobra.Command {
-	return a.warehouseCmd("snapshot PLAN [--as USER]", "Manual checklist step 1: copy every partition the plan will overwrite",
+	cmd := a.warehouseCmd("snapshot PLAN [--as USER]", "Manual checklist step 1: copy every partition the plan will overwrite",
 		`Copy every partition the plan will overwrite, and the source partitions it
 reads, into snapshot tables in the warehouse (refill_snap_<plan>_<table>), in
 one transaction, recording each partition's row count and checksum. A
@@ -65,6 +65,40 @@ rollback restores exactly these.`,
 		func(c *control.Control, cmd *cobra.Command, id, actor string) (*control.State, []refill.SnapshotPart, error) {
 			return c.Snapshot(cmd.Context(), id, actor)
 		})
+	var reason string
+	drop := &cobra.Command{
+		Use:   "drop PLAN --reason TEXT [--as USER]",
+		Short: "Drop a finished plan's snapshot tables now (audited)",
+		Long: `Snapshot tables are dropped on their own once their plan is done (signed off,
+rejected, expired or rolled back) and policy.snapshot_ttl (default 14 days) has
+passed. This drops them now, with who and why in the audit log. A plan that
+may still run, or be rolled back, keeps its snapshot.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, actor, err := a.openAs(cmd.Context(), true)
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			c, err := a.control(e)
+			if err != nil {
+				return err
+			}
+			tables, err := c.DropSnapshot(cmd.Context(), args[0], actor, reason)
+			if err != nil {
+				return err
+			}
+			if a.json() {
+				return a.printJSON(map[string]any{"plan_id": args[0], "dropped": tables})
+			}
+			fmt.Fprintf(a.stdout, "plan %s: dropped %d snapshot table(s): %s\n", args[0], len(tables), strings.Join(tables, ", "))
+			return nil
+		},
+	}
+	drop.Flags().StringVar(&reason, "reason", "", "why the snapshot may go (required; audited)")
+	drop.Flags().StringVar(&a.as, "as", "", "who is acting (default $REFILL_USER)")
+	cmd.AddCommand(drop)
+	return cmd
 }
 
 func (a *app) rollbackCmd() *cobra.Command {

@@ -197,6 +197,23 @@ func (a *app) openAs(ctx context.Context, needWarehouse bool) (*env, string, err
 		}
 		return nil, "", refill.NotPermittedf("refusing to change anything: %v; run refill audit verify and restore the state store", err)
 	}
+	// Housekeeping rides along with every command that changes state:
+	// plans past policy.plan_ttl expire (releasing their partitions) before
+	// anything is decided, and finished plans' snapshots go after
+	// policy.snapshot_ttl.
+	if c, err := a.control(e); err == nil {
+		swept, err := c.Sweep(ctx)
+		if err != nil {
+			e.Close()
+			return nil, "", fmt.Errorf("housekeeping: %w", err)
+		}
+		for _, id := range swept.Expired {
+			fmt.Fprintf(a.stderr, "plan %s expired: it waited longer than policy.plan_ttl without running\n", id)
+		}
+		for _, id := range swept.SnapshotsDropped {
+			fmt.Fprintf(a.stderr, "plan %s: snapshot tables dropped (policy.snapshot_ttl passed)\n", id)
+		}
+	}
 	return e, actor, nil
 }
 

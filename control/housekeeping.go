@@ -1,0 +1,189 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/store"
+)
+
+// Housekeeping keeps a team's state from silting up: plans that wait too
+// long expire and release their partitions, and snapshot tables go once
+// their plan is done with them.
+
+// Housekeeper is the actor housekeeping acts as in the audit log.
+const Housekeeper = "refill"
+
+func (c *Control) planTTL() time.Duration {
+	if d := time.Duration(c.Config.Policy.PlanTTL); d > 0 {
+		return d
+	}
+	return time.Duration(refill.DefaultPolicy().PlanTTL)
+}
+
+func (c *Control) snapshotTTL() time.Duration {
+	if d := time.Duration(c.Config.Policy.SnapshotTTL); d > 0 {
+		return d
+	}
+	return time.Duration(refill.DefaultPolicy().SnapshotTTL)
+}
+
+// overdue reports whether a waiting plan is past policy.plan_ttl.
+func (c *Control) overdue(p *refill.Plan) bool {
+	switch p.Status {
+	case refill.StatusPending, refill.StatusReady, refill.StatusApproved:
+		return c.now().Sub(p.CreatedAt) > c.planTTL()
+	}
+	return false
+}
+
+// Swept is what one round of housekeeping did.
+type Swept struct {
+	Expired          []string `json:"expired"`
+	SnapshotsDropped []string `json:"snapshots_dropped"`
+}
+
+// Sweep expires every plan that waited past policy.plan_ttl and, when the
+// warehouse is at hand, drops the snapshot tables of plans that ended
+// (signed off, rejected, expired, rolled back) more than
+// policy.snapshot_ttl ago. Each step is audited as the housekeeper.
+func (c *Control) Sweep(ctx context.Context) (Swept, error) {
+	var out Swept
+	due, err := c.Store.Waiting(ctx, c.now().Add(-c.planTTL()))
+	if err != nil {
+		return out, err
+	}
+	for _, p := range due {
+		err := c.Store.Update(ctx, func(tx *store.Tx) error {
+			if err := tx.SetStatus(ctx, p.ID, p.Status, refill.StatusExpired); err != nil {
+				return err
+			}
+			return tx.Append(ctx, &refill.Event{Kind: refill.EventExpired, Actor: Housekeeper, PlanID: p.ID, At: c.now(),
+				Detail: refill.Detail(map[string]any{"was": p.Status, "plan_ttl": c.planTTL().String()})})
+		})
+		if errors.Is(err, refill.ErrNotPermitted) {
+			continue // it moved on meanwhile (approved, applied): not ours to expire
+		}
+		if err != nil {
+			return out, err
+		}
+		out.Expired = append(out.Expired, p.ID)
+	}
+	if c.Warehouse == nil {
+		return out, nil
+	}
+	kept, err := c.Store.KeptSnapshots(ctx)
+	if err != nil {
+		return out, err
+	}
+	for _, k := range kept {
+		ended, ok, err := c.ended(ctx, k.PlanID, k.Status)
+		if err != nil {
+			return out, err
+		}
+		if !ok || c.now().Sub(ended) <= c.snapshotTTL() {
+			continue
+		}
+		if err := c.dropSnapshot(ctx, k, Housekeeper, fmt.Sprintf("snapshot_ttl (%s) passed since the plan ended", c.snapshotTTL())); err != nil {
+			return out, err
+		}
+		out.SnapshotsDropped = append(out.SnapshotsDropped, k.PlanID)
+	}
+	return out, nil
+}
+
+// ended returns when a plan was done with its snapshot — signed off,
+// rejected, expired or rolled back — by the audit log's "as of" clock.
+func (c *Control) ended(ctx context.Context, planID string, status refill.Status) (time.Time, bool, error) {
+	switch status {
+	case refill.StatusApplied, refill.StatusRejected, refill.StatusExpired, refill.StatusRolledBack:
+	default:
+		return time.Time{}, false, nil
+	}
+	evs, err := c.Store.Audit(ctx, store.AuditFilter{PlanID: planID})
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	var at time.Time
+	found := false
+	for _, e := range evs {
+		switch {
+		case e.Kind == refill.EventSignoff, e.Kind == refill.EventRejection, e.Kind == refill.EventExpired,
+			e.Kind == refill.EventRollback && e.Partition == "":
+			at, found = asOf(e), true
+		}
+	}
+	return at, found, nil
+}
+
+// asOf is the time an entry was made by the clock decisions run on: the
+// "as of" time when REFILL_NOW moved it, else the real one.
+func asOf(e refill.Event) time.Time {
+	if !e.AsOf.IsZero() {
+		return e.AsOf
+	}
+	return e.At
+}
+
+// DropSnapshot drops a plan's snapshot tables at once (`refill snapshot
+// drop`), audited with who and why. A plan that may still run, or whose run
+// may still be rolled back, keeps its snapshot unless it is done: only a
+// plan that ended can lose it.
+func (c *Control) DropSnapshot(ctx context.Context, id, actor, reason string) ([]string, error) {
+	if strings.TrimSpace(reason) == "" {
+		return nil, refill.BadInputf("--reason is required: say why the snapshot of %s may go", id)
+	}
+	s, err := c.Load(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	kept, err := c.Store.KeptSnapshots(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range kept {
+		if k.PlanID != id {
+			continue
+		}
+		switch s.Plan.Status {
+		case refill.StatusApplied, refill.StatusRejected, refill.StatusExpired, refill.StatusRolledBack, refill.StatusSuperseded, refill.StatusBlocked:
+		default:
+			return nil, refill.NotPermittedf("plan %s is %s: its snapshot is what a rollback would restore; drop it once the plan is done", id, s.Plan.Status)
+		}
+		k.Status = s.Plan.Status
+		return k.Tables, c.dropSnapshot(ctx, k, actor, strings.TrimSpace(reason))
+	}
+	return nil, refill.NotPermittedf("plan %s has no snapshot tables to drop", id)
+}
+
+func (c *Control) dropSnapshot(ctx context.Context, k store.KeptSnapshot, actor, reason string) error {
+	tr, ok := c.Warehouse.(refill.Transactor)
+	if !ok {
+		return fmt.Errorf("the %s warehouse cannot drop tables", c.Warehouse.Driver())
+	}
+	err := tr.Transact(ctx, func(tx refill.WarehouseTx) error {
+		for _, t := range k.Tables {
+			if err := tx.DropTable(ctx, t); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("dropping the snapshot of plan %s: %w", k.PlanID, err)
+	}
+	// Dropping twice is harmless (DROP TABLE IF EXISTS), so the state store
+	// is written after the warehouse: a failure in between is finished by
+	// the next sweep.
+	return c.Store.Update(ctx, func(tx *store.Tx) error {
+		if err := tx.SnapshotDropped(ctx, k.PlanID, stamp()); err != nil {
+			return err
+		}
+		return tx.Append(ctx, &refill.Event{Kind: refill.EventSnapshotDropped, Actor: actor, PlanID: k.PlanID, At: c.now(),
+			Detail: refill.Detail(map[string]any{"tables": k.Tables, "reason": reason, "plan_status": k.Status})})
+	})
+}
