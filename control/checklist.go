@@ -222,6 +222,11 @@ func (c *Control) Rollback(ctx context.Context, id, actor, force string) (*State
 	if len(parts) == 0 {
 		return nil, nil, refill.NotPermittedf("plan %s has no snapshot, so there is nothing to restore: take one with refill snapshot before a run", id)
 	}
+	if kept, err := c.Store.SnapshotKept(ctx, id); err != nil {
+		return nil, nil, err
+	} else if !kept {
+		return nil, nil, refill.NotPermittedf("plan %s's snapshot tables were dropped (refill history and the audit log say when and why), so there is nothing to restore", id)
+	}
 	switch p.Status {
 	case refill.StatusApplied, refill.StatusFailed:
 	default:
