@@ -1,0 +1,106 @@
+package main
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
+
+// normalise makes a command's output repeatable, by one rule: what the
+// fixed REFILL_NOW decides stays as printed; what cannot repeat is
+// replaced. Plan IDs are random: each becomes PLAN1, PLAN2… in order of
+// first appearance. Plan hashes and the audit chain's hashes depend on
+// them: sha256:… becomes sha256:HASH. Times on the real clock (today's
+// date, UTC) become REAL-TIME; the plans' own times come from REFILL_NOW
+// and stay. Absolute paths of the test's directory become DIR. The entry
+// at which the warehouse anchored the audit log depends on how concurrent
+// publishes interleaved: "anchor at entry N".
+func normalise(out, dir string, ids []string) string {
+	out = strings.ReplaceAll(out, dir, "DIR")
+	for i, id := range ids {
+		out = strings.ReplaceAll(out, id, "PLAN"+strconv.Itoa(i+1))
+	}
+	out = regexp.MustCompile(`(sha256|hmac-sha256):[0-9a-f]{8,64}…?`).ReplaceAllString(out, "$1:HASH")
+	out = regexp.MustCompile(`anchor at entry \d+`).ReplaceAllString(out, "anchor at entry N")
+	today := time.Now().UTC().Format("2006-01-02")
+	out = regexp.MustCompile(today+`[ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?( UTC|Z)?`).ReplaceAllString(out, "REAL-TIME")
+	return out
+}
+
+// TestGoldenOutput pins what a person reads from each command, run on the
+// demo's state: plan, show, plans, report, history, check, prove, lineage
+// and audit verify. `go test ./cmd/refill -run Golden -update` rewrites
+// the files when the output really changed; review the diff.
+func TestGoldenOutput(t *testing.T) {
+	root := t.TempDir()
+	r := run(t, root, nil, "demo", "d", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("demo: %s", r.stderr)
+	}
+	demo := decode[struct {
+		Blocked struct {
+			ID string `json:"id"`
+		} `json:"blocked"`
+		Plans []struct {
+			ID string `json:"id"`
+		} `json:"plans"`
+		RolledBack string `json:"rolled_back"`
+		Redo       string `json:"redo"`
+	}](t, r.stdout)
+	d := filepath.Join(root, "d")
+	ids := []string{demo.Blocked.ID}
+	for _, p := range demo.Plans {
+		ids = append(ids, p.ID)
+	}
+	ids = append(ids, demo.Redo)
+	newPlan := decode[planJSON](t, step(t, d, 0, "", "plan", "sessions", "--from", "2026-11-25", "--to", "2026-11-27", "--reason", "golden", "--as", "alice", "-o", "json").stdout).ID
+	ids = append(ids, newPlan)
+
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"plan", []string{"show", newPlan}},
+		{"show", []string{"show", demo.Redo}},
+		{"plans", []string{"plans"}},
+		{"report", []string{"report", demo.Redo}},
+		{"history", []string{"history", "revenue_daily", "--partition", "2026-11-23"}},
+		{"check", []string{"check", "events_raw", "--from", "2026-11-17", "--to", "2026-11-30"}},
+		{"prove", []string{"prove", "sessions", "--partition", "2026-11-28", "--as", "alice"}},
+		{"lineage", []string{"lineage"}},
+		{"lineage-mermaid", []string{"lineage", "--format", "mermaid"}},
+		{"audit-verify", []string{"audit", "verify"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := run(t, d, nil, c.args...)
+			got := normalise(r.stdout, root, ids)
+			if r.code != 0 && r.code != 3 {
+				t.Fatalf("%v: exit %d\n%s", c.args, r.code, r.stderr)
+			}
+			path := filepath.Join("testdata", "golden", c.name+".txt")
+			if *update {
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (go test ./cmd/refill -run Golden -update writes it)", err)
+			}
+			if got != string(want) {
+				t.Errorf("%v: output changed from %s (go test ./cmd/refill -run Golden -update, then review the diff)\n--- got ---\n%s", c.args, path, got)
+			}
+		})
+	}
+}
