@@ -27,6 +27,8 @@ type Config struct {
 	MaxRangeDays int `json:"max_range_days"`
 	// Audit says where the audit chain's key lives.
 	Audit AuditConfig `json:"audit"`
+	// Housekeeping is policy.plan_ttl and policy.snapshot_ttl.
+	Housekeeping Housekeeping `json:"housekeeping"`
 }
 
 // DefaultAuditKeyEnv names the environment variable holding the audit

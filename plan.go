@@ -235,14 +235,22 @@ type Policy struct {
 	ManualTags     []string `json:"manual_tags"`
 	AggregateTags  []string `json:"aggregate_tags"`
 	Rules          []Rule   `json:"rules,omitempty"`
+}
+
+// Housekeeping keeps a team's state from silting up. Its keys sit under
+// policy: in refill.yaml, but it is not tiering, so no plan seals it.
+type Housekeeping struct {
 	// PlanTTL is how long a plan may wait, pending or approved but never
-	// applied, before it expires and releases its partitions (default 7
-	// days). SnapshotTTL is how long a snapshot outlives its plan's end
-	// (signed off, rejected, expired, rolled back) before its tables are
-	// dropped (default 14 days). Housekeeping, not tiering: neither is
-	// sealed with a plan.
-	PlanTTL     Duration `json:"-"`
-	SnapshotTTL Duration `json:"-"`
+	// applied, before it expires and releases its partitions.
+	PlanTTL Duration `json:"plan_ttl"`
+	// SnapshotTTL is how long a snapshot outlives its plan's end (signed
+	// off, rejected, expired, rolled back) before its tables are dropped.
+	SnapshotTTL Duration `json:"snapshot_ttl"`
+}
+
+// DefaultHousekeeping is a week for plans and two for snapshots.
+func DefaultHousekeeping() Housekeeping {
+	return Housekeeping{PlanTTL: Duration(7 * 24 * time.Hour), SnapshotTTL: Duration(14 * 24 * time.Hour)}
 }
 
 // DefaultPolicy is DESIGN.md §4's defaults.
@@ -252,8 +260,6 @@ func DefaultPolicy() Policy {
 		ManualOverDays: 30,
 		ManualTags:     []string{"billing", "external"},
 		AggregateTags:  []string{"aggregate"},
-		PlanTTL:        Duration(7 * 24 * time.Hour),
-		SnapshotTTL:    Duration(14 * 24 * time.Hour),
 	}
 }
 

@@ -69,7 +69,9 @@ type WarehouseTx interface {
 	// t's columns by name: refill owns the write.
 	ReplaceFromQuery(ctx context.Context, t TableRef, query, partition string) (inserted int64, err error)
 	// ExecSQL runs an sql job's statements in order, :partition bound.
-	ExecSQL(ctx context.Context, sql, partition string) error
+	// t is the job's own table: the one table the job may write, and only
+	// in partition.
+	ExecSQL(ctx context.Context, t TableRef, sql, partition string) error
 	// DeletePartition empties one partition of t.
 	DeletePartition(ctx context.Context, t TableRef, partition string) (deleted int64, err error)
 	// Digest is Rehearser.Digest as seen inside the transaction.

@@ -142,6 +142,7 @@ func TestLoadExample(t *testing.T) {
 		},
 		MaxRangeDays: refill.DefaultMaxRangeDays,
 		Audit:        refill.AuditConfig{KeyEnv: "REFILL_AUDIT_KEY"},
+		Housekeeping: refill.DefaultHousekeeping(),
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		got, _ := json.MarshalIndent(cfg, "", "  ")
@@ -336,6 +337,8 @@ func TestParseErrors(t *testing.T) {
 		{"rule when does not compile", head + "policy:\n  rules:\n    - name: r\n      when: 'request.days >' # <-\n      tier: manual\n", "policy.rules[0].when", "does not compile"},
 		{"rule misspelled field", head + "policy:\n  rules:\n    - name: r\n      when: \"request.requester == 'watcher'\" # <-\n      tier: manual\n", "policy.rules[0].when", "undefined field 'requester'"},
 		{"side effects on a query job", head + "datasets:\n  e:\n    table: e\n    partition: {column: day}\n    job:\n      query: 'SELECT :partition'\n      side_effects: true # <-\n", "datasets.e.job.side_effects", "side_effects applies to command and airflow jobs"},
+		{"plan ttl", head + "policy:\n  plan_ttl: 0d # <-\n", "policy.plan_ttl", "must be at least 1d"},
+		{"snapshot ttl", head + "policy:\n  snapshot_ttl: soon # <-\n", "policy.snapshot_ttl", "is not a duration"},
 		{"audit key env", head + "audit: {key_env: 'my secret'} # <-\n", "audit.key_env", "name of an environment variable"},
 		{"rule when not boolean", head + "policy:\n  rules:\n    - name: r\n      when: 'request.reason + \"x\"' # <-\n      tier: manual\n", "policy.rules[0].when", "want a boolean"},
 		{"rule when empty", head + "policy:\n  rules:\n    - name: r\n      when: '  ' # <-\n      tier: manual\n", "policy.rules[0].when", "required"},

@@ -109,6 +109,13 @@ func (c *converter) config(raw *rawConfig) *refill.Config {
 	cfg.Run = c.run(raw.Run)
 	cfg.Notify = c.notify(raw.Notify)
 	cfg.Policy = c.policy(raw.Policy)
+	cfg.Housekeeping = refill.DefaultHousekeeping()
+	if raw.Policy != nil && raw.Policy.PlanTTL != nil {
+		cfg.Housekeeping.PlanTTL = refill.Duration(c.days("policy.plan_ttl", *raw.Policy.PlanTTL))
+	}
+	if raw.Policy != nil && raw.Policy.SnapshotTTL != nil {
+		cfg.Housekeeping.SnapshotTTL = refill.Duration(c.days("policy.snapshot_ttl", *raw.Policy.SnapshotTTL))
+	}
 	for _, name := range sortedKeys(raw.Users) {
 		cfg.Users[name] = c.user(name, raw.Users[name])
 	}
@@ -266,12 +273,6 @@ func (c *converter) policy(raw *rawPolicy) refill.Policy {
 			key = "policy.manual_over_days"
 		}
 		c.errorf(key, "auto_max_days %d is more than manual_over_days %d: a range could be both auto and manual", p.AutoMaxDays, p.ManualOverDays)
-	}
-	if raw.PlanTTL != nil {
-		p.PlanTTL = refill.Duration(c.days("policy.plan_ttl", *raw.PlanTTL))
-	}
-	if raw.SnapshotTTL != nil {
-		p.SnapshotTTL = refill.Duration(c.days("policy.snapshot_ttl", *raw.SnapshotTTL))
 	}
 	if raw.ManualTags != nil {
 		p.ManualTags = nonNil(*raw.ManualTags)

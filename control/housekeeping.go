@@ -19,17 +19,17 @@ import (
 const Housekeeper = "refill"
 
 func (c *Control) planTTL() time.Duration {
-	if d := time.Duration(c.Config.Policy.PlanTTL); d > 0 {
+	if d := time.Duration(c.Config.Housekeeping.PlanTTL); d > 0 {
 		return d
 	}
-	return time.Duration(refill.DefaultPolicy().PlanTTL)
+	return time.Duration(refill.DefaultHousekeeping().PlanTTL)
 }
 
 func (c *Control) snapshotTTL() time.Duration {
-	if d := time.Duration(c.Config.Policy.SnapshotTTL); d > 0 {
+	if d := time.Duration(c.Config.Housekeeping.SnapshotTTL); d > 0 {
 		return d
 	}
-	return time.Duration(refill.DefaultPolicy().SnapshotTTL)
+	return time.Duration(refill.DefaultHousekeeping().SnapshotTTL)
 }
 
 // overdue reports whether a waiting plan is past policy.plan_ttl.

@@ -309,7 +309,7 @@ func (p *Planner) afterUpstream(ctx context.Context, plan *refill.Plan) {
 					if d.Job.Kind == refill.JobQuery {
 						_, err = tx.ReplaceFromQuery(ctx, ref, d.Job.Query, pp.Partition)
 					} else {
-						err = tx.ExecSQL(ctx, d.Job.SQL, pp.Partition)
+						err = tx.ExecSQL(ctx, ref, d.Job.SQL, pp.Partition)
 					}
 					if err != nil {
 						return err

@@ -137,7 +137,7 @@ func (p *Prover) rehearse(ctx context.Context, d *refill.Dataset, ref refill.Tab
 			_, err := tx.ReplaceFromQuery(ctx, ref, d.Job.Query, partition)
 			return err
 		}
-		return tx.ExecSQL(ctx, d.Job.SQL, partition)
+		return tx.ExecSQL(ctx, ref, d.Job.SQL, partition)
 	}
 	return reh.Rehearse(ctx, func(tx refill.WarehouseTx) error {
 		for _, name := range []string{BuildExisting, BuildAgain, BuildStale, BuildEmpty} {

@@ -504,7 +504,7 @@ func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error 
 			if d.Job.Kind == refill.JobQuery {
 				_, err = tx.ReplaceFromQuery(ctx, ref, d.Job.Query, a.Partition)
 			} else {
-				err = tx.ExecSQL(ctx, d.Job.SQL, a.Partition)
+				err = tx.ExecSQL(ctx, ref, d.Job.SQL, a.Partition)
 			}
 			if err != nil {
 				return err

@@ -137,7 +137,7 @@ func (t *tx) execDo(ctx context.Context, block string) error {
 // other failure is a *sqltext.StatementError, the job's own. A refusal
 // wraps the statement's error, as on SQLite, so that both name the
 // statement.
-func jobError(err error, n, of int, partition, stmt string) error {
+func jobError(err error, n, of int, table, partition, stmt string) error {
 	excerpt := sqltext.Postgres.Excerpt(stmt)
 	failed := &sqltext.StatementError{N: n, Of: of, Partition: partition, SQL: excerpt, Err: err}
 	var pg *pgconn.PgError
@@ -150,7 +150,7 @@ func jobError(err error, n, of int, partition, stmt string) error {
 			if what == "" {
 				what = "end"
 			}
-			return &sqltext.RefusedError{Partition: partition, SQL: excerpt, What: "control the transaction (" + what + ")", Err: failed}
+			return &sqltext.RefusedError{Partition: partition, Table: table, SQL: excerpt, What: "control the transaction (" + what + ")", Err: failed}
 		}
 	}
 	return failed

@@ -179,6 +179,12 @@ type partitionPlan struct {
 // partitionPlanFor renders the key and range of t's partition column,
 // whose type it finds in cols.
 func partitionPlanFor(t refill.TableRef, cols []refill.Column, from, to string) (partitionPlan, error) {
+	return partitionPlanOn(t, cols, from, to, sqltext.QuoteIdent(t.Column))
+}
+
+// partitionPlanOn is partitionPlanFor with the partition column read as
+// col, an expression such as NEW."day" in a trigger.
+func partitionPlanOn(t refill.TableRef, cols []refill.Column, from, to, col string) (partitionPlan, error) {
 	typ, found := "", false
 	for _, c := range cols {
 		if c.Name == t.Column {
@@ -214,7 +220,6 @@ func partitionPlanFor(t refill.TableRef, cols []refill.Column, from, to string) 
 		end = l.Add(time.Hour)
 		keyFormat, truncUnit = `YYYY-MM-DD"T"HH24`, "hour"
 	}
-	col := sqltext.QuoteIdent(t.Column)
 	const stamp = "2006-01-02 15:04:05"
 	switch {
 	case typ == "date":
@@ -269,7 +274,8 @@ func partitionPlanFor(t refill.TableRef, cols []refill.Column, from, to string) 
 // QueryCounts counts the rows query yields for each partition, in one
 // statement per batch of partitions, inside a READ ONLY transaction that is
 // rolled back: whatever the query calls, PostgreSQL refuses to write. The
-// query runs with TimeZone UTC, as it does when the job runs.
+// query runs with TimeZone UTC, as it does when the job runs. A query that
+// reads refill's own tables is refused, as when it runs (guard.go).
 //
 // Statements are sent with the extended protocol even if the DSN asks for
 // the simple one, because the simple protocol would run a second statement
@@ -292,11 +298,22 @@ func (w *Warehouse) QueryCounts(ctx context.Context, query string, partitions []
 	if _, err := tx.Exec(ctx, "SET LOCAL TIME ZONE 'UTC'"); err != nil {
 		return nil, fmt.Errorf("query counts: %w", err)
 	}
+	before, err := tableCounts(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
 	for start := 0; start < len(parts); start += queryBatch {
 		batch := parts[start:min(start+queryBatch, len(parts))]
 		if err := countBatch(ctx, tx, query, batch, counts); err != nil {
 			return nil, err
 		}
+	}
+	after, err := tableCounts(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	if err := judge(before, after, nil, false, "", parts[0]); err != nil {
+		return nil, err
 	}
 	return counts, nil
 }

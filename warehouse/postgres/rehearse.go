@@ -70,6 +70,9 @@ type tx struct {
 	// failed is set when job text failed in the transaction, which then
 	// only rolls back.
 	failed bool
+	// fences are the partition fences put on tables in the transaction,
+	// by table oid (guard.go).
+	fences map[uint32]*partitionFence
 }
 
 // Digest is Warehouse.Digest inside the transaction.
@@ -117,7 +120,9 @@ func deletePartition(ctx context.Context, db querier, ref refill.TableRef, cols 
 // column of the rows it wrote to a count in the same statement, so the
 // check costs no extra round trip; a row outside is an
 // *refill.OutsidePartitionError, and the caller's transaction, rolled
-// back, takes the rows with it.
+// back, takes the rows with it. The transaction's statistics around the
+// INSERT must show no schema change and no use of refill's own tables
+// (guard.go), or the query is refused.
 func (t *tx) ReplaceFromQuery(ctx context.Context, ref refill.TableRef, query, partition string) (n int64, err error) {
 	if err := t.usable(); err != nil {
 		return 0, err
@@ -178,10 +183,21 @@ RETURNING %[4]s
 )
 SELECT count(*), count(*) FILTER (WHERE (%[5]s) IS NOT TRUE), min(coalesce(%[4]s::text, 'NULL')) FILTER (WHERE (%[5]s) IS NOT TRUE)
 FROM refill_inserted`, sqltext.QuoteIdent(ref.Table), target, bound, col, p.where)
+	before, err := tableCounts(ctx, t.tx)
+	if err != nil {
+		return 0, err
+	}
 	var inserted, outside int64
 	var value *string
 	if err := t.tx.QueryRow(ctx, stmt, args...).Scan(&inserted, &outside, &value); err != nil {
 		return 0, fmt.Errorf("query job for partition %s of %s: %w", partition, ref.Table, err)
+	}
+	after, err := tableCounts(ctx, t.tx)
+	if err != nil {
+		return 0, err
+	}
+	if err := judge(before, after, nil, false, ref.Table, partition); err != nil {
+		return 0, err
 	}
 	if outside > 0 {
 		e := &refill.OutsidePartitionError{Table: ref.Table, Partition: partition, Rows: outside}
@@ -218,14 +234,20 @@ func targetColumns(table string, cols []refill.Column, names []string) (string, 
 
 // ExecSQL runs an sql job's statements in order, each in a DO block of its
 // own (job.go) with :partition inlined as a literal, after setting TimeZone
-// to UTC for the rest of the transaction. PostgreSQL refuses any attempt to
-// end or control the transaction from there, which is a
-// *sqltext.RefusedError (bad input). Any other statement the warehouse
-// refuses is the job's failure: the error names the statement and carries
-// PostgreSQL's message. After one fails, the transaction is aborted and
-// refuses everything but the rollback. Afterwards the search_path is put
-// back, so that refill's own statements find the tables they did before.
-func (t *tx) ExecSQL(ctx context.Context, sql, partition string) (err error) {
+// to UTC for the rest of the transaction. Text holding transaction control
+// is refused before any of it runs, and PostgreSQL refuses any attempt to
+// end or control the transaction that the split missed: either is a
+// *sqltext.RefusedError (bad input). While the statements run, ref's
+// partition fence refuses rows outside the partition, as a
+// *refill.OutsidePartitionError; afterwards the transaction's statistics
+// must show no write to another table, no schema change and no use of
+// refill's own tables, or the job is refused (guard.go). Any other
+// statement the warehouse refuses is the job's failure: the error names the
+// statement and carries PostgreSQL's message. After one fails, the
+// transaction is aborted and refuses everything but the rollback.
+// Afterwards the search_path is put back, so that refill's own statements
+// find the tables they did before.
+func (t *tx) ExecSQL(ctx context.Context, ref refill.TableRef, sql, partition string) (err error) {
 	if err := t.usable(); err != nil {
 		return err
 	}
@@ -238,19 +260,50 @@ func (t *tx) ExecSQL(ctx context.Context, sql, partition string) (err error) {
 	if err != nil {
 		return err
 	}
+	if err := sqltext.Postgres.RefuseTransactionControl(stmts, ref.Table, partition); err != nil {
+		return err
+	}
+	cols, err := columns(ctx, t.tx, ref.Table)
+	if err != nil {
+		return err
+	}
+	f, err := t.fence(ctx, ref)
+	if err != nil {
+		return err
+	}
+	if err := t.arm(ctx, f, ref, cols, partition); err != nil {
+		return err
+	}
 	state, err := t.jobSettings(ctx)
 	if err != nil {
 		return err
 	}
 	t.utc = true
+	before, err := tableCounts(ctx, t.tx)
+	if err != nil {
+		return err
+	}
 	for i, s := range stmts {
 		bound, _ := sqltext.Postgres.BindPartition(s, lit)
 		if err := t.execDo(ctx, doBlock(bound)); err != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("sql job statement %d of %d for partition %s: %w", i+1, len(stmts), partition, ctx.Err())
 			}
-			return jobError(err, i+1, len(stmts), partition, s)
+			if out := outsidePartition(err, ref, partition); out != nil {
+				return out
+			}
+			return jobError(err, i+1, len(stmts), ref.Table, partition, s)
 		}
 	}
-	return t.restoreSettings(ctx, state)
+	if err := t.restoreSettings(ctx, state); err != nil {
+		return err
+	}
+	after, err := tableCounts(ctx, t.tx)
+	if err != nil {
+		return err
+	}
+	if err := judge(before, after, f.own, true, ref.Table, partition); err != nil {
+		return err
+	}
+	return t.disarm(ctx, f)
 }

@@ -16,8 +16,10 @@ func TestRehearseDropsSessionState(t *testing.T) {
 	h := setup(t)
 	w := h.Warehouse.(*postgres.Warehouse)
 	ctx := t.Context()
+	h.Exec(t, "CREATE TABLE t (day date, n integer)")
+	ref := refill.TableRef{Table: "t", Column: "day", Grain: refill.GrainDay}
 	err := w.Rehearse(ctx, func(tx refill.WarehouseTx) error {
-		return tx.ExecSQL(ctx, "SELECT pg_advisory_lock(4242); PREPARE leftover AS SELECT 1", "2026-11-02")
+		return tx.ExecSQL(ctx, ref, "SELECT pg_advisory_lock(4242); PREPARE leftover AS SELECT 1", "2026-11-02")
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -51,8 +53,9 @@ func TestExecSQLSimpleProtocol(t *testing.T) {
 	if _, err := w.Pool().Exec(ctx, "CREATE TABLE t (day date, n integer); INSERT INTO t VALUES ('2026-11-02', 1)"); err != nil {
 		t.Fatal(err)
 	}
+	ref := refill.TableRef{Table: "t", Column: "day", Grain: refill.GrainDay}
 	err = w.Rehearse(ctx, func(tx refill.WarehouseTx) error {
-		return tx.ExecSQL(ctx, "UPDATE t SET n = 2 WHERE day = :partition", "2026-11-02")
+		return tx.ExecSQL(ctx, ref, "UPDATE t SET n = 2 WHERE day = :partition", "2026-11-02")
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +63,7 @@ func TestExecSQLSimpleProtocol(t *testing.T) {
 	// PostgreSQL itself refuses a COMMIT, however the text hides it.
 	for _, job := range []string{"UPDATE t SET n = 3; DO $$ BEGIN COMMIT; END $$", "UPDATE t SET n = 3; COMMIT"} {
 		err = w.Transact(ctx, func(tx refill.WarehouseTx) error {
-			return tx.ExecSQL(ctx, job, "2026-11-02")
+			return tx.ExecSQL(ctx, ref, job, "2026-11-02")
 		})
 		var refused *sqltext.RefusedError
 		if !errors.As(err, &refused) || !errors.Is(err, refill.ErrBadInput) {
@@ -102,7 +105,7 @@ func TestDigestIgnoresSettings(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if err := tx.ExecSQL(ctx, `SET TimeZone = 'Pacific/Chatham'; SET DateStyle = 'SQL, DMY'; SET extra_float_digits = 3;
+			if err := tx.ExecSQL(ctx, ref, `SET TimeZone = 'Pacific/Chatham'; SET DateStyle = 'SQL, DMY'; SET extra_float_digits = 3;
 				SET IntervalStyle = 'iso_8601'; SET bytea_output = 'escape'`, "2026-11-02"); err != nil {
 				return err
 			}
@@ -115,7 +118,7 @@ func TestDigestIgnoresSettings(t *testing.T) {
 			}
 			// And the digest gave the job its settings back (but for
 			// TimeZone, which is UTC whenever a job starts).
-			return tx.ExecSQL(ctx, `DO $$ BEGIN IF current_setting('TimeZone') <> 'UTC' OR current_setting('extra_float_digits') <> '3' THEN
+			return tx.ExecSQL(ctx, ref, `DO $$ BEGIN IF current_setting('TimeZone') <> 'UTC' OR current_setting('extra_float_digits') <> '3' THEN
 				RAISE EXCEPTION 'settings after the digest: %, %', current_setting('TimeZone'), current_setting('extra_float_digits'); END IF; END $$`, "2026-11-02")
 		})
 		if err != nil {

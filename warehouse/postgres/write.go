@@ -59,6 +59,11 @@ func (w *Warehouse) Transact(ctx context.Context, fn func(tx refill.WarehouseTx)
 	if err := t.usable(); err != nil {
 		return fmt.Errorf("transaction: %w", err)
 	}
+	// A partition fence must not outlive the transaction: committed, it
+	// would fire on other sessions' writes.
+	if err := t.dropFences(ctx); err != nil {
+		return fmt.Errorf("transaction: %w", err)
+	}
 	if err := pt.Commit(ctx); err != nil {
 		return fmt.Errorf("transaction: commit: %w", err)
 	}

@@ -13,18 +13,28 @@ import (
 	"github.com/refill-dev/refill/warehouse/sqltext"
 )
 
-// Job text runs under two guards, both kept by the SQLite engine itself, so
-// that it is SQLite, reading the text exactly as it will run it, that stops
-// a job from ending refill's transaction, not refill's lexer guessing where
-// statements end (a guess that "SELECT temp trigger, 1 AS begin ...;
-// COMMIT; ..." once fooled):
+// Job text runs under guards kept by the SQLite engine itself, so that it
+// is SQLite, reading the text exactly as it will run it, that stops a job
+// from ending refill's transaction or writing where it may not, not
+// refill's lexer guessing where statements end (a guess that "SELECT temp
+// trigger, 1 AS begin ...; COMMIT; ..." once fooled):
 //
 //   - An authorizer, which SQLite asks about every operation while it
-//     compiles a statement, each statement of a multi-statement text
-//     included. It refuses transaction control, ATTACH and DETACH, PRAGMAs,
-//     virtual tables and load_extension; for a query job, anything but
-//     reading. It is installed only while job text runs, so refill's own
-//     BEGIN, COMMIT, SAVEPOINT and catalogue reads go through untouched.
+//     compiles a statement, each statement of a multi-statement text and
+//     each trigger the statement fires included. It refuses transaction
+//     control, ATTACH and DETACH, PRAGMAs, virtual tables and
+//     load_extension; any change to the schema (CREATE, DROP and ALTER of
+//     tables, indexes, triggers and views, temporary ones included,
+//     REINDEX, ANALYZE), since what a job creates would outlive it, fire
+//     later, or differ between the builds of a proof; reading refill's own
+//     tables (refill_*), so that a job cannot tell a proof from a real
+//     apply; for an sql job, a write to any table but its own; for a query
+//     job, anything but reading. It is installed only while job text runs,
+//     so refill's own BEGIN, COMMIT, SAVEPOINT and catalogue reads go
+//     through untouched.
+//   - For an sql job, temporary triggers on its own table that abort any
+//     statement inserting, updating or deleting a row outside the
+//     partition being built (partition.go).
 //   - Transaction hooks, installed for the whole of refill's transaction: a
 //     commit hook that turns every commit but refill's own into a rollback,
 //     and a rollback hook that notices when the transaction ends early (a
@@ -36,12 +46,12 @@ import (
 type policy int
 
 const (
-	// sqlJob may read and write the warehouse's tables, but not control
-	// the transaction, attach or detach databases, run PRAGMAs, create
-	// virtual tables or load extensions.
+	// sqlJob may read the warehouse's tables, but for refill's own, and
+	// write its own table; it may not control the transaction, attach or
+	// detach databases, run PRAGMAs, change the schema or load extensions.
 	sqlJob policy = iota
 	// queryJob may only read, and let refill's INSERT into the guard's
-	// target table (if it has one) take the rows.
+	// table (if it has one) take the rows.
 	queryJob
 )
 
@@ -49,99 +59,158 @@ const (
 // the goroutine that runs the statement, so it needs no lock.
 type guard struct {
 	policy policy
-	// targetSchema and target name the table a query job's rows go into
-	// (target "" for none; targetSchema "" for any schema).
-	targetSchema, target string
-	// refused says what the job tried, set when the callback denies.
-	refused string
-	// temp is set when the job created a temporary object, which would
-	// outlive the transaction on the connection: the connection must then
-	// not go back to the pool.
-	temp bool
+	// name is the table the job builds, for messages ("" for none).
+	name string
+	// schema and table name the one table the job may write: a query
+	// job's target, which refill's INSERT fills, or an sql job's own table
+	// (table "" for none; schema "" for any schema).
+	schema, table string
+	// refused says what the job tried, and rule the rule it broke ("" for
+	// the transaction's), set when the callback denies.
+	refused, rule string
 }
 
+// newQueryGuard is the guard of a query job whose rows refill inserts into
+// table ("" when they go nowhere, as when they are only counted).
 func newQueryGuard(table string) *guard {
-	g := &guard{policy: queryJob, target: table}
+	g := &guard{policy: queryJob, name: table, table: table}
 	if schema, name, ok := strings.Cut(table, "."); ok {
-		g.targetSchema, g.target = schema, name
+		g.schema, g.table = schema, name
 	}
 	return g
 }
 
+// newSQLGuard is the guard of an sql job that builds table, which is the
+// one table it may write: in the main database unless table names another.
+func newSQLGuard(table string) *guard {
+	g := &guard{policy: sqlJob, name: table, schema: "main", table: table}
+	if schema, name, ok := strings.Cut(table, "."); ok {
+		g.schema, g.table = schema, name
+	}
+	return g
+}
+
+// owns reports whether the table name in database db is the guard's own.
+func (g *guard) owns(db, name string) bool {
+	return g.table != "" && strings.EqualFold(name, g.table) && (g.schema == "" || strings.EqualFold(db, g.schema))
+}
+
+// refillTable reports whether name is one of refill's own tables
+// (refill_published, refill_audit_anchor, snapshots), which all start
+// with refill_.
+func refillTable(name string) bool {
+	return len(name) >= len("refill_") && strings.EqualFold(name[:len("refill_")], "refill_")
+}
+
+// schemaTable reports whether name is SQLite's schema table, which every
+// CREATE and DROP writes.
+func schemaTable(name string) bool {
+	switch strings.ToLower(name) {
+	case "sqlite_master", "sqlite_schema", "sqlite_temp_master", "sqlite_temp_schema":
+		return true
+	}
+	return false
+}
+
 func (g *guard) authorize(action msqlite.AuthorizerActionCode, arg1, arg2, db, trigger string) msqlite.AuthorizerReturnCode {
-	deny := func(format string, args ...any) msqlite.AuthorizerReturnCode {
+	deny := func(rule, format string, args ...any) msqlite.AuthorizerReturnCode {
 		if g.refused == "" {
-			g.refused = fmt.Sprintf(format, args...)
+			g.refused, g.rule = fmt.Sprintf(format, args...), rule
 		}
 		return msqlite.AuthorizerDeny
 	}
 	switch action {
 	case msqlite.AuthTransaction:
-		return deny("control the transaction (%s)", arg1)
+		return deny("", "control the transaction (%s)", arg1)
 	case msqlite.AuthSavepoint:
 		op := arg1
 		if op == "BEGIN" {
 			op = "SAVEPOINT"
 		}
-		return deny("control the transaction (%s %s)", op, arg2)
+		return deny("", "control the transaction (%s %s)", op, arg2)
 	case msqlite.AuthAttach:
-		return deny("attach a database (%s)", arg1)
+		return deny("", "attach a database (%s)", arg1)
 	case msqlite.AuthDetach:
-		return deny("detach a database (%s)", arg1)
+		return deny("", "detach a database (%s)", arg1)
 	case msqlite.AuthPragma:
-		return deny("run a PRAGMA (%s)", arg1)
+		return deny("", "run a PRAGMA (%s)", arg1)
 	case msqlite.AuthCreateVTable, msqlite.AuthDropVTable:
-		return deny("create or drop a virtual table (%s using %s)", arg1, arg2)
+		return deny("", "create or drop a virtual table (%s using %s)", arg1, arg2)
 	case msqlite.AuthFunction:
 		if strings.EqualFold(arg2, "load_extension") {
-			return deny("load an extension")
-		}
-	}
-	if g.policy == sqlJob {
-		switch action {
-		case msqlite.AuthCreateTempTable, msqlite.AuthCreateTempIndex, msqlite.AuthCreateTempTrigger, msqlite.AuthCreateTempView:
-			g.temp = true
+			return deny("", "load an extension")
 		}
 		return msqlite.AuthorizerOK
-	}
-	switch action {
-	case msqlite.AuthSelect, msqlite.AuthRead, msqlite.AuthFunction, msqlite.AuthRecursive:
+	case msqlite.AuthRead:
+		if refillTable(arg1) {
+			return deny(sqltext.RuleOwnTables, "read refill's own table %s", arg1)
+		}
 		return msqlite.AuthorizerOK
-	case msqlite.AuthInsert:
-		if g.target != "" && strings.EqualFold(arg1, g.target) && (g.targetSchema == "" || strings.EqualFold(db, g.targetSchema)) {
+	case msqlite.AuthSelect, msqlite.AuthRecursive:
+		return msqlite.AuthorizerOK
+	case msqlite.AuthInsert, msqlite.AuthUpdate, msqlite.AuthDelete:
+		switch {
+		case schemaTable(arg1):
+			// CREATE and DROP write the schema table before (or after)
+			// SQLite asks about the object itself.
+			return deny(sqltext.RuleSchema, "change the warehouse's schema (a CREATE or DROP, which writes %s)", arg1)
+		case refillTable(arg1):
+			return deny(sqltext.RuleOwnTables, "write refill's own table %s", arg1)
+		case g.owns(db, arg1) && (g.policy == sqlJob || action == msqlite.AuthInsert):
+			return msqlite.AuthorizerOK
+		case g.policy == sqlJob:
+			// Triggers included: a trigger the job's writes fire that
+			// writes elsewhere writes elsewhere all the same.
+			return deny(sqltext.RuleOwnTable, "write table %s", arg1)
+		case trigger != "":
+			// A trigger the warehouse's owner defined on a query job's
+			// target table: what it does is not the query's doing.
 			return msqlite.AuthorizerOK
 		}
+		return deny(sqltext.RuleQueryJob, "write to the warehouse (%s)", describe(action, arg1, arg2))
 	}
-	if trigger != "" && action != msqlite.AuthCreateTempTrigger && action != msqlite.AuthCreateTrigger {
-		// A trigger the warehouse's owner defined on the target table:
-		// what it does is not the query's doing.
-		return msqlite.AuthorizerOK
+	if ddl[action] {
+		return deny(sqltext.RuleSchema, "change the warehouse's schema (%s)", describe(action, arg1, arg2))
 	}
-	return deny("write to the warehouse (%s): a query job only reads, and refill writes its rows", describe(action, arg1))
+	return deny("", "%s", describe(action, arg1, arg2))
+}
+
+// ddl holds the actions that change the schema.
+var ddl = map[msqlite.AuthorizerActionCode]bool{
+	msqlite.AuthCreateIndex: true, msqlite.AuthCreateTable: true, msqlite.AuthCreateTrigger: true, msqlite.AuthCreateView: true,
+	msqlite.AuthCreateTempIndex: true, msqlite.AuthCreateTempTable: true, msqlite.AuthCreateTempTrigger: true, msqlite.AuthCreateTempView: true,
+	msqlite.AuthDropIndex: true, msqlite.AuthDropTable: true, msqlite.AuthDropTrigger: true, msqlite.AuthDropView: true,
+	msqlite.AuthDropTempIndex: true, msqlite.AuthDropTempTable: true, msqlite.AuthDropTempTrigger: true, msqlite.AuthDropTempView: true,
+	msqlite.AuthAlterTable: true, msqlite.AuthReindex: true, msqlite.AuthAnalyze: true,
 }
 
 // describe names an operation for a refusal.
-func describe(action msqlite.AuthorizerActionCode, arg string) string {
+func describe(action msqlite.AuthorizerActionCode, arg1, arg2 string) string {
 	names := map[msqlite.AuthorizerActionCode]string{
 		msqlite.AuthInsert: "INSERT INTO", msqlite.AuthUpdate: "UPDATE", msqlite.AuthDelete: "DELETE FROM",
 		msqlite.AuthCreateTable: "CREATE TABLE", msqlite.AuthCreateTempTable: "CREATE TEMP TABLE",
 		msqlite.AuthDropTable: "DROP TABLE", msqlite.AuthDropTempTable: "DROP TABLE",
 		msqlite.AuthCreateIndex: "CREATE INDEX", msqlite.AuthCreateTempIndex: "CREATE INDEX",
-		msqlite.AuthDropIndex: "DROP INDEX", msqlite.AuthCreateView: "CREATE VIEW",
-		msqlite.AuthCreateTempView: "CREATE VIEW", msqlite.AuthCreateTrigger: "CREATE TRIGGER",
-		msqlite.AuthCreateTempTrigger: "CREATE TRIGGER", msqlite.AuthAlterTable: "ALTER TABLE",
+		msqlite.AuthDropIndex: "DROP INDEX", msqlite.AuthDropTempIndex: "DROP INDEX",
+		msqlite.AuthCreateView: "CREATE VIEW", msqlite.AuthCreateTempView: "CREATE TEMP VIEW",
+		msqlite.AuthDropView: "DROP VIEW", msqlite.AuthDropTempView: "DROP VIEW",
+		msqlite.AuthCreateTrigger: "CREATE TRIGGER", msqlite.AuthCreateTempTrigger: "CREATE TEMP TRIGGER",
+		msqlite.AuthDropTrigger: "DROP TRIGGER", msqlite.AuthDropTempTrigger: "DROP TRIGGER",
+		msqlite.AuthReindex: "REINDEX", msqlite.AuthAnalyze: "ANALYZE",
+	}
+	if action == msqlite.AuthAlterTable {
+		return "ALTER TABLE " + arg2 // arg1 is the database
 	}
 	if n, ok := names[action]; ok {
-		return n + " " + arg
+		return n + " " + arg1
 	}
-	return fmt.Sprintf("operation %d on %s", action, arg)
+	return fmt.Sprintf("operation %d on %s", action, arg1)
 }
 
 // guarded runs fn, which runs job text on conn, under g, and removes g
 // afterwards. If g refused something, the error says so as a
 // *sqltext.RefusedError. tainted reports a connection that must not be
-// used again: the job left temporary objects on it, or g could not be
-// removed.
+// used again: g could not be removed.
 func guarded(conn *sql.Conn, g *guard, partition string, fn func() error) (tainted bool, err error) {
 	if err := setAuthorizer(conn, g.authorize); err != nil {
 		return true, fmt.Errorf("job guard: %w", err)
@@ -156,9 +225,9 @@ func guarded(conn *sql.Conn, g *guard, partition string, fn func() error) (taint
 		if se := (*sqltext.StatementError)(nil); errors.As(err, &se) {
 			stmt = se.SQL
 		}
-		err = &sqltext.RefusedError{Partition: partition, SQL: stmt, What: g.refused, Err: err}
+		err = &sqltext.RefusedError{Partition: partition, Table: g.name, SQL: stmt, What: g.refused, Rule: g.rule, Err: err}
 	}
-	return tainted || g.temp, err
+	return tainted, err
 }
 
 // setAuthorizer installs fn on conn's SQLite connection (nil removes it).
@@ -257,7 +326,7 @@ func (t *tx) jobText(ctx context.Context, g *guard, partition string, fn func() 
 	if t.ended {
 		// A conflict clause (INSERT OR ROLLBACK) ends the transaction
 		// without a transaction statement for the guard to refuse.
-		err = &sqltext.RefusedError{Partition: partition, What: "end the transaction (by " + t.endedBy + ")", Err: errors.Join(err, errEnded)}
+		err = &sqltext.RefusedError{Partition: partition, Table: g.name, What: "end the transaction (by " + t.endedBy + ")", Err: errors.Join(err, errEnded)}
 	}
 	return err
 }

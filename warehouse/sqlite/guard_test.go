@@ -17,9 +17,10 @@ import (
 	"github.com/refill-dev/refill/warehouse/warehousetest"
 )
 
-// fixture is a warehouse with revenue_daily, and beside it a state
-// database holding approvals: what an sql job once could attach and
-// rewrite.
+// fixture is a warehouse with revenue_daily, the table its jobs build,
+// sentinel, a table no job may write, and refill's own tables holding a
+// publish mark and an audit anchor; and beside it a state database holding
+// approvals: what an sql job once could attach and rewrite.
 type fixture struct {
 	w     *Warehouse
 	dir   string
@@ -37,6 +38,17 @@ func newFixture(t testing.TB) *fixture {
 	f := &fixture{w: w, dir: dir, state: filepath.Join(dir, "state.db")}
 	f.exec(t, "CREATE TABLE revenue_daily (day DATE, region TEXT, amount NUMERIC, PRIMARY KEY (day, region))")
 	f.exec(t, "INSERT INTO revenue_daily VALUES ('2026-10-31', 'eu', 1), ('2026-11-01', 'eu', 2), ('2026-11-01', 'us', 3), ('2026-11-02', 'eu', 4)")
+	f.exec(t, "CREATE TABLE sentinel (day DATE, account TEXT, amount NUMERIC)")
+	f.exec(t, "INSERT INTO sentinel VALUES ('2026-11-01', 'acme', 100), ('2026-11-02', 'acme', 200)")
+	err = w.Transact(t.Context(), func(tx refill.WarehouseTx) error {
+		if _, err := tx.MarkPublished(t.Context(), "plan-1", "revenue", "2026-11-01"); err != nil {
+			return err
+		}
+		return tx.Anchor(t.Context(), refill.AuditAnchor{Store: "state", Seq: 7, Hash: "h7"})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	state, err := Open(f.state)
 	if err != nil {
 		t.Fatal(err)
@@ -75,6 +87,42 @@ func (f *fixture) digest(t testing.TB) string {
 	return fmt.Sprintf("%s, %d rows", b.String(), n)
 }
 
+// untouchable is every row of the tables no job may write, and of
+// revenue_daily's partitions other than 2026-11-01, which a job for
+// 2026-11-01 may not write either.
+func (f *fixture) untouchable(t testing.TB) string {
+	t.Helper()
+	var b strings.Builder
+	for _, q := range []string{
+		"SELECT * FROM sentinel ORDER BY 1, 2, 3",
+		"SELECT plan_id, dataset, partition, published_at FROM refill_published ORDER BY 1, 2, 3",
+		"SELECT store, seq, hash, written_at FROM refill_audit_anchor ORDER BY 1, 2",
+		"SELECT * FROM revenue_daily WHERE day IS NOT '2026-11-01' ORDER BY 1, 2, 3",
+		"SELECT type, name, tbl_name, sql FROM sqlite_schema ORDER BY 1, 2",
+	} {
+		rows, err := f.w.db.Query(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols, _ := rows.Columns()
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		for rows.Next() {
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&b, "%q\n", vals)
+		}
+		if err := rows.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.String()
+}
+
 // stateSum is a checksum of the state database's file.
 func (f *fixture) stateSum(t testing.TB) [32]byte {
 	t.Helper()
@@ -96,7 +144,7 @@ func TestAttachIsRefused(t *testing.T) {
 		"Transact": func(fn func(refill.WarehouseTx) error) error { return f.w.Transact(ctx, fn) },
 		"Rehearse": func(fn func(refill.WarehouseTx) error) error { return f.w.Rehearse(ctx, fn) },
 	} {
-		err := run(func(tx refill.WarehouseTx) error { return tx.ExecSQL(ctx, job, "2026-11-01") })
+		err := run(func(tx refill.WarehouseTx) error { return tx.ExecSQL(ctx, revenue, job, "2026-11-01") })
 		var refused *sqltext.RefusedError
 		if !errors.As(err, &refused) || !strings.Contains(err.Error(), "attach a database") || !strings.Contains(err.Error(), f.state) {
 			t.Errorf("%s: error = %v, want a refusal saying the job tried to attach %s", name, err, f.state)
@@ -110,18 +158,19 @@ func TestAttachIsRefused(t *testing.T) {
 // A conflict clause ends the whole transaction without any transaction
 // statement for the authorizer to see. The transaction then refuses all
 // work, and underneath, the commit hook turns each statement that would
-// now commit on its own into a rollback.
+// now commit on its own into a rollback. (The job deletes a row of its own
+// partition first, so that its going on would show.)
 func TestConflictClauseRollbackEndsNothingEarly(t *testing.T) {
 	f := newFixture(t)
 	ctx := t.Context()
 	before := f.digest(t)
 	err := f.w.Transact(ctx, func(rtx refill.WarehouseTx) error {
-		err := rtx.ExecSQL(ctx, "DELETE FROM revenue_daily WHERE day = '2026-11-02'; INSERT OR ROLLBACK INTO revenue_daily VALUES ('2026-11-01', 'eu', 9)", "2026-11-01")
+		err := rtx.ExecSQL(ctx, revenue, "DELETE FROM revenue_daily WHERE day = :partition AND region = 'us'; INSERT OR ROLLBACK INTO revenue_daily VALUES ('2026-11-01', 'eu', 9)", "2026-11-01")
 		var refused *sqltext.RefusedError
 		if !errors.As(err, &refused) || !strings.Contains(err.Error(), "end the transaction") {
 			t.Errorf("INSERT OR ROLLBACK: error = %v, want a refusal saying the job ended the transaction", err)
 		}
-		if err := rtx.ExecSQL(ctx, "DELETE FROM revenue_daily", "2026-11-01"); err == nil {
+		if err := rtx.ExecSQL(ctx, revenue, "DELETE FROM revenue_daily", "2026-11-01"); err == nil {
 			t.Error("the transaction ran a job after it had ended")
 		}
 		// Past refill's own checks, straight on the connection, as if
@@ -155,6 +204,8 @@ func TestQueryGuardOnlyReads(t *testing.T) {
 		"CREATE TABLE x (a)",
 		"CREATE TEMP TRIGGER tr AFTER INSERT ON revenue_daily BEGIN DELETE FROM revenue_daily; END",
 		"PRAGMA query_only = OFF",
+		"SELECT * FROM refill_published",
+		"SELECT day FROM revenue_daily WHERE EXISTS (SELECT 1 FROM refill_audit_anchor)",
 	} {
 		_, err := guarded(conn, newQueryGuard("other"), "2026-11-01", func() error {
 			_, err := conn.ExecContext(ctx, stmt)
@@ -177,11 +228,53 @@ func TestQueryGuardOnlyReads(t *testing.T) {
 	}
 }
 
+// A REPLACE conflict clause deletes the row in the way without the DELETE
+// the partition triggers see, unless recursive_triggers is on: a job that
+// takes another partition's key is refused all the same, and the
+// connection goes back to the pool as it came, without triggers and with
+// recursive_triggers off.
+func TestReplaceStaysInPartition(t *testing.T) {
+	f := newFixture(t)
+	ctx := t.Context()
+	f.w.db.SetMaxOpenConns(1) // every transaction on the one connection
+	f.exec(t, "CREATE TABLE events (id INTEGER PRIMARY KEY, day TEXT, code TEXT UNIQUE)")
+	f.exec(t, "INSERT INTO events VALUES (1, '2026-11-01', 'a'), (2, '2026-11-02', 'b')")
+	events := refill.TableRef{Table: "events", Column: "day", Grain: refill.GrainDay}
+	for _, job := range []string{
+		"INSERT OR REPLACE INTO events VALUES (2, :partition, 'c')",
+		"REPLACE INTO events VALUES (3, :partition, 'b')",
+		"UPDATE OR REPLACE events SET code = 'b' WHERE id = 1",
+	} {
+		err := f.w.Transact(ctx, func(tx refill.WarehouseTx) error { return tx.ExecSQL(ctx, events, job, "2026-11-01") })
+		var out *refill.OutsidePartitionError
+		if !errors.As(err, &out) || out.Value != "2026-11-02" {
+			t.Errorf("%q: error = %v, want the row of 2026-11-02 it replaced outside", job, err)
+		}
+	}
+	if err := f.w.Transact(ctx, func(tx refill.WarehouseTx) error {
+		return tx.ExecSQL(ctx, events, "INSERT OR REPLACE INTO events VALUES (1, :partition, 'z')", "2026-11-01")
+	}); err != nil {
+		t.Fatalf("replacing a row of its own partition: %v", err)
+	}
+	var n, triggers, recursive int
+	if err := f.w.db.QueryRow("SELECT count(*) FROM events WHERE day = '2026-11-02' AND code = 'b'").Scan(&n); err != nil || n != 1 {
+		t.Errorf("2026-11-02's row: %d, %v; want it kept", n, err)
+	}
+	if err := f.w.db.QueryRow("SELECT count(*) FROM sqlite_temp_schema").Scan(&triggers); err != nil || triggers != 0 {
+		t.Errorf("the pooled connection keeps %d temporary objects (%v)", triggers, err)
+	}
+	if err := f.w.db.QueryRow("PRAGMA recursive_triggers").Scan(&recursive); err != nil || recursive != 0 {
+		t.Errorf("the pooled connection has recursive_triggers = %d (%v)", recursive, err)
+	}
+}
+
 // FuzzHostileSQL runs arbitrary text as an sql job through Transact and
 // checks what must hold whatever the text: the state database beside the
-// warehouse is untouched and nothing new appears on disk; a Transact that
-// fails leaves the warehouse exactly as it was; and no transaction is
-// left open. "$STATE" in the text stands for the state database's path.
+// warehouse is untouched and nothing new appears on disk; the sentinel
+// table, refill's own tables, the schema and revenue_daily's other
+// partitions are unchanged, whether the job failed or not; a Transact that
+// fails leaves the warehouse exactly as it was; and no transaction is left
+// open. "$STATE" in the text stands for the state database's path.
 func FuzzHostileSQL(f *testing.F) {
 	for _, j := range warehousetest.HostileJobs("$STATE") {
 		f.Add(j.SQL)
@@ -199,19 +292,31 @@ func FuzzHostileSQL(f *testing.F) {
 		"PRAGMA journal_mode = OFF; DELETE FROM revenue_daily; ROLLBACK",
 		"CREATE VIRTUAL TABLE v USING fts5(x); DELETE FROM revenue_daily",
 		"DELETE FROM revenue_daily; SAVEPOINT a; RELEASE a; COMMIT",
+		"DELETE FROM revenue_daily WHERE day = :partition; UPDATE sentinel SET amount = 0",
+		"DELETE FROM refill_published; DELETE FROM refill_audit_anchor",
+		"UPDATE revenue_daily SET day = :partition WHERE day = '2026-11-02'",
+		"INSERT OR REPLACE INTO revenue_daily SELECT :partition, region, amount FROM revenue_daily",
+		"CREATE TRIGGER x AFTER INSERT ON revenue_daily BEGIN UPDATE sentinel SET amount = 0; END; INSERT INTO revenue_daily VALUES (:partition, 'x', 1)",
+		"DROP TABLE sentinel",
+		"ALTER TABLE sentinel RENAME TO s2",
+		"CREATE TEMP TABLE x AS SELECT * FROM refill_published",
+		"CREATE VIEW v AS SELECT * FROM sentinel; DELETE FROM v",
 	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, job string) {
 		fx := newFixture(t)
 		job = strings.ReplaceAll(job, "$STATE", fx.state)
-		before, state := fx.digest(t), fx.stateSum(t)
+		before, state, untouchable := fx.digest(t), fx.stateSum(t), fx.untouchable(t)
 		files := listDir(t, fx.dir)
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 		defer cancel()
-		err := fx.w.Transact(ctx, func(tx refill.WarehouseTx) error { return tx.ExecSQL(ctx, job, "2026-11-01") })
+		err := fx.w.Transact(ctx, func(tx refill.WarehouseTx) error { return tx.ExecSQL(ctx, revenue, job, "2026-11-01") })
 		if fx.stateSum(t) != state {
 			t.Fatalf("job %q changed the state database", job)
+		}
+		if now := fx.untouchable(t); now != untouchable {
+			t.Fatalf("job %q (error %v) changed what no job may change:\n%s\nnow:\n%s", job, err, untouchable, now)
 		}
 		if now := listDir(t, fx.dir); !bytes.Equal(now, files) && !onlyWarehouseFiles(now) {
 			t.Fatalf("job %q left files: %s", job, now)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -70,8 +71,9 @@ type tx struct {
 	// failed is set when job text failed in the transaction, which then
 	// only rolls back.
 	failed bool
-	// tainted is set when job text left state on the connection that
-	// outlives the transaction (temporary objects), or a guard could not
+	// tainted is set when state that outlives the transaction may be
+	// left on the connection (a job's partition triggers or
+	// recursive_triggers could not be taken back), or a guard could not
 	// be removed: the connection is then closed rather than pooled.
 	tainted bool
 }
@@ -243,13 +245,18 @@ func targetColumns(table string, cols []refill.Column, names []string) (string, 
 }
 
 // ExecSQL runs an sql job's statements in order, each with :partition
-// bound, under the guard that refuses transaction control, ATTACH and
-// PRAGMAs. The statements are split only to name the one that fails; the
-// guard does not depend on the split being right. A statement the
-// warehouse refuses is the job's failure, not bad input: the error names
-// the statement and carries SQLite's message. One the guard refuses is a
-// *sqltext.RefusedError, which is bad input.
-func (t *tx) ExecSQL(ctx context.Context, sql, partition string) (err error) {
+// bound, under the guard that refuses transaction control, ATTACH,
+// PRAGMAs, schema changes, reads of refill's own tables and writes to any
+// table but ref's, and with ref's partition triggers up (partition.go).
+// Text holding transaction control is refused before any of it runs. The
+// statements are split only to name the one that fails, and to spot
+// transaction control early; the guard does not depend on the split being
+// right. A statement the warehouse refuses is the job's failure, not bad
+// input: the error names the statement and carries SQLite's message. One
+// the guard refuses is a *sqltext.RefusedError, which is bad input; a row
+// written, moved or deleted outside the partition is a
+// *refill.OutsidePartitionError.
+func (t *tx) ExecSQL(ctx context.Context, ref refill.TableRef, sql, partition string) (err error) {
 	if err := t.usable(); err != nil {
 		return err
 	}
@@ -258,7 +265,27 @@ func (t *tx) ExecSQL(ctx context.Context, sql, partition string) (err error) {
 	if err != nil {
 		return err
 	}
-	return t.jobText(ctx, &guard{policy: sqlJob}, partition, func() error {
+	if err := sqltext.SQLite.RefuseTransactionControl(stmts, ref.Table, partition); err != nil {
+		return err
+	}
+	cols, err := columns(ctx, t.conn, ref.Table)
+	if err != nil {
+		return err
+	}
+	create, err := fence(ref, cols, partition)
+	if err != nil {
+		return fmt.Errorf("sql job for %s: %w", ref.Table, err) // a malformed partition
+	}
+	recursive, err := t.raiseFence(ctx, create)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if ferr := t.lowerFence(ctx, recursive); ferr != nil {
+			err = errors.Join(err, ferr)
+		}
+	}()
+	return t.jobText(ctx, newSQLGuard(ref.Table), partition, func() error {
 		for i, s := range stmts {
 			bound, uses := sqltext.SQLite.BindPartition(s, "?1")
 			var args []any
@@ -266,6 +293,9 @@ func (t *tx) ExecSQL(ctx context.Context, sql, partition string) (err error) {
 				args = []any{partition}
 			}
 			if _, err := t.conn.ExecContext(ctx, bound, args...); err != nil {
+				if v, ok := raisedOutside(err); ok {
+					return &refill.OutsidePartitionError{Table: ref.Table, Partition: partition, Value: v}
+				}
 				return &sqltext.StatementError{N: i + 1, Of: len(stmts), Partition: partition, SQL: sqltext.SQLite.Excerpt(s), Err: err}
 			}
 		}

@@ -191,6 +191,12 @@ func column(cols []refill.Column, name string) (refill.Column, bool) {
 // and converted to UTC by strftime, which yields NULL (no partition) for
 // text that is not a time.
 func partitionKey(t refill.TableRef, cols []refill.Column) (string, error) {
+	return partitionKeyOf(t, cols, sqltext.QuoteIdent(t.Column))
+}
+
+// partitionKeyOf is partitionKey with the partition column read as col, an
+// expression such as NEW."day" in a trigger.
+func partitionKeyOf(t refill.TableRef, cols []refill.Column, col string) (string, error) {
 	c, found := column(cols, t.Column)
 	if !found {
 		return "", refill.BadInputf("table %s has no column %s (the partition column)", t.Table, t.Column)
@@ -201,7 +207,6 @@ func partitionKey(t refill.TableRef, cols []refill.Column) (string, error) {
 	if strings.Contains(typ, "int") || strings.Contains(typ, "real") || strings.Contains(typ, "floa") || strings.Contains(typ, "doub") {
 		return "", refill.BadInputf("partition column %s.%s is %s; refill reads SQLite partition columns as text dates or timestamps", t.Table, t.Column, typ)
 	}
-	col := sqltext.QuoteIdent(t.Column)
 	switch t.Grain {
 	case refill.GrainDay, "":
 		return fmt.Sprintf("CASE length(%[1]s) WHEN 10 THEN %[1]s WHEN 13 THEN substr(%[1]s, 1, 10) ELSE strftime('%%Y-%%m-%%d', %[1]s) END", col), nil

@@ -18,9 +18,10 @@ var _ refill.Transactor = (*Warehouse)(nil)
 // it rolls back, so what fn wrote appears all at once or not at all. Unlike
 // a rehearsal's, the connection goes back to the pool: a run publishes many
 // partitions and opening a connection each time would dominate its cost.
-// It is closed instead when job text left something on it that outlives
-// the transaction (a temporary table), so that no job's leftovers reach
-// later work.
+// It is closed instead when something that outlives the transaction may
+// be left on it (a job's partition triggers that could not be dropped, a
+// guard that could not be removed), so that nothing of a job reaches later
+// work.
 //
 // Only Transact's own COMMIT commits: the transaction's commit hook turns
 // any other into a rollback (see guard.go).

@@ -1,6 +1,7 @@
 package sqltext
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -122,9 +123,10 @@ func (d Dialect) Statements(sql string) ([]string, error) {
 
 // TransactionControl returns the command a statement starts with if it
 // begins, ends or marks a point in a transaction (BEGIN, START, COMMIT, END,
-// ABORT, ROLLBACK, SAVEPOINT, RELEASE, PREPARE TRANSACTION), or "". It only
-// puts in words a statement the warehouse already refused; it is not what
-// refuses it.
+// ABORT, ROLLBACK, SAVEPOINT, RELEASE, PREPARE TRANSACTION), or "". It puts
+// in words a statement the warehouse refused, and lets a driver refuse such
+// a statement before any of a job runs (RefuseTransactionControl); it is
+// not what keeps a job inside refill's transaction.
 func (d Dialect) TransactionControl(stmt string) string {
 	words, _ := d.leadingWords(stmt, 3)
 	if len(words) == 0 {
@@ -225,30 +227,84 @@ func (e *StatementError) Unwrap() error { return e.Err }
 // RefusedError is job text the warehouse refused to run because it tried
 // what refill never lets a job do: end or control refill's transaction,
 // attach another database, change the connection's settings, load code
-// into the warehouse or, for a query job, write. The warehouse engine
-// decided (SQLite's authorizer, PostgreSQL's refusal to commit inside a DO
-// block); this error puts its refusal in words. It wraps refill.ErrBadInput:
-// the job's text has to change.
+// into the warehouse, change the schema, read refill's own tables, write a
+// table other than its own or, for a query job, write at all. The warehouse
+// engine decided (SQLite's authorizer, PostgreSQL's refusal to commit
+// inside a DO block, its per-transaction statistics); this error puts its
+// refusal in words. It wraps refill.ErrBadInput: the job's text has to
+// change.
 type RefusedError struct {
 	Partition string
+	// Table is the table the job builds, "" when there is none (a query
+	// being counted).
+	Table string
 	// SQL is an excerpt of the statement refused, "" when unknown.
 	SQL string
 	// What is what the job tried, completing "the job tried to ...":
-	// "control the transaction (COMMIT)", "attach a database (x.db)".
+	// "control the transaction (COMMIT)", "attach a database (x.db)",
+	// "write table billing".
 	What string
+	// Rule is the rule What breaks, completing "which refill refuses: ...";
+	// "" is the rule about refill's transaction.
+	Rule string
 	// Err is the warehouse's own error.
 	Err error
 }
 
+// The rules a RefusedError names, completing "which refill refuses: ...".
+// Every driver refuses the same things for the same reasons, so the words
+// live here.
+const (
+	// ruleTransaction is the rule every job keeps, the one a RefusedError
+	// without a Rule names.
+	ruleTransaction = "a job runs inside refill's own transaction, may not end, control or leave it, and may use only the warehouse"
+	// RuleOwnTable is why an sql job may write no table but its own: it
+	// rebuilds one partition of one table.
+	RuleOwnTable = "an sql job writes only its own table, and only the partition it builds"
+	// RuleQueryJob is why a query job may not write: refill writes its
+	// rows.
+	RuleQueryJob = "a query job only reads, and refill writes its rows"
+	// RuleSchema is why job text may hold no DDL.
+	RuleSchema = "a job changes rows, never the schema: a table, index, trigger, view or function it made, altered or dropped would outlive it, fire later, or differ between the builds of a proof"
+	// RuleOwnTables is why no job may read or write refill's bookkeeping
+	// (refill_published, refill_audit_anchor, snapshots).
+	RuleOwnTables = "refill's own tables are no job's business: a job must build the same rows in a proof as in a real apply, and never touch refill's records"
+)
+
 func (e *RefusedError) Error() string {
-	stmt := ""
+	of, stmt, rule := "", "", e.Rule
+	if e.Table != "" {
+		of = " of " + e.Table
+	}
 	if e.SQL != "" {
 		stmt = fmt.Sprintf(" in %q", e.SQL)
 	}
-	return fmt.Sprintf("the job for partition %s tried to %s%s, which refill refuses: a job runs inside refill's own transaction, may not end, control or leave it, and may use only the warehouse (%v)",
-		e.Partition, e.What, stmt, e.Err)
+	if rule == "" {
+		rule = ruleTransaction
+	}
+	return fmt.Sprintf("the job for partition %s%s tried to %s%s, which refill refuses: %s (%v)", e.Partition, of, e.What, stmt, rule, e.Err)
 }
 
 // Unwrap lets errors.Is find refill.ErrBadInput and errors.As the driver's
 // error.
 func (e *RefusedError) Unwrap() []error { return []error{refill.ErrBadInput, e.Err} }
+
+// errNotRun is the cause of a refusal made before any of a job ran.
+var errNotRun = errors.New("refused before any of the job's statements ran")
+
+// RefuseTransactionControl returns a *RefusedError for the first of an sql
+// job's statements that begins, ends or marks a point in a transaction, or
+// nil. A driver asks before it runs any statement, so that such a job is
+// refused for what it is, and not for whatever an earlier statement did
+// first (a DELETE of a whole table fails on the partition guard long before
+// the COMMIT behind it would reach the warehouse). It is a courtesy, not a
+// guard: a statement it misses is still refused by the warehouse engine
+// itself, as the package comment explains.
+func (d Dialect) RefuseTransactionControl(stmts []string, table, partition string) error {
+	for _, s := range stmts {
+		if what := d.TransactionControl(s); what != "" {
+			return &RefusedError{Partition: partition, Table: table, SQL: d.Excerpt(s), What: "control the transaction (" + what + ")", Err: errNotRun}
+		}
+	}
+	return nil
+}

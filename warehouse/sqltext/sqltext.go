@@ -7,8 +7,8 @@
 // user's SQL and the warehouse: a binder that rewrote a Postgres cast
 // (x::date) or a word inside a string literal would silently change a query,
 // and a wrapper that let a second statement through would count the wrong
-// rows. What a job may do is not decided here: each driver has the warehouse
-// engine itself keep job text inside refill's transaction (SQLite's
+// rows. What a job may do is not enforced here: each driver has the
+// warehouse engine itself keep job text inside refill's transaction (SQLite's
 // authorizer, PostgreSQL's DO blocks and extended protocol), because a lexer
 // that guesses where statements end can be fooled.
 package sqltext

@@ -98,7 +98,7 @@ func exerciseGuard(t *testing.T, setup func(t *testing.T) (*Harness, context.Con
 			// and more work follows in the same transaction.
 			var jobErr, more error
 			err := tr.Transact(ctx, func(tx refill.WarehouseTx) error {
-				jobErr = tx.ExecSQL(ctx, job.SQL, "2026-11-01")
+				jobErr = tx.ExecSQL(ctx, revenue, job.SQL, "2026-11-01")
 				_, more = tx.DeletePartition(ctx, revenue, "2026-11-02")
 				return nil
 			})
@@ -107,7 +107,7 @@ func exerciseGuard(t *testing.T, setup func(t *testing.T) (*Harness, context.Con
 				t.Errorf("%s: the transaction took more work after the job failed", job.Name)
 			}
 			err = r.Rehearse(ctx, func(tx refill.WarehouseTx) error {
-				jobErr = tx.ExecSQL(ctx, job.SQL, "2026-11-01")
+				jobErr = tx.ExecSQL(ctx, revenue, job.SQL, "2026-11-01")
 				return jobErr
 			})
 			check("Rehearse", jobErr, err)
@@ -131,13 +131,15 @@ func exerciseGuard(t *testing.T, setup func(t *testing.T) (*Harness, context.Con
 			// Transaction words in literals, names and comments are
 			// only text.
 			"-- COMMIT; BEGIN\n" + rebuild + "; /* ROLLBACK; */ UPDATE revenue_daily SET region = region WHERE region = 'COMMIT; END'",
-			// A SELECT and a temporary table that outlives the job; the
-			// connection must not carry it to the next transaction.
-			"SELECT 1; CREATE TEMP TABLE staging AS SELECT day, region, amount FROM revenue_src WHERE day = :partition;\n" +
-				"DELETE FROM revenue_daily WHERE day = :partition; INSERT INTO revenue_daily (day, region, amount) SELECT day, region, amount FROM staging",
+			// A SELECT, a CTE and reads of other tables (and its own)
+			// anywhere, and an UPDATE inside the partition.
+			"WITH s AS (SELECT day, region, amount FROM revenue_src WHERE day = :partition) SELECT count(*) FROM s;\n" +
+				"DELETE FROM revenue_daily WHERE day = :partition AND region IN (SELECT region FROM revenue_daily WHERE day = :partition);\n" +
+				"INSERT INTO revenue_daily (day, region, amount) WITH s AS (SELECT day, region, amount FROM revenue_src WHERE day = :partition) SELECT day, region, amount FROM s;\n" +
+				"UPDATE revenue_daily SET amount = (SELECT max(s.amount) FROM revenue_src s WHERE s.day = revenue_daily.day AND s.region = revenue_daily.region) WHERE day = :partition",
 		} {
 			for range 2 {
-				err := tr.Transact(ctx, func(tx refill.WarehouseTx) error { return tx.ExecSQL(ctx, job, "2026-11-01") })
+				err := tr.Transact(ctx, func(tx refill.WarehouseTx) error { return tx.ExecSQL(ctx, revenue, job, "2026-11-01") })
 				if err != nil {
 					t.Fatalf("ExecSQL(%q): %v", job, err)
 				}

@@ -166,7 +166,7 @@ func exerciseRehearse(t *testing.T, setup func(t *testing.T) (*Harness, context.
 			if _, err := tx.DeletePartition(ctx, totals, "2026-11-01"); err != nil {
 				return err
 			}
-			if err := tx.ExecSQL(ctx, "INSERT INTO totals (day, customer, amount) VALUES ('2026-11-01', 'bob', 15), ('2026-11-01', 'ada', 5)", "2026-11-01"); err != nil {
+			if err := tx.ExecSQL(ctx, totals, "INSERT INTO totals (day, customer, amount) VALUES ('2026-11-01', 'bob', 15), ('2026-11-01', 'ada', 5)", "2026-11-01"); err != nil {
 				return err
 			}
 			if byHand := digestOf(t, ctx, tx, totals, "2026-11-01"); byHand != inside {
@@ -233,7 +233,7 @@ func exerciseRehearse(t *testing.T, setup func(t *testing.T) (*Harness, context.
 			SELECT order_date, customer, sum(amount) FROM orders
 			WHERE order_date = :partition AND customer <> ':partition' GROUP BY order_date, customer;`
 		err := r.Rehearse(ctx, func(tx refill.WarehouseTx) error {
-			if err := tx.ExecSQL(ctx, job, "2026-11-01"); err != nil {
+			if err := tx.ExecSQL(ctx, totals, job, "2026-11-01"); err != nil {
 				return err
 			}
 			sqlJob := digestOf(t, ctx, tx, totals, "2026-11-01")
@@ -266,13 +266,13 @@ func exerciseRehearse(t *testing.T, setup func(t *testing.T) (*Harness, context.
 			"DELETE FROM totals; END",
 			"ROLLBACK; DELETE FROM totals",
 		} {
-			err := r.Rehearse(ctx, func(tx refill.WarehouseTx) error { return tx.ExecSQL(ctx, job, "2026-11-01") })
+			err := r.Rehearse(ctx, func(tx refill.WarehouseTx) error { return tx.ExecSQL(ctx, totals, job, "2026-11-01") })
 			if !errors.Is(err, refill.ErrBadInput) {
 				t.Errorf("ExecSQL(%q): error = %v, want bad input", job, err)
 			}
 		}
 		err := r.Rehearse(ctx, func(tx refill.WarehouseTx) error {
-			return tx.ExecSQL(ctx, "DELETE FROM totals WHERE day = :partition;\nINSERT INTO totals (day, customer) VALUES (:partition, 'ada'), (:partition, 'ada')", "2026-11-01")
+			return tx.ExecSQL(ctx, totals, "DELETE FROM totals WHERE day = :partition;\nINSERT INTO totals (day, customer) VALUES (:partition, 'ada'), (:partition, 'ada')", "2026-11-01")
 		})
 		if err == nil || errors.Is(err, refill.ErrBadInput) || !strings.Contains(err.Error(), "statement 2 of 2") || !strings.Contains(err.Error(), "2026-11-01") {
 			t.Errorf("a failing statement: error = %v, want a job failure naming statement 2 of 2 and the partition", err)
@@ -324,7 +324,7 @@ func exerciseRehearse(t *testing.T, setup func(t *testing.T) (*Harness, context.
 		err = r.Rehearse(cctx, func(tx refill.WarehouseTx) error {
 			write(tx)
 			time.AfterFunc(100*time.Millisecond, cancel)
-			return tx.ExecSQL(cctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000000)
+			return tx.ExecSQL(cctx, totals, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000000)
 				INSERT INTO totals (day, customer, amount) SELECT :partition, 'c' || i, i FROM n`, "2026-11-02")
 		})
 		cancel()
@@ -370,11 +370,11 @@ func exerciseRehearse(t *testing.T, setup func(t *testing.T) (*Harness, context.
 			ignore = "INSERT INTO totals (day, customer, amount) SELECT order_date, customer, sum(amount) FROM orders WHERE order_date = :partition GROUP BY order_date, customer ON CONFLICT DO NOTHING"
 		}
 		err := r.Rehearse(ctx, func(tx refill.WarehouseTx) error {
-			if err := tx.ExecSQL(ctx, appendJob, "2026-11-01"); err != nil {
+			if err := tx.ExecSQL(ctx, logRef, appendJob, "2026-11-01"); err != nil {
 				return err
 			}
 			once := digestOf(t, ctx, tx, logRef, "2026-11-01")
-			if err := tx.ExecSQL(ctx, appendJob, "2026-11-01"); err != nil {
+			if err := tx.ExecSQL(ctx, logRef, appendJob, "2026-11-01"); err != nil {
 				return err
 			}
 			twice := digestOf(t, ctx, tx, logRef, "2026-11-01")
@@ -382,7 +382,7 @@ func exerciseRehearse(t *testing.T, setup func(t *testing.T) (*Harness, context.
 				t.Errorf("an appending job run twice: %v then %v, want 3 then 6 rows", once, twice)
 			}
 
-			if err := tx.ExecSQL(ctx, ignore, "2026-11-01"); err != nil {
+			if err := tx.ExecSQL(ctx, totals, ignore, "2026-11-01"); err != nil {
 				return err
 			}
 			stale := digestOf(t, ctx, tx, totals, "2026-11-01")

@@ -108,14 +108,14 @@ func exerciseSpoil(t *testing.T, setup func(t *testing.T) (*Harness, context.Con
 			"AND NOT EXISTS (SELECT 1 FROM revenue_daily d WHERE d.day = s.day AND d.region = s.region)"
 		for job, wantSame := range map[string]bool{rebuild: true, missing: false} {
 			err := r.Rehearse(ctx, func(tx refill.WarehouseTx) error {
-				if err := tx.ExecSQL(ctx, job, "2026-11-01"); err != nil {
+				if err := tx.ExecSQL(ctx, revenue, job, "2026-11-01"); err != nil {
 					return err
 				}
 				fresh := digestOf(t, ctx, tx, revenue, "2026-11-01")
 				if _, _, err := tx.Spoil(ctx, revenue, "2026-11-01"); err != nil {
 					return err
 				}
-				if err := tx.ExecSQL(ctx, job, "2026-11-01"); err != nil {
+				if err := tx.ExecSQL(ctx, revenue, job, "2026-11-01"); err != nil {
 					return err
 				}
 				if same := digestOf(t, ctx, tx, revenue, "2026-11-01") == fresh; same != wantSame {

@@ -327,6 +327,7 @@ func Exercise(t *testing.T, newHarness func(t *testing.T) *Harness) {
 	exerciseWrite(t, setup)
 	exerciseSpoil(t, setup)
 	exerciseGuard(t, setup)
+	exerciseReach(t, setup)
 }
 
 // loadOrders creates the orders table: two orders on 2026-10-31, three by
