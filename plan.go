@@ -188,6 +188,10 @@ type Plan struct {
 	Seal        int          `json:"seal,omitempty"`
 	SourceSeals []SourceSeal `json:"source_seals,omitempty"`
 	Run         *RunSeal     `json:"run,omitempty"`
+	// Warehouse is the warehouse the plan counted and will write, as the
+	// config named it (any password removed): pointing the config at
+	// another database makes the plan stale.
+	Warehouse string `json:"warehouse,omitempty"`
 }
 
 // hashed is everything a plan decided from. Identity (ID), time and status
@@ -205,13 +209,14 @@ type hashed struct {
 	Seal        int          `json:"seal,omitempty"`
 	SourceSeals []SourceSeal `json:"source_seals,omitempty"`
 	Run         *RunSeal     `json:"run,omitempty"`
+	Warehouse   string       `json:"warehouse,omitempty"`
 }
 
 // ComputeHash returns the SHA-256 of the canonical encoding of everything
 // the plan decided from. encoding/json writes struct fields in declaration
 // order and map keys sorted, so the encoding is canonical for these types.
 func (p *Plan) ComputeHash() string {
-	b, err := json.Marshal(hashed{p.Request, p.Tier, p.Reasons, p.Steps, p.Sources, p.Gate, p.Policy, p.Seal, p.SourceSeals, p.Run})
+	b, err := json.Marshal(hashed{p.Request, p.Tier, p.Reasons, p.Steps, p.Sources, p.Gate, p.Policy, p.Seal, p.SourceSeals, p.Run, p.Warehouse})
 	if err != nil {
 		panic("refill: plan is not encodable: " + err.Error()) // only plain data types
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/lineage"
+	"github.com/refill-dev/refill/warehouse"
 )
 
 // Stale lists, in words, every way the config now differs from what plan p
@@ -80,6 +81,9 @@ func Stale(p *refill.Plan, cfg *refill.Config) []string {
 				}
 			}
 		}
+	}
+	if now := warehouse.RedactDSN(cfg.Warehouse); p.Warehouse != "" && p.Warehouse != now {
+		add("the warehouse changed: sealed %s, now %s", p.Warehouse, now)
 	}
 	if c := policyDiff(p.Policy, cfg.Policy); c != "" {
 		add("the tier policy changed: %s", c)

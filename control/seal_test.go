@@ -14,12 +14,12 @@ func sealedFixture() (*refill.Plan, func() *refill.Config) {
 		agg := &refill.Dataset{Name: "agg", Table: "mart.agg", Partition: refill.PartitionSpec{Column: "day", Grain: refill.GrainDay},
 			Upstream: []string{"src"}, Tags: []string{"aggregate"},
 			Job: &refill.Job{Kind: refill.JobQuery, Query: "SELECT day FROM raw.events WHERE day = :partition"}}
-		return &refill.Config{Policy: refill.DefaultPolicy(), Datasets: map[string]*refill.Dataset{"src": src, "agg": agg}}
+		return &refill.Config{Warehouse: "postgres://refill:s3cret@db/wh", Policy: refill.DefaultPolicy(), Datasets: map[string]*refill.Dataset{"src": src, "agg": agg}}
 	}
 	c := cfg()
 	agg := c.Datasets["agg"]
 	ref, job, srcRef := agg.Ref(), *agg.Job, c.Datasets["src"].Ref()
-	p := &refill.Plan{ID: "p1", Seal: refill.SealVersion, Policy: c.Policy,
+	p := &refill.Plan{ID: "p1", Seal: refill.SealVersion, Policy: c.Policy, Warehouse: "postgres://refill:xxxxx@db/wh",
 		Request: refill.Request{Targets: []string{"src"}},
 		Steps: []refill.Step{{Dataset: "agg", Order: 1, Kind: job.Kind, Table: agg.Table, Tags: agg.Tags, Upstream: agg.Upstream,
 			Fingerprint: job.Fingerprint(), Ref: &ref, Job: &job}},
@@ -63,6 +63,8 @@ func TestStale(t *testing.T) {
 				Upstream: []string{"agg"}, Tags: []string{"billing"}, Job: &refill.Job{Kind: refill.JobQuery, Query: "SELECT :partition AS day"}}
 		}, "the targets now also reach bill"},
 		{"policy", func(c *refill.Config) { c.Policy.AutoMaxDays = 30 }, "the tier policy changed: auto_max_days 7 → 30"},
+		{"warehouse", func(c *refill.Config) { c.Warehouse = "postgres://refill:s3cret@db/other" }, "the warehouse changed: sealed postgres://refill:xxxxx@db/wh, now postgres://refill:xxxxx@db/other"},
+		{"password only", func(c *refill.Config) { c.Warehouse = "postgres://refill:rotated@db/wh" }, ""},
 		{"policy rules", func(c *refill.Config) {
 			c.Policy.Rules = []refill.Rule{{Name: "r", When: "true", Tier: refill.TierManual, Reason: "x"}}
 		}, "rules (0 sealed, 1 now)"},

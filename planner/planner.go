@@ -19,6 +19,7 @@ import (
 	"github.com/refill-dev/refill/gate"
 	"github.com/refill-dev/refill/lineage"
 	"github.com/refill-dev/refill/policy"
+	"github.com/refill-dev/refill/warehouse"
 )
 
 // HistoryDepth is how many partitions before a range are read to estimate
@@ -135,6 +136,7 @@ func (p *Planner) assemble(ctx context.Context, r Request, seen *gate.Result) (*
 		CreatedAt: p.Now().UTC(),
 		Seal:      refill.SealVersion,
 		Run:       &refill.RunSeal{Tolerance: p.Config.Run.Tolerance},
+		Warehouse: warehouse.RedactDSN(p.Config.Warehouse),
 	}
 
 	// Every table the plan reads or writes must exist with its partition

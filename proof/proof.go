@@ -236,6 +236,13 @@ func judge(pr *refill.Proof) error {
 		pr.Failure = FailAddsRows
 		pr.Message = fmt.Sprintf("a rerun adds rows: %s after the first build, %s after the second (+%s); the job appends instead of replacing (a plain INSERT?)",
 			humanize.Comma(a.Rows), humanize.Comma(b.Rows), humanize.Comma(b.Rows-a.Rows))
+	case a != b:
+		// Checked before the stale build: two builds over the same rows
+		// that disagree say the job is not deterministic (random(), now(),
+		// an unordered LIMIT), whatever the stale build then shows.
+		pr.Failure = FailChangesContent
+		pr.Message = fmt.Sprintf("a rerun changes the content: %s rows (checksum %s), then %s rows (checksum %s); the job is not deterministic (random(), the clock, an unordered LIMIT?)",
+			humanize.Comma(a.Rows), a.Checksum, humanize.Comma(b.Rows), b.Checksum)
 	case s != c:
 		pr.Failure = FailDependsOnPrior
 		pr.Message = fmt.Sprintf("the result depends on what was there before: over a deliberately stale partition (%s) the build gives %s rows (checksum %s), from empty %s rows (checksum %s); stale rows or values survive a rebuild (an INSERT OR IGNORE, an upsert that keeps old columns?)",
@@ -244,10 +251,6 @@ func judge(pr *refill.Proof) error {
 		pr.Failure = FailDependsOnPrior
 		pr.Message = fmt.Sprintf("the result depends on what was there before: built from empty the partition has %s rows (checksum %s), built over its existing rows %s (checksum %s); stale rows survive a rebuild (an INSERT OR IGNORE / ON CONFLICT DO NOTHING?)",
 			humanize.Comma(c.Rows), c.Checksum, humanize.Comma(b.Rows), b.Checksum)
-	case a != b:
-		pr.Failure = FailChangesContent
-		pr.Message = fmt.Sprintf("a rerun changes the content: %s rows (checksum %s), then %s rows (checksum %s); the job is not deterministic",
-			humanize.Comma(a.Rows), a.Checksum, humanize.Comma(b.Rows), b.Checksum)
 	default:
 		pr.Passed = true
 		pr.Message = fmt.Sprintf("all four builds agree, including one over a deliberately stale partition (%s): %s rows, checksum %s", pr.Spoiled, humanize.Comma(a.Rows), a.Checksum)

@@ -85,6 +85,11 @@ func TestVerdicts(t *testing.T) {
 				"INSERT OR IGNORE INTO agg SELECT day, sum(v) FROM src WHERE day = :partition GROUP BY day",
 				"INSERT INTO agg SELECT day, sum(v) FROM src WHERE day = :partition GROUP BY day ON CONFLICT DO NOTHING")}
 		}, false, false, FailDependsOnPrior, "over a deliberately stale partition (changed 1 row)"},
+		{"a random job is called not deterministic", func(w *whtest.Warehouse) *refill.Job {
+			return &refill.Job{Kind: refill.JobQuery, Query: w.Pick(
+				"SELECT day, sum(v) + abs(random() % 1000000) AS total FROM src WHERE day = :partition GROUP BY day",
+				"SELECT day, sum(v) + floor(random() * 1000000)::int AS total FROM src WHERE day = :partition GROUP BY day")}
+		}, false, false, FailChangesContent, "not deterministic"},
 		{"query job writing outside its partition", func(w *whtest.Warehouse) *refill.Job {
 			return &refill.Job{Kind: refill.JobQuery, Query: "SELECT day, sum(v) AS total FROM src WHERE day IN (:partition, '2026-11-03') GROUP BY day"}
 		}, false, false, FailOutside, "2026-11-03"},

@@ -97,6 +97,7 @@ func TestRetargetAfterApproval(t *testing.T) {
 		{"max_z: 3", "max_z: 30", "the checks of input events_raw changed"},
 		{"auto_max_days: 7", "auto_max_days: 30", "the tier policy changed"},
 		{"tags: [aggregate, billing]", "tags: [billing]", "the tags of revenue_daily changed"},
+		{"warehouse: sqlite:warehouse.db", "warehouse: sqlite:other.db", "the warehouse changed: sealed sqlite:warehouse.db, now sqlite:other.db"},
 		{"partition: {column: day}\n    upstream: [events_daily]\n    tags: [aggregate, billing]", "partition: {column: day, grain: hour}\n    upstream: [events_daily]\n    tags: [aggregate, billing]", "the grain of revenue_daily changed"},
 	} {
 		undo := editConfig(t, d, c.old, c.new)
