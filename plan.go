@@ -145,6 +145,31 @@ type RunSeal struct {
 	Tolerance float64 `json:"tolerance"`
 }
 
+// Sealed returns the datasets the plan sealed — its steps and the inputs
+// its gate judged — as a config the runner, the gate re-check, snapshot,
+// rollback and report work from, on base's other settings. It is nil for a
+// plan made before sealing.
+func (p *Plan) Sealed(base *Config) *Config {
+	if p.Seal < SealVersion {
+		return nil
+	}
+	cfg := *base
+	cfg.Datasets = map[string]*Dataset{}
+	for _, s := range p.SourceSeals {
+		cfg.Datasets[s.Dataset] = s.SealedDataset()
+	}
+	for i := range p.Steps {
+		if d := p.Steps[i].SealedDataset(); d != nil {
+			cfg.Datasets[d.Name] = d
+		}
+	}
+	cfg.Policy = p.Policy
+	if p.Run != nil {
+		cfg.Run.Tolerance = p.Run.Tolerance
+	}
+	return &cfg
+}
+
 // SealVersion is the version of what a plan seals; plans made before
 // sealing carry 0.
 const SealVersion = 1

@@ -84,6 +84,9 @@ func snapTargets(p *refill.Plan) (targets []snapTarget, skipped []string, err er
 // or the state store's record fails, running snapshot again drops what
 // the failed attempt left behind and starts over.
 func (c *Control) Snapshot(ctx context.Context, id, actor string) (*State, []refill.SnapshotPart, error) {
+	if err := c.BeforeWrite(ctx); err != nil {
+		return nil, nil, err
+	}
 	s, err := c.Load(ctx, id)
 	if err != nil {
 		return nil, nil, err
@@ -207,6 +210,9 @@ func (c *Control) runnable(s *State, what string) error {
 // before it — is refused, since restoring it would silently undo their
 // work, unless a lead forces it with a reason (force).
 func (c *Control) Rollback(ctx context.Context, id, actor, force string) (*State, []refill.SnapshotPart, error) {
+	if err := c.BeforeWrite(ctx); err != nil {
+		return nil, nil, err
+	}
 	s, err := c.Load(ctx, id)
 	if err != nil {
 		return nil, nil, err
@@ -367,6 +373,9 @@ func overwritten(sp refill.SnapshotPart, live refill.Digest, pub refill.Publishe
 // Signoff records the manual checklist's last step: a person reviewed the
 // before/after comparison of a finished run.
 func (c *Control) Signoff(ctx context.Context, id, actor, note string) (*State, error) {
+	if err := c.BeforeWrite(ctx); err != nil {
+		return nil, err
+	}
 	s, err := c.Load(ctx, id)
 	if err != nil {
 		return nil, err

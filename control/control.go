@@ -17,6 +17,8 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/planner"
+	"github.com/refill-dev/refill/proof"
 	"github.com/refill-dev/refill/store"
 )
 
@@ -26,7 +28,16 @@ type Control struct {
 	Store  *store.Store
 	// Warehouse is needed by the steps that touch data: snapshot, rollback.
 	Warehouse refill.Warehouse
-	Now       func() time.Time
+	// Now is the "as of" clock (REFILL_NOW may move it) that plans and
+	// housekeeping run on; what people do is always dated by the real one.
+	Now func() time.Time
+	// Planner makes plans; Prover proves jobs; Executor runs plans (the
+	// run package).
+	Planner  *planner.Planner
+	Prover   *proof.Prover
+	Executor Executor
+	// OnSwept, when set, hears what housekeeping did before a change.
+	OnSwept func(Swept)
 }
 
 // stamp dates a decision or a checklist step as it is recorded: always the
@@ -303,6 +314,9 @@ func notDecidable(p *refill.Plan) error {
 
 // Approve records actor's approval of plan id, bound to its hash.
 func (c *Control) Approve(ctx context.Context, id, actor, note string) (*State, error) {
+	if err := c.BeforeWrite(ctx); err != nil {
+		return nil, err
+	}
 	s, err := c.Load(ctx, id)
 	if err != nil {
 		return nil, err
@@ -360,6 +374,9 @@ func (c *Control) Approve(ctx context.Context, id, actor, note string) (*State, 
 
 // Reject records actor's rejection of a plan that has not run.
 func (c *Control) Reject(ctx context.Context, id, actor, note string) (*State, error) {
+	if err := c.BeforeWrite(ctx); err != nil {
+		return nil, err
+	}
 	if strings.TrimSpace(note) == "" {
 		return nil, refill.BadInputf("--note is required: say why the plan is rejected")
 	}
@@ -434,6 +451,9 @@ func Total(sum int64, unknown int) string {
 // Scope records the scope statement of a manual plan: its impact summary
 // and the note of the person stating it.
 func (c *Control) Scope(ctx context.Context, id, actor, note string) (*State, error) {
+	if err := c.BeforeWrite(ctx); err != nil {
+		return nil, err
+	}
 	if strings.TrimSpace(note) == "" {
 		return nil, refill.BadInputf("--note is required: state the scope in your words; refill adds the plan's impact summary")
 	}

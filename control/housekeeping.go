@@ -134,6 +134,9 @@ func asOf(e refill.Event) time.Time {
 // may still be rolled back, keeps its snapshot unless it is done: only a
 // plan that ended can lose it.
 func (c *Control) DropSnapshot(ctx context.Context, id, actor, reason string) ([]string, error) {
+	if err := c.BeforeWrite(ctx); err != nil {
+		return nil, err
+	}
 	if strings.TrimSpace(reason) == "" {
 		return nil, refill.BadInputf("--reason is required: say why the snapshot of %s may go", id)
 	}

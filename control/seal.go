@@ -192,26 +192,6 @@ func jsonEqual(a, b any) bool {
 	return string(x) == string(y)
 }
 
-// Sealed returns the datasets plan p sealed — its steps and the inputs its
-// gate judged — as a config the runner, the gate re-check, snapshot,
-// rollback and report work from. It is nil for a plan made before sealing.
-func Sealed(p *refill.Plan, base *refill.Config) *refill.Config {
-	if p.Seal < refill.SealVersion {
-		return nil
-	}
-	cfg := *base
-	cfg.Datasets = map[string]*refill.Dataset{}
-	for _, s := range p.SourceSeals {
-		cfg.Datasets[s.Dataset] = s.SealedDataset()
-	}
-	for i := range p.Steps {
-		if d := p.Steps[i].SealedDataset(); d != nil {
-			cfg.Datasets[d.Name] = d
-		}
-	}
-	cfg.Policy = p.Policy
-	if p.Run != nil {
-		cfg.Run.Tolerance = p.Run.Tolerance
-	}
-	return &cfg
-}
+// Sealed returns the datasets plan p sealed as a config (see
+// refill.Plan.Sealed).
+func Sealed(p *refill.Plan, base *refill.Config) *refill.Config { return p.Sealed(base) }

@@ -122,8 +122,9 @@ func TestAirflowJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := &control.Control{Config: cfg, Store: st, Warehouse: w.WH}
-	r := &Runner{Config: cfg, Warehouse: w.WH, Store: st, Control: c, Backoff: 10 * time.Millisecond,
+	r := &Runner{Config: cfg, Warehouse: w.WH, Store: st, Backoff: 10 * time.Millisecond,
 		Gate: &gate.Gate{Config: cfg, Warehouse: w.WH, Store: st}}
+	c.Executor = r
 	ctx := context.Background()
 	plan := func() string {
 		pl, err := p.Plan(ctx, planner.Request{Targets: []string{"export"}, From: "2026-11-01", To: "2026-11-02", Reason: "t", Actor: "alice"})
@@ -137,7 +138,7 @@ func TestAirflowJobs(t *testing.T) {
 	}
 
 	id := plan()
-	if err := r.Apply(ctx, id, "alice"); err != nil {
+	if err := c.Apply(ctx, id, "alice"); err != nil {
 		t.Fatal(err)
 	}
 	for _, part := range []string{"2026-11-01", "2026-11-02"} {
@@ -162,7 +163,7 @@ func TestAirflowJobs(t *testing.T) {
 	var log strings.Builder
 	r.Log = &syncWriter{w: &log}
 	id = plan()
-	err = r.Apply(ctx, id, "alice")
+	err = c.Apply(ctx, id, "alice")
 	if err == nil || !strings.Contains(err.Error(), "failed after its last attempt") {
 		t.Fatalf("apply with a failing DAG: %v", err)
 	}
@@ -175,7 +176,7 @@ func TestAirflowJobs(t *testing.T) {
 	// Once the DAG is mended, applying again resumes: a fresh DAG run per
 	// partition (its id carries the run), the old one marked failed.
 	fake.broken = false
-	if err := r.Apply(ctx, id, "alice"); err != nil {
+	if err := c.Apply(ctx, id, "alice"); err != nil {
 		t.Fatalf("resume after the DAG was mended: %v", err)
 	}
 	for _, part := range []string{"2026-11-01", "2026-11-02"} {

@@ -29,14 +29,14 @@ import (
 //
 //	go test ./run -run '^$' -bench ControlOverhead -benchtime 1x
 func BenchmarkControlOverhead(b *testing.B) {
-	for _, c := range []struct {
+	for _, tc := range []struct {
 		store  string
 		active int
 	}{{"sqlite", 3}, {"postgres", 3}, {"sqlite", 8}, {"postgres", 8}} {
-		b.Run(fmt.Sprintf("%s/max_active=%d", c.store, c.active), func(b *testing.B) {
+		b.Run(fmt.Sprintf("%s/max_active=%d", tc.store, tc.active), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
-				r, id := overheadFixture(b, c.store, c.active)
+				r, c, id := overheadFixture(b, tc.store, tc.active)
 				var mu sync.Mutex
 				var took []time.Duration
 				r.OnPublished = func(_, _ string, _ *int64, d time.Duration) {
@@ -46,7 +46,7 @@ func BenchmarkControlOverhead(b *testing.B) {
 				}
 				b.StartTimer()
 				start := time.Now()
-				if err := r.Apply(context.Background(), id, "bench"); err != nil {
+				if err := c.Apply(context.Background(), id, "bench"); err != nil {
 					b.Fatal(err)
 				}
 				wall := time.Since(start)
@@ -60,7 +60,7 @@ func BenchmarkControlOverhead(b *testing.B) {
 	}
 }
 
-func overheadFixture(b *testing.B, kind string, active int) (*Runner, string) {
+func overheadFixture(b *testing.B, kind string, active int) (*Runner, *control.Control, string) {
 	w := whtest.Open(b, "sqlite")
 	w.Exec(b, "CREATE TABLE src (day TEXT)", "CREATE TABLE noop (day TEXT)")
 	dsn := "sqlite:" + filepath.Join(b.TempDir(), "state.db")
@@ -96,5 +96,7 @@ func overheadFixture(b *testing.B, kind string, active int) (*Runner, string) {
 	if _, err := c.Approve(ctx, pl.ID, "bob", ""); err != nil {
 		b.Fatal(err)
 	}
-	return &Runner{Config: cfg, Warehouse: w.WH, Store: st, Control: c, Gate: &gate.Gate{Config: cfg, Warehouse: w.WH, Store: st}}, pl.ID
+	r := &Runner{Config: cfg, Warehouse: w.WH, Store: st, Gate: &gate.Gate{Config: cfg, Warehouse: w.WH, Store: st}}
+	c.Executor = r
+	return r, c, pl.ID
 }

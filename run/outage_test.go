@@ -21,7 +21,7 @@ import (
 
 // outage builds a runner over a warehouse of the given driver whose agg
 // job rebuilds 20 partitions, and an approved plan for them.
-func outage(t *testing.T, driver string, attempts int, to string) (*Runner, *whtest.Warehouse, *store.Store, string) {
+func outage(t *testing.T, driver string, attempts int, to string) (*Runner, *control.Control, *whtest.Warehouse, *store.Store, string) {
 	t.Helper()
 	w := whtest.Open(t, driver)
 	w.Exec(t,
@@ -57,9 +57,10 @@ func outage(t *testing.T, driver string, attempts int, to string) (*Runner, *wht
 	if _, err := c.Approve(ctx, pl.ID, "bob", ""); err != nil {
 		t.Fatal(err)
 	}
-	r := &Runner{Config: cfg, Warehouse: w.WH, Store: st, Control: c, Backoff: 20 * time.Millisecond,
+	r := &Runner{Config: cfg, Warehouse: w.WH, Store: st, Backoff: 20 * time.Millisecond,
 		Gate: &gate.Gate{Config: cfg, Warehouse: w.WH, Store: st}}
-	return r, w, st, pl.ID
+	c.Executor = r
+	return r, c, w, st, pl.ID
 }
 
 // partial counts partitions of agg that hold one of their two rows: a
@@ -80,7 +81,7 @@ func partial(t *testing.T, db *sql.DB) int {
 func TestSQLiteWarehouseLockedStopsCleanlyAndResumes(t *testing.T) {
 	// Two partitions: each attempt waits out the warehouse's 5 s busy
 	// timeout before it fails.
-	r, w, st, id := outage(t, "sqlite", 2, "2026-10-02")
+	_, c, w, st, id := outage(t, "sqlite", 2, "2026-10-02")
 	ctx := context.Background()
 	// Another process takes the database's write lock and keeps it.
 	lock, err := w.DB.Conn(ctx)
@@ -90,7 +91,7 @@ func TestSQLiteWarehouseLockedStopsCleanlyAndResumes(t *testing.T) {
 	if _, err := lock.ExecContext(ctx, "BEGIN EXCLUSIVE"); err != nil {
 		t.Fatal(err)
 	}
-	err = r.Apply(ctx, id, "alice")
+	err = c.Apply(ctx, id, "alice")
 	if err == nil || !strings.Contains(err.Error(), "failed after its last attempt") {
 		t.Fatalf("apply against a locked warehouse: %v", err)
 	}
@@ -104,7 +105,7 @@ func TestSQLiteWarehouseLockedStopsCleanlyAndResumes(t *testing.T) {
 	if n := partial(t, w.DB); n != 0 {
 		t.Errorf("%d half-written partitions visible", n)
 	}
-	if err := r.Apply(ctx, id, "alice"); err != nil {
+	if err := c.Apply(ctx, id, "alice"); err != nil {
 		t.Fatalf("resume once the warehouse is back: %v", err)
 	}
 	var rows int
@@ -118,14 +119,14 @@ func TestSQLiteWarehouseLockedStopsCleanlyAndResumes(t *testing.T) {
 // retry, and the run finishes with every partition whole and published
 // once.
 func TestPostgresConnectionsKilledMidRun(t *testing.T) {
-	r, w, st, id := outage(t, "postgres", 20, "2026-10-20")
+	r, c, w, st, id := outage(t, "postgres", 20, "2026-10-20")
 	app := fmt.Sprintf("refill_outage_%d", time.Now().UnixNano())
 	wh, err := warehouse.Open(context.Background(), w.DSN+"&application_name="+app, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer wh.Close()
-	r.Warehouse, r.Gate.Warehouse, r.Control.Warehouse = wh, wh, wh
+	r.Warehouse, r.Gate.Warehouse, c.Warehouse = wh, wh, wh
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	admin, err := sql.Open("pgx", strings.Split(w.DSN, "?")[0]+"?sslmode=disable")
@@ -147,7 +148,7 @@ func TestPostgresConnectionsKilledMidRun(t *testing.T) {
 			time.Sleep(25 * time.Millisecond)
 		}
 	}()
-	if err := r.Apply(ctx, id, "alice"); err != nil {
+	if err := c.Apply(ctx, id, "alice"); err != nil {
 		t.Fatalf("apply while connections are killed: %v", err)
 	}
 	cancel()

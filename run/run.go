@@ -33,7 +33,6 @@ type Runner struct {
 	Config    *refill.Config
 	Warehouse refill.Warehouse
 	Store     *store.Store
-	Control   *control.Control
 	Gate      *gate.Gate
 	Now       func() time.Time
 	// Log receives one line per event of the run (partition published,
@@ -78,21 +77,13 @@ func (r *Runner) logf(format string, args ...any) {
 
 func key(dataset, partition string) string { return dataset + "\x00" + partition }
 
-// Apply runs plan id as actor, or resumes it. It refuses (ErrNotPermitted)
-// while anything is unmet, and stops (ErrBlocked) when the source gate now
-// fails.
-func (r *Runner) Apply(ctx context.Context, id, actor string) error {
-	s, err := r.Control.Load(ctx, id)
-	if err != nil {
-		return err
-	}
-	p := s.Plan
-	if p.Status == refill.StatusBlocked {
-		return fmt.Errorf("plan %s: %w: it can never run; repair the source and plan again", id, refill.ErrBlocked)
-	}
-	if len(s.Unmet) > 0 {
-		return refill.NotPermittedf("plan %s may not run yet:\n  - %s", id, strings.Join(s.Unmet, "\n  - "))
-	}
+var _ control.Executor = (*Runner)(nil)
+
+// Execute runs plan p as actor, or resumes it: control.Apply calls it once
+// everything the plan needs is met. It stops (ErrBlocked) when the source
+// gate now fails.
+func (r *Runner) Execute(ctx context.Context, p *refill.Plan, actor string) error {
+	id := p.ID
 	// The source may have broken again since the plan was made. It is
 	// judged by the checks the plan sealed, against the columns the plan
 	// saw, never by what the config or the store say now.
@@ -101,7 +92,7 @@ func (r *Runner) Apply(ctx context.Context, id, actor string) error {
 		return err
 	}
 	g := *r.Gate
-	g.Config = control.Sealed(p, r.Config)
+	g.Config = p.Sealed(r.Config)
 	g.Baseline = map[string][]refill.Column{}
 	for _, s := range p.SourceSeals {
 		if s.Columns != nil {

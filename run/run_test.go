@@ -23,6 +23,7 @@ import (
 // kind, with the planner that makes its plans.
 type bundle struct {
 	r  *Runner
+	c  *control.Control // the door plans are applied through
 	p  *planner.Planner
 	st *store.Store
 	w  *whtest.Warehouse
@@ -68,9 +69,10 @@ func eachStore(t *testing.T, fn func(t *testing.T, b *bundle)) {
 			now := func() time.Time { return time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC) }
 			p.Now = now
 			c := &control.Control{Config: cfg, Store: st, Warehouse: w.WH, Now: now}
-			r := &Runner{Config: cfg, Warehouse: w.WH, Store: st, Control: c, Now: now, Backoff: 10 * time.Millisecond,
+			r := &Runner{Config: cfg, Warehouse: w.WH, Store: st, Now: now, Backoff: 10 * time.Millisecond,
 				Gate: &gate.Gate{Config: cfg, Warehouse: w.WH, Store: st, Now: now}}
-			fn(t, &bundle{r: r, p: p, st: st, w: w})
+			c.Executor = r
+			fn(t, &bundle{r: r, c: c, p: p, st: st, w: w})
 		})
 	}
 }
@@ -81,7 +83,7 @@ func (b *bundle) plan(t *testing.T) *refill.Plan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.r.Control.Approve(context.Background(), pl.ID, "bob", ""); err != nil {
+	if _, err := b.c.Approve(context.Background(), pl.ID, "bob", ""); err != nil {
 		t.Fatal(err)
 	}
 	return pl
@@ -110,7 +112,7 @@ func TestApplyRunsLevelsInOrderAndReports(t *testing.T) {
 	eachStore(t, func(t *testing.T, b *bundle) {
 		ctx := context.Background()
 		pl := b.plan(t)
-		if err := b.r.Apply(ctx, pl.ID, "alice"); err != nil {
+		if err := b.c.Apply(ctx, pl.ID, "alice"); err != nil {
 			t.Fatal(err)
 		}
 		if got := b.top(t); got != "2026-11-01=3 2026-11-02=3 2026-11-03=15" {
@@ -154,7 +156,7 @@ func TestApplyRunsLevelsInOrderAndReports(t *testing.T) {
 			}
 		}
 		// Applied plans cannot be applied again.
-		if err := b.r.Apply(ctx, pl.ID, "alice"); !errors.Is(err, refill.ErrNotPermitted) {
+		if err := b.c.Apply(ctx, pl.ID, "alice"); !errors.Is(err, refill.ErrNotPermitted) {
 			t.Errorf("second apply: %v", err)
 		}
 		if rep, err := b.st.VerifyAudit(ctx); err != nil || !rep.OK {
@@ -172,7 +174,7 @@ func TestFailedRunResumesWithoutRebuilding(t *testing.T) {
 		top := b.r.Config.Datasets["top"].Job
 		top.SQL += "; SELECT count(*) FROM top_log WHERE day = :partition"
 		pl := b.plan(t)
-		err := b.r.Apply(ctx, pl.ID, "alice")
+		err := b.c.Apply(ctx, pl.ID, "alice")
 		if err == nil || !strings.Contains(err.Error(), "failed after its last attempt") {
 			t.Fatalf("apply with a broken job: %v", err)
 		}
@@ -190,7 +192,7 @@ func TestFailedRunResumesWithoutRebuilding(t *testing.T) {
 		// Mend the warehouse, not the job (a changed job would need a new
 		// plan), and resume.
 		b.w.Exec(t, "CREATE TABLE top_log (day TEXT)")
-		if err := b.r.Apply(ctx, pl.ID, "alice"); err != nil {
+		if err := b.c.Apply(ctx, pl.ID, "alice"); err != nil {
 			t.Fatalf("resume: %v", err)
 		}
 		after, _ := b.st.Published(ctx, pl.ID)
@@ -212,7 +214,7 @@ func TestGateIsCheckedAgainBeforeWriting(t *testing.T) {
 		ctx := context.Background()
 		pl := b.plan(t)
 		b.w.Exec(t, "UPDATE src SET v = NULL WHERE day = '2026-11-02'")
-		err := b.r.Apply(ctx, pl.ID, "alice")
+		err := b.c.Apply(ctx, pl.ID, "alice")
 		if !errors.Is(err, refill.ErrBlocked) {
 			t.Fatalf("apply over a source broken since planning: %v", err)
 		}
@@ -223,7 +225,7 @@ func TestGateIsCheckedAgainBeforeWriting(t *testing.T) {
 		if pubs, _ := b.st.Published(ctx, pl.ID); len(pubs) != 0 || b.top(t) != "2026-11-01=99" {
 			t.Errorf("something was written: %d published, top %s", len(pubs), b.top(t))
 		}
-		if _, err := b.r.Control.Approve(ctx, pl.ID, "carol", ""); !errors.Is(err, refill.ErrNotPermitted) {
+		if _, err := b.c.Approve(ctx, pl.ID, "carol", ""); !errors.Is(err, refill.ErrNotPermitted) {
 			t.Errorf("a blocked plan could be approved: %v", err)
 		}
 	})
@@ -240,7 +242,7 @@ func TestAuditOfStagedRows(t *testing.T) {
 		mid.Job.Query = "SELECT day, CASE WHEN day = '2026-11-02' THEN NULL ELSE v END AS v FROM src WHERE day = :partition"
 		mid.Checks = &refill.Checks{NotNull: &refill.NotNullCheck{Columns: []string{"v"}}}
 		pl := b.plan(t)
-		err := b.r.Apply(ctx, pl.ID, "alice")
+		err := b.c.Apply(ctx, pl.ID, "alice")
 		if err == nil || !strings.Contains(err.Error(), "the staged rows failed the dataset's checks") || !strings.Contains(err.Error(), "not_null v") {
 			t.Fatalf("apply: %v", err)
 		}
@@ -282,7 +284,7 @@ func TestPublishedButNotRecorded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := b.r.Apply(ctx, pl.ID, "alice"); err != nil {
+		if err := b.c.Apply(ctx, pl.ID, "alice"); err != nil {
 			t.Fatal(err)
 		}
 		var n int

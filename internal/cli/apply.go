@@ -9,25 +9,18 @@ import (
 	"strings"
 	"syscall"
 	"text/tabwriter"
-	"time"
 
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/control"
-	"github.com/refill-dev/refill/gate"
 	"github.com/refill-dev/refill/run"
 )
 
 func (a *app) runner(e *env) (*run.Runner, error) {
-	c, err := a.control(e)
-	if err != nil {
-		return nil, err
-	}
-	return &run.Runner{Config: e.cfg, Warehouse: e.wh, Store: e.st, Control: c, Now: c.Now,
-		Gate:    &gate.Gate{Config: e.cfg, Warehouse: e.wh, Store: e.st, Now: c.Now},
-		Backoff: time.Duration(e.cfg.Run.Backoff), RescueAfter: time.Duration(e.cfg.Run.RescueAfter)}, nil
+	_, r, err := a.core(e)
+	return r, err
 }
 
 func (a *app) applyCmd() *cobra.Command {
@@ -48,7 +41,7 @@ partitions are not rebuilt. Ends with the report.`,
 				return err
 			}
 			defer e.Close()
-			r, err := a.runner(e)
+			c, r, err := a.core(e)
 			if err != nil {
 				return err
 			}
@@ -62,12 +55,12 @@ partitions are not rebuilt. Ends with the report.`,
 			ctx, stopSignals := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stopSignals()
 			stop := a.showProgress(ctx, e.st, args[0], r)
-			applyErr := r.Apply(ctx, args[0], actor)
+			applyErr := c.Apply(ctx, args[0], actor)
 			stop()
 			if applyErr != nil && refill.ExitCode(applyErr) != refill.ExitInternal {
 				return applyErr // refused or blocked before anything ran
 			}
-			repErr := a.printReport(cmd.Context(), e, args[0])
+			repErr := a.printReport(cmd.Context(), c, args[0])
 			if applyErr != nil {
 				return applyErr
 			}
@@ -92,7 +85,11 @@ func (a *app) reportCmd() *cobra.Command {
 				return err
 			}
 			defer e.Close()
-			return a.printReport(cmd.Context(), e, args[0])
+			c, err := a.control(e)
+			if err != nil {
+				return err
+			}
+			return a.printReport(cmd.Context(), c, args[0])
 		},
 	}
 }
@@ -100,14 +97,10 @@ func (a *app) reportCmd() *cobra.Command {
 // printReport prints a plan's report and returns an error wrapping
 // refill.ErrVerification when partitions are flagged (exit 5), or the error
 // that kept it from being read.
-func (a *app) printReport(ctx context.Context, e *env, id string) error {
-	p, err := e.st.Plan(ctx, id)
-	if err != nil {
-		return err
-	}
-	rep, err := control.BuildReport(ctx, e.st, p, control.Tolerance(p, e.cfg))
-	if err != nil {
-		return err
+func (a *app) printReport(ctx context.Context, c *control.Control, id string) error {
+	rep, verdict := c.Report(ctx, id)
+	if verdict != nil && !errors.Is(verdict, refill.ErrVerification) {
+		return verdict
 	}
 	if a.json() {
 		if err := a.printJSON(rep); err != nil {
@@ -116,11 +109,7 @@ func (a *app) printReport(ctx context.Context, e *env, id string) error {
 	} else {
 		fmt.Fprint(a.stdout, renderReport(rep))
 	}
-	if rep.Flagged > 0 {
-		return fmt.Errorf("%w: plan %s: %d partition(s) differ from the plan's expectation by more than %.0f%% (refill report %s)",
-			refill.ErrVerification, p.ID, rep.Flagged, 100*rep.Tolerance, p.ID)
-	}
-	return nil
+	return verdict
 }
 
 func renderReport(rep control.Report) string {

@@ -175,7 +175,9 @@ func (a *app) open(ctx context.Context, needWarehouse, needStore bool) (*env, er
 }
 
 // openAs opens the project's store (and warehouse, when asked) and resolves
-// who is acting: what every command that changes state starts with.
+// who is acting: what every command that changes state starts with. The
+// rules every change obeys (the audit check, housekeeping) are control's,
+// not the command line's.
 func (a *app) openAs(ctx context.Context, needWarehouse bool) (*env, string, error) {
 	e, err := a.open(ctx, needWarehouse, true)
 	if err != nil {
@@ -185,34 +187,6 @@ func (a *app) openAs(ctx context.Context, needWarehouse bool) (*env, string, err
 	if err != nil {
 		e.Close()
 		return nil, "", err
-	}
-	// Nothing is recorded on top of a tampered audit log: the next entry
-	// would chain onto a lie. The check runs from the last verified
-	// checkpoint, so its cost does not grow with the log.
-	if _, err := e.st.VerifyAuditFrom(ctx); err != nil {
-		e.Close()
-		var ke *store.AuditKeyError
-		if errors.As(err, &ke) {
-			return nil, "", err
-		}
-		return nil, "", refill.NotPermittedf("refusing to change anything: %v; run refill audit verify and restore the state store", err)
-	}
-	// Housekeeping rides along with every command that changes state:
-	// plans past policy.plan_ttl expire (releasing their partitions) before
-	// anything is decided, and finished plans' snapshots go after
-	// policy.snapshot_ttl.
-	if c, err := a.control(e); err == nil {
-		swept, err := c.Sweep(ctx)
-		if err != nil {
-			e.Close()
-			return nil, "", fmt.Errorf("housekeeping: %w", err)
-		}
-		for _, id := range swept.Expired {
-			fmt.Fprintf(a.stderr, "plan %s expired: it waited longer than policy.plan_ttl without running\n", id)
-		}
-		for _, id := range swept.SnapshotsDropped {
-			fmt.Fprintf(a.stderr, "plan %s: snapshot tables dropped (policy.snapshot_ttl passed)\n", id)
-		}
 	}
 	return e, actor, nil
 }

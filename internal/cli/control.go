@@ -8,16 +8,37 @@ import (
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/control"
-	"github.com/refill-dev/refill/store"
+	"github.com/refill-dev/refill/project"
+	"github.com/refill-dev/refill/run"
 	"github.com/refill-dev/refill/warehouse"
 )
 
-func (a *app) control(e *env) (*control.Control, error) {
+// core wires the project's core over e: control, with the planner, the
+// prover and the runner it decides for. What housekeeping did before a
+// change is told on stderr.
+func (a *app) core(e *env) (*control.Control, *run.Runner, error) {
 	now, err := a.now()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &control.Control{Config: e.cfg, Store: e.st, Warehouse: e.wh, Now: now}, nil
+	c, r, err := project.Wire(e.cfg, e.wh, e.st, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.OnSwept = func(s control.Swept) {
+		for _, id := range s.Expired {
+			fmt.Fprintf(a.stderr, "plan %s expired: it waited longer than policy.plan_ttl without running\n", id)
+		}
+		for _, id := range s.SnapshotsDropped {
+			fmt.Fprintf(a.stderr, "plan %s: snapshot tables dropped (policy.snapshot_ttl passed)\n", id)
+		}
+	}
+	return c, r, nil
+}
+
+func (a *app) control(e *env) (*control.Control, error) {
+	c, _, err := a.core(e)
+	return c, err
 }
 
 // decisionCmd builds approve, reject and scope: each acts as --as on one
@@ -157,31 +178,23 @@ func (a *app) auditCmd() *cobra.Command {
 				return err
 			}
 			defer e.Close()
-			// The anchor is the log's head as the warehouse recorded it at
-			// the last publish: outside the state store, so a log rewritten
-			// or cut short there no longer matches it.
-			var opts store.VerifyOptions
-			anchorNote := "no anchor in the warehouse yet (nothing published)"
+			// The anchor lives in the warehouse: verify without it when the
+			// warehouse is unreachable, and say so.
+			unreachable := ""
 			if wh, err := warehouse.Open(cmd.Context(), e.cfg.Warehouse, e.cfg.Dir); err != nil {
-				anchorNote = "the warehouse is unreachable, so the anchor was not checked: " + err.Error()
+				unreachable = "the warehouse is unreachable, so the anchor was not checked: " + err.Error()
 			} else {
-				defer wh.Close()
-				if an, ok := wh.(refill.Anchorer); ok {
-					id, err := e.st.ID(cmd.Context())
-					if err != nil {
-						return err
-					}
-					anchor, found, err := an.LatestAnchor(cmd.Context(), id)
-					if err != nil {
-						return fmt.Errorf("reading the audit anchor from the warehouse: %w", err)
-					}
-					if found {
-						opts.Anchor = &anchor
-						anchorNote = fmt.Sprintf("matches the warehouse's anchor at entry %d", anchor.Seq)
-					}
-				}
+				e.wh = wh
 			}
-			rep, verr := e.st.VerifyAudit(cmd.Context(), opts)
+			c, err := a.control(e)
+			if err != nil {
+				return err
+			}
+			rep, verr := c.VerifyAudit(cmd.Context())
+			anchorNote := rep.AnchorNote
+			if unreachable != "" {
+				anchorNote = unreachable
+			}
 			if a.json() {
 				if err := a.printJSON(rep); err != nil {
 					return err

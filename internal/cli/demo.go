@@ -14,7 +14,6 @@ import (
 	"github.com/refill-dev/refill/demo"
 	"github.com/refill-dev/refill/planner"
 	"github.com/refill-dev/refill/proof"
-	"github.com/refill-dev/refill/run"
 )
 
 // demoRun is what the walkthrough did, for -o json and for tests.
@@ -185,37 +184,29 @@ func (a *app) demo(ctx context.Context, dir string) error {
 // checklist again through sign-off.
 func (a *app) demoRuns(ctx context.Context, sc *demo.Scenario, out *demoRun, say func(string, ...any),
 	title func(string, string)) error {
-	open := func() (*env, *control.Control, *run.Runner, error) {
+	open := func() (*env, *control.Control, error) {
 		e, err := a.open(ctx, true, true)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, err
 		}
 		c, err := a.control(e)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, err
 		}
-		r, err := a.runner(e)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		return e, c, r, nil
+		return e, c, nil
 	}
-	e, c, r, err := open()
+	e, c, err := open()
 	if err != nil {
 		return err
 	}
 	defer func() { e.Close() }()
 	apply := func(id, actor string) error {
 		say("$ refill apply %s --as %s\n\n", id, actor)
-		if err := r.Apply(ctx, id, actor); err != nil {
+		if err := c.Apply(ctx, id, actor); err != nil {
 			return err
 		}
-		p, err := e.st.Plan(ctx, id)
-		if err != nil {
-			return err
-		}
-		rep, err := control.BuildReport(ctx, e.st, p, control.Tolerance(p, e.cfg))
-		if err != nil {
+		rep, err := c.Report(ctx, id)
+		if err != nil && !errors.Is(err, refill.ErrVerification) {
 			return err
 		}
 		out.Runs = append(out.Runs, rep)
@@ -280,12 +271,11 @@ func (a *app) demoRuns(ctx context.Context, sc *demo.Scenario, out *demoRun, say
 		return err
 	}
 	e.Close()
-	if e, c, r, err = open(); err != nil {
+	if e, c, err = open(); err != nil {
 		return err
 	}
 	say("$ refill prove revenue_daily --partition %s --as alice\n\n", sc.Day(2))
-	fixed := &proof.Prover{Config: e.cfg, Warehouse: e.wh, Store: e.st, Now: c.Now}
-	pr, err := fixed.Prove(ctx, "revenue_daily", sc.Day(2), "alice")
+	pr, err := c.Prove(ctx, "revenue_daily", sc.Day(2), "alice")
 	if err != nil {
 		return fmt.Errorf("the fixed billing job: %w", err)
 	}

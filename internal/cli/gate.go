@@ -101,11 +101,14 @@ a CI assertion.`,
 				return err
 			}
 			defer e.Close()
-			p, err := a.prover(cmd, e)
+			c, err := a.control(e)
 			if err != nil {
 				return err
 			}
-			pr, err := p.Prove(cmd.Context(), args[0], partition, actor)
+			if c.Prover.Commands, err = a.proofCommands(cmd, e); err != nil {
+				return err
+			}
+			pr, err := c.Prove(cmd.Context(), args[0], partition, actor)
 			if pr != nil {
 				if a.json() {
 					if jerr := a.printJSON(pr); jerr != nil {
@@ -123,21 +126,18 @@ a CI assertion.`,
 	return cmd
 }
 
-func (a *app) prover(cmd *cobra.Command, e *env) (*proof.Prover, error) {
-	now, err := a.now()
+// proofCommands opens proof_warehouse, where command jobs are proven; nil
+// when the config names none.
+func (a *app) proofCommands(cmd *cobra.Command, e *env) (proof.CommandRunner, error) {
+	if e.cfg.ProofWarehouse == "" {
+		return nil, nil
+	}
+	runner, err := openProofWarehouse(cmd.Context(), e.cfg, e.wh)
 	if err != nil {
 		return nil, err
 	}
-	p := &proof.Prover{Config: e.cfg, Warehouse: e.wh, Store: e.st, Now: now}
-	if e.cfg.ProofWarehouse != "" {
-		runner, err := openProofWarehouse(cmd.Context(), e.cfg, e.wh)
-		if err != nil {
-			return nil, err
-		}
-		e.closers = append(e.closers, runner.Close)
-		p.Commands = runner
-	}
-	return p, nil
+	e.closers = append(e.closers, runner.Close)
+	return runner, nil
 }
 
 func renderProof(pr *refill.Proof) string {

@@ -31,11 +31,11 @@ downstream of it for these dates".`,
 				return err
 			}
 			defer e.Close()
-			p, err := a.planner(e)
+			c, err := a.control(e)
 			if err != nil {
 				return err
 			}
-			plan, err := p.Plan(cmd.Context(), planner.Request{Targets: args, From: from, To: to, Reason: reason, Actor: actor})
+			plan, err := c.Plan(cmd.Context(), actor, planner.Request{Targets: args, From: from, To: to, Reason: reason})
 			if err != nil {
 				return err
 			}

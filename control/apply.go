@@ -1,0 +1,144 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/planner"
+	"github.com/refill-dev/refill/store"
+)
+
+// Executor runs a plan that may run — re-checking the gate, holding the
+// run's lease, rebuilding partitions in lineage order — or resumes one. The
+// run package implements it; control decides whether it may be called.
+type Executor interface {
+	Execute(ctx context.Context, p *refill.Plan, actor string) error
+}
+
+// BeforeWrite is what every change starts with, whichever door it came
+// through: the audit log is verified from its last checkpoint (nothing is
+// recorded on top of a tampered log: the next entry would chain onto a
+// lie), then housekeeping runs (plans past policy.plan_ttl expire before
+// anything is decided about them).
+func (c *Control) BeforeWrite(ctx context.Context) error {
+	if _, err := c.Store.VerifyAuditFrom(ctx); err != nil {
+		var ke *store.AuditKeyError
+		if errors.As(err, &ke) {
+			return err
+		}
+		return refill.NotPermittedf("refusing to change anything: %v; run refill audit verify and restore the state store", err)
+	}
+	swept, err := c.Sweep(ctx)
+	if err != nil {
+		return fmt.Errorf("housekeeping: %w", err)
+	}
+	if c.OnSwept != nil && (len(swept.Expired) > 0 || len(swept.SnapshotsDropped) > 0) {
+		c.OnSwept(swept)
+	}
+	return nil
+}
+
+// Plan makes, gates, tiers and stores the plan for a request, as actor.
+func (c *Control) Plan(ctx context.Context, actor string, r planner.Request) (*refill.Plan, error) {
+	if c.Planner == nil {
+		return nil, errors.New("control: no planner")
+	}
+	if err := c.BeforeWrite(ctx); err != nil {
+		return nil, err
+	}
+	r.Actor = actor
+	return c.Planner.Plan(ctx, r)
+}
+
+// Prove proves one dataset's job on one partition and records the
+// evidence, as actor (see proof.Prover). A failing proof is recorded too,
+// and returned with an error wrapping ErrVerification.
+func (c *Control) Prove(ctx context.Context, dataset, partition, actor string) (*refill.Proof, error) {
+	if c.Prover == nil {
+		return nil, errors.New("control: no prover")
+	}
+	if err := c.BeforeWrite(ctx); err != nil {
+		return nil, err
+	}
+	return c.Prover.Prove(ctx, dataset, partition, actor)
+}
+
+// Apply runs plan id as actor, or resumes it. It refuses (ErrNotPermitted)
+// while anything is unmet — the same list `refill show` prints — and stops
+// (ErrBlocked) for a blocked plan or a gate that fails now.
+func (c *Control) Apply(ctx context.Context, id, actor string) error {
+	if c.Executor == nil {
+		return errors.New("control: no executor to run plans")
+	}
+	if err := c.BeforeWrite(ctx); err != nil {
+		return err
+	}
+	s, err := c.Load(ctx, id)
+	if err != nil {
+		return err
+	}
+	if s.Plan.Status == refill.StatusBlocked {
+		return fmt.Errorf("plan %s: %w: it can never run; repair the source and plan again", id, refill.ErrBlocked)
+	}
+	if len(s.Unmet) > 0 {
+		return refill.NotPermittedf("plan %s may not run yet:\n  - %s", id, strings.Join(s.Unmet, "\n  - "))
+	}
+	return c.Executor.Execute(ctx, s.Plan, actor)
+}
+
+// Report compares a plan's run with its expectations and gives the
+// verdict: a report with partitions off their expectation by more than the
+// tolerance the plan sealed is a failed verification (ErrVerification),
+// returned with the report itself.
+func (c *Control) Report(ctx context.Context, id string) (Report, error) {
+	p, err := c.Store.Plan(ctx, id)
+	if err != nil {
+		return Report{}, err
+	}
+	rep, err := BuildReport(ctx, c.Store, p, Tolerance(p, c.Config))
+	if err != nil {
+		return rep, err
+	}
+	if rep.Flagged > 0 {
+		return rep, fmt.Errorf("%w: plan %s: %d partition(s) differ from the plan's expectation by more than %.0f%%; look at them, and roll back if they are wrong (refill rollback %s)",
+			refill.ErrVerification, p.ID, rep.Flagged, 100*rep.Tolerance, p.ID)
+	}
+	return rep, nil
+}
+
+// AuditCheck is a full verification of the audit log and how it was
+// anchored.
+type AuditCheck struct {
+	store.AuditReport
+	// AnchorNote says what the warehouse's anchor showed.
+	AnchorNote string `json:"anchor_note"`
+}
+
+// VerifyAudit walks the whole audit log and checks it against the anchor
+// the warehouse holds — its head as written at the last publish, outside
+// the state store, so a log rewritten or cut short there no longer matches.
+func (c *Control) VerifyAudit(ctx context.Context) (AuditCheck, error) {
+	var opts store.VerifyOptions
+	note := "no anchor in the warehouse yet (nothing published)"
+	if c.Warehouse == nil {
+		note = "the warehouse is not open, so the anchor was not checked"
+	} else if an, ok := c.Warehouse.(refill.Anchorer); ok {
+		id, err := c.Store.ID(ctx)
+		if err != nil {
+			return AuditCheck{}, err
+		}
+		anchor, found, err := an.LatestAnchor(ctx, id)
+		if err != nil {
+			return AuditCheck{}, fmt.Errorf("reading the audit anchor from the warehouse: %w", err)
+		}
+		if found {
+			opts.Anchor = &anchor
+			note = fmt.Sprintf("matches the warehouse's anchor at entry %d", anchor.Seq)
+		}
+	}
+	rep, err := c.Store.VerifyAudit(ctx, opts)
+	return AuditCheck{AuditReport: rep, AnchorNote: note}, err
+}

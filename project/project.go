@@ -1,0 +1,125 @@
+// Package project opens a refill project — its refill.yaml, warehouse and
+// state store — and wires the core: a control.Control that plans, decides,
+// runs and reports with every rule the command line enforces. The command
+// line is one front door onto it; a server is another; a Go program may be
+// a third:
+//
+//	p, err := project.Open(ctx, project.Options{Config: "refill.yaml"})
+//	plan, err := p.Control.Plan(ctx, "alice", planner.Request{...})
+//	_, err = p.Control.Approve(ctx, plan.ID, "bob", "")
+//	err = p.Control.Apply(ctx, plan.ID, "alice")
+//	rep, err := p.Control.Report(ctx, plan.ID)
+package project
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/config"
+	"github.com/refill-dev/refill/control"
+	"github.com/refill-dev/refill/gate"
+	"github.com/refill-dev/refill/planner"
+	"github.com/refill-dev/refill/proof"
+	"github.com/refill-dev/refill/run"
+	"github.com/refill-dev/refill/store"
+	"github.com/refill-dev/refill/warehouse"
+)
+
+// Options say which project to open and how.
+type Options struct {
+	// Config is the path to refill.yaml.
+	Config string
+	// Getenv reads the environment (the audit key, named by
+	// audit.key_env); nil means os.Getenv.
+	Getenv func(string) string
+	// Now is the "as of" clock plans and housekeeping run on (REFILL_NOW
+	// in the CLI); nil means the real clock.
+	Now func() time.Time
+	// Log receives the runner's log lines; nil discards them.
+	Log io.Writer
+	// NoWarehouse opens the state store only, for commands that need no
+	// data (show, plans, history).
+	NoWarehouse bool
+}
+
+// Project is an open project and its wired core.
+type Project struct {
+	Config    *refill.Config
+	Warehouse refill.Warehouse
+	Store     *store.Store
+	Control   *control.Control
+	Runner    *run.Runner
+}
+
+// Open loads the config, opens the warehouse and the state store (keyed
+// with the audit key from the environment) and wires the core.
+func Open(ctx context.Context, o Options) (*Project, error) {
+	cfg, err := config.Load(o.Config)
+	if err != nil {
+		return nil, err
+	}
+	getenv := o.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	p := &Project{Config: cfg}
+	if !o.NoWarehouse {
+		if p.Warehouse, err = warehouse.Open(ctx, cfg.Warehouse, cfg.Dir); err != nil {
+			return nil, fmt.Errorf("warehouse: %w", err)
+		}
+	}
+	if p.Store, err = store.Open(ctx, cfg.State, cfg.Dir); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("state store: %w", err)
+	}
+	p.Store.SetAuditKey([]byte(getenv(cfg.Audit.KeyEnv)))
+	if p.Control, p.Runner, err = Wire(cfg, p.Warehouse, p.Store, o.Now); err != nil {
+		p.Close()
+		return nil, err
+	}
+	p.Runner.Log = o.Log
+	return p, nil
+}
+
+// Wire builds the core over an open warehouse (nil for state-only work)
+// and state store: the planner with proof evidence, the runner as the
+// control's executor, all on the clock now (nil: the real one).
+func Wire(cfg *refill.Config, wh refill.Warehouse, st *store.Store, now func() time.Time) (*control.Control, *run.Runner, error) {
+	if now == nil {
+		now = time.Now
+	}
+	c := &control.Control{Config: cfg, Store: st, Warehouse: wh, Now: now}
+	r := &run.Runner{Config: cfg, Warehouse: wh, Store: st, Now: now,
+		Gate:    &gate.Gate{Config: cfg, Warehouse: wh, Store: st, Now: now},
+		Backoff: time.Duration(cfg.Run.Backoff), RescueAfter: time.Duration(cfg.Run.RescueAfter)}
+	c.Executor = r
+	c.Prover = &proof.Prover{Config: cfg, Warehouse: wh, Store: st, Now: now}
+	if wh != nil {
+		pl, err := planner.New(cfg, wh, st)
+		if err != nil {
+			return nil, nil, err
+		}
+		pl.Now = now
+		pl.Proofs = proof.Status{Store: st}
+		c.Planner = pl
+	}
+	return c, r, nil
+}
+
+// Close releases the warehouse and the state store.
+func (p *Project) Close() error {
+	var err error
+	if p.Warehouse != nil {
+		err = p.Warehouse.Close()
+	}
+	if p.Store != nil {
+		if e := p.Store.Close(); err == nil {
+			err = e
+		}
+	}
+	return err
+}
