@@ -11,23 +11,27 @@ import (
 
 // Audit event kinds: every change to a plan's life, and every
 // partition-level action, leaves one (DESIGN.md §2, issue "audit log").
+// EventKind names what an audit entry records.
+type EventKind string
+
+// The kinds of audit entry.
 const (
-	EventPlanCreated        = "plan_created"
-	EventGateResult         = "gate_result"
-	EventProof              = "proof"
-	EventApproval           = "approval"
-	EventRejection          = "rejection"
-	EventSuperseded         = "superseded"
-	EventScope              = "scope"
-	EventSnapshot           = "snapshot"
-	EventRunStarted         = "run_started"
-	EventPartitionPublished = "partition_published"
-	EventRunFinished        = "run_finished"
-	EventRunFailed          = "run_failed"
-	EventRollback           = "rollback"
-	EventSignoff            = "signoff"
-	EventExpired            = "expired"
-	EventSnapshotDropped    = "snapshot_dropped"
+	EventPlanCreated        EventKind = "plan_created"
+	EventGateResult         EventKind = "gate_result"
+	EventProof              EventKind = "proof"
+	EventApproval           EventKind = "approval"
+	EventRejection          EventKind = "rejection"
+	EventSuperseded         EventKind = "superseded"
+	EventScope              EventKind = "scope"
+	EventSnapshot           EventKind = "snapshot"
+	EventRunStarted         EventKind = "run_started"
+	EventPartitionPublished EventKind = "partition_published"
+	EventRunFinished        EventKind = "run_finished"
+	EventRunFailed          EventKind = "run_failed"
+	EventRollback           EventKind = "rollback"
+	EventSignoff            EventKind = "signoff"
+	EventExpired            EventKind = "expired"
+	EventSnapshotDropped    EventKind = "snapshot_dropped"
 )
 
 // GenesisHash is the previous hash of the first entry of the audit log.
@@ -54,7 +58,7 @@ type Event struct {
 	// both what happened when and what time refill was told it was.
 	AsOf      time.Time `json:"as_of,omitzero"`
 	Actor     string    `json:"actor"`
-	Kind      string    `json:"event"`
+	Kind      EventKind `json:"event"`
 	PlanID    string    `json:"plan_id,omitempty"`
 	Dataset   string    `json:"dataset,omitempty"`
 	Partition string    `json:"partition,omitempty"`
@@ -103,7 +107,7 @@ func (e *Event) canonical() []byte {
 		Partition string `json:"partition"`
 		Detail    string `json:"detail"`
 		PrevHash  string `json:"prev_hash"`
-	}{e.Seq, e.At.UTC().Format(time.RFC3339Nano), asOf, e.Actor, e.Kind, e.PlanID, e.Dataset, e.Partition, string(e.Detail), e.PrevHash})
+	}{e.Seq, e.At.UTC().Format(time.RFC3339Nano), asOf, e.Actor, string(e.Kind), e.PlanID, e.Dataset, e.Partition, string(e.Detail), e.PrevHash})
 	return b
 }
 

@@ -11,10 +11,13 @@ const (
 	RoleLead     = "lead"
 )
 
+// Decision is what a person decided about a plan.
+type Decision string
+
 // Decisions on a plan.
 const (
-	DecisionApprove = "approve"
-	DecisionReject  = "reject"
+	DecisionApprove Decision = "approve"
+	DecisionReject  Decision = "reject"
 )
 
 // Approval is a person's decision on a plan, bound to the plan's hash: a
@@ -23,23 +26,27 @@ type Approval struct {
 	PlanID   string    `json:"plan_id"`
 	PlanHash string    `json:"plan_hash"`
 	Actor    string    `json:"actor"`
-	Decision string    `json:"decision"`
+	Decision Decision  `json:"decision"`
 	Note     string    `json:"note,omitempty"`
 	At       time.Time `json:"at"`
 }
 
+// ChecklistItem names a step of the manual checklist (not to be confused
+// with a plan's Step, a dataset it rebuilds).
+type ChecklistItem string
+
 // Manual checklist steps, in the order they must happen; approval and the
 // run sit between scope and signoff.
 const (
-	StepSnapshot = "snapshot"
-	StepScope    = "scope"
-	StepSignoff  = "signoff"
+	ChecklistSnapshot ChecklistItem = "snapshot"
+	ChecklistScope    ChecklistItem = "scope"
+	ChecklistSignoff  ChecklistItem = "signoff"
 )
 
 // ChecklistStep records one step of the manual checklist: who and when.
 type ChecklistStep struct {
 	PlanID string          `json:"plan_id"`
-	Step   string          `json:"step"`
+	Step   ChecklistItem   `json:"step"`
 	Actor  string          `json:"actor"`
 	Note   string          `json:"note,omitempty"`
 	Detail json.RawMessage `json:"detail,omitempty"`
@@ -74,4 +81,4 @@ func (s Status) Live() bool {
 
 // EventSchemaAccepted records a source schema accepted as the new drift
 // baseline, by a person with a reason.
-const EventSchemaAccepted = "schema_accepted"
+const EventSchemaAccepted EventKind = "schema_accepted"

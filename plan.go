@@ -65,26 +65,29 @@ type Request struct {
 	Days int `json:"days"`
 }
 
-// Expected-row methods: how a partition's expected row count was found.
+// ExpectedMethod says how a partition's expected row count was found.
+type ExpectedMethod string
+
+// Expected-row methods.
 const (
-	ExpectedQuery     = "query"     // the job's query, counted read-only now
-	ExpectedHistory   = "history"   // the median of recent partitions
-	ExpectedRehearsal = "rehearsal" // a rolled-back rehearsal of the job
-	ExpectedUnknown   = "unknown"   // no table and no history to go by
+	ExpectedQuery     ExpectedMethod = "query"     // the job's query, counted read-only now
+	ExpectedHistory   ExpectedMethod = "history"   // the median of recent partitions
+	ExpectedRehearsal ExpectedMethod = "rehearsal" // a rolled-back rehearsal of the job
+	ExpectedUnknown   ExpectedMethod = "unknown"   // no table and no history to go by
 	// ExpectedUpstream: the job reads a dataset the same plan rebuilds, and
 	// its rows could not be counted as they will be after the plan (the
 	// upstream is a command or Airflow job, or rehearsing would cost too
 	// much): never "no change".
-	ExpectedUpstream = "depends_on_upstream"
+	ExpectedUpstream ExpectedMethod = "depends_on_upstream"
 )
 
 // PartitionPlan is one partition a step will rewrite. Nil counts are
 // unknown (for example a command job that writes no table refill can see).
 type PartitionPlan struct {
-	Partition      string `json:"partition"`
-	CurrentRows    *int64 `json:"current_rows"`
-	ExpectedRows   *int64 `json:"expected_rows"`
-	ExpectedMethod string `json:"expected_method"`
+	Partition      string         `json:"partition"`
+	CurrentRows    *int64         `json:"current_rows"`
+	ExpectedRows   *int64         `json:"expected_rows"`
+	ExpectedMethod ExpectedMethod `json:"expected_method"`
 }
 
 // Step is one dataset the plan rebuilds. Steps with equal Order do not

@@ -148,7 +148,7 @@ func (c *Control) Load(ctx context.Context, id string) (*State, error) {
 // entry (same step, same actor, same plan): a row written into the
 // checklist table behind refill's back completes nothing.
 func keepAuditedSteps(steps []refill.ChecklistStep, audited []refill.Event) []refill.ChecklistStep {
-	kinds := map[string]string{refill.StepSnapshot: refill.EventSnapshot, refill.StepScope: refill.EventScope, refill.StepSignoff: refill.EventSignoff}
+	kinds := map[refill.ChecklistItem]refill.EventKind{refill.ChecklistSnapshot: refill.EventSnapshot, refill.ChecklistScope: refill.EventScope, refill.ChecklistSignoff: refill.EventSignoff}
 	out := []refill.ChecklistStep{}
 	for _, st := range steps {
 		for _, e := range audited {
@@ -189,7 +189,7 @@ func keepAudited(decisions []refill.Approval, audited []refill.Event) []refill.A
 }
 
 // Done reports whether a checklist step was recorded.
-func (s *State) Done(step string) (refill.ChecklistStep, bool) {
+func (s *State) Done(step refill.ChecklistItem) (refill.ChecklistStep, bool) {
 	for _, st := range s.Checklist {
 		if st.Step == step {
 			return st, true
@@ -260,10 +260,10 @@ func (c *Control) unmet(s *State) []string {
 		if len(c.Config.Users) == 0 {
 			out = append(out, "manual plans need a lead's approval: add users: to refill.yaml with at least one user with roles: [lead]")
 		}
-		if _, ok := s.Done(refill.StepSnapshot); !ok {
+		if _, ok := s.Done(refill.ChecklistSnapshot); !ok {
 			out = append(out, fmt.Sprintf("checklist 1/5: snapshot the partitions it will overwrite (refill snapshot %s)", p.ID))
 		}
-		if _, ok := s.Done(refill.StepScope); !ok {
+		if _, ok := s.Done(refill.ChecklistScope); !ok {
 			out = append(out, fmt.Sprintf("checklist 2/5: state the scope (refill scope %s --note ...)", p.ID))
 		}
 		if _, ok := c.approval(s); !ok {
@@ -338,7 +338,7 @@ func (c *Control) Approve(ctx context.Context, id, actor, note string) (*State, 
 		if !c.isLead(actor) {
 			return nil, refill.NotPermittedf("plan %s is manual: only a lead may approve it, and %s is not a lead", id, actor)
 		}
-		for _, step := range []string{refill.StepSnapshot, refill.StepScope} {
+		for _, step := range []refill.ChecklistItem{refill.ChecklistSnapshot, refill.ChecklistScope} {
 			if _, ok := s.Done(step); !ok {
 				return nil, refill.NotPermittedf("plan %s: the checklist runs in order and its %s step is not done yet (refill %s %s)", id, step, step, id)
 			}
@@ -464,13 +464,13 @@ func (c *Control) Scope(ctx context.Context, id, actor, note string) (*State, er
 	if err := c.checklistOpen(s); err != nil {
 		return nil, err
 	}
-	if _, ok := s.Done(refill.StepSnapshot); !ok {
+	if _, ok := s.Done(refill.ChecklistSnapshot); !ok {
 		return nil, refill.NotPermittedf("plan %s: the checklist runs in order; snapshot first (refill snapshot %s)", id, id)
 	}
 	if err := c.runnable(s, "scope"); err != nil {
 		return nil, err
 	}
-	step := refill.ChecklistStep{PlanID: id, Step: refill.StepScope, Actor: actor, Note: note, At: stamp(),
+	step := refill.ChecklistStep{PlanID: id, Step: refill.ChecklistScope, Actor: actor, Note: note, At: stamp(),
 		Detail: refill.Detail(map[string]any{"impact": Impact(s.Plan)})}
 	err = c.Store.Update(ctx, func(tx *store.Tx) error {
 		if err := tx.AddStep(ctx, step); err != nil {

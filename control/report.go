@@ -11,13 +11,13 @@ import (
 // PartitionReport compares one rewritten partition before and after, with
 // the plan's expectation beside it.
 type PartitionReport struct {
-	Dataset        string         `json:"dataset"`
-	Partition      string         `json:"partition"`
-	Expected       *int64         `json:"expected_rows"`
-	ExpectedMethod string         `json:"expected_method"`
-	Before         *refill.Digest `json:"before"`
-	After          *refill.Digest `json:"after"`
-	Published      bool           `json:"published"`
+	Dataset        string                `json:"dataset"`
+	Partition      string                `json:"partition"`
+	Expected       *int64                `json:"expected_rows"`
+	ExpectedMethod refill.ExpectedMethod `json:"expected_method"`
+	Before         *refill.Digest        `json:"before"`
+	After          *refill.Digest        `json:"after"`
+	Published      bool                  `json:"published"`
 	// Deviation is (after - expected) / expected; Flagged when it is beyond
 	// the tolerance.
 	Deviation *float64 `json:"deviation,omitempty"`

@@ -178,7 +178,7 @@ func readHead(ctx context.Context, q querier, d dialect) (head, error) {
 
 // AuditFilter selects audit entries.
 type AuditFilter struct {
-	Kind      string
+	Kind      refill.EventKind
 	PlanID    string
 	Dataset   string
 	Partition string

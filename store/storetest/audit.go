@@ -294,7 +294,7 @@ func exerciseAudit(t *testing.T, newDSN func(t *testing.T) string) {
 		forged.Hash = forged.ComputeHash()
 		exec(t, s, fmt.Sprintf(`INSERT INTO audit_log (seq, at, actor, event, plan_id, detail, prev_hash, hash)
 			SELECT 4, at, 'mallory', %s, 'p-forged', '{}', %s, %s FROM audit_log WHERE seq = 3`,
-			quote(forged.Kind), quote(forged.PrevHash), quote(forged.Hash)))
+			quote(string(forged.Kind)), quote(forged.PrevHash), quote(forged.Hash)))
 		exec(t, s, fmt.Sprintf(`UPDATE audit_head SET seq = 4, hash = %s`, quote(forged.Hash)))
 		for _, v := range verifiers(ctx, s) {
 			rep, err := v.verify(store.VerifyOptions{})
@@ -563,7 +563,7 @@ func legacyHash(e refill.Event) string {
 		Partition string `json:"partition"`
 		Detail    string `json:"detail"`
 		PrevHash  string `json:"prev_hash"`
-	}{e.Seq, e.At.UTC().Format(time.RFC3339Nano), e.Actor, e.Kind, e.PlanID, e.Dataset, e.Partition, string(e.Detail), e.PrevHash})
+	}{e.Seq, e.At.UTC().Format(time.RFC3339Nano), e.Actor, string(e.Kind), e.PlanID, e.Dataset, e.Partition, string(e.Detail), e.PrevHash})
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
