@@ -28,9 +28,11 @@ type TableRef struct {
 // Warehouse is where datasets live. Drivers keep the heavy work in the
 // warehouse: refill asks for counts and aggregates, never rows.
 //
-// Identifiers passed in have been validated by the config loader as plain
-// SQL identifiers; drivers still quote them. Partition values are always
-// bound parameters.
+// Table and column names come as written in refill.yaml, validated by the
+// config loader: plain identifiers, or double-quoted ones that keep their
+// case. Each driver folds and quotes them as its engine reads SQL (one place
+// per engine, sqltext.Dialect.QuoteName). Partition values are always bound
+// parameters.
 type Warehouse interface {
 	// Driver names the driver ("sqlite", "postgres").
 	Driver() string

@@ -356,12 +356,25 @@ func TestParseErrors(t *testing.T) {
 		{"cycle", head + "datasets:\n  c: {table: c, partition: {column: d}, upstream: [b], job: {query: ':partition'}}\n  a: {table: a, partition: {column: d}, upstream: [c], job: {query: ':partition'}} # <-\n  b: {table: b, partition: {column: d}, upstream: [a], job: {query: ':partition'}}\n",
 			"datasets.a.upstream", "cycle: a -> b -> c -> a"},
 		{"table twice", head + "datasets:\n  a: {table: events, partition: {column: d}}\n  b: {table: Events, partition: {column: d}} # <-\n", "datasets.b.table", `table "Events" is also the table of dataset a (line 4)`},
+		{"quoted table twice", head + "datasets:\n  a: {table: 'analytics.\"Events\"', partition: {column: d}}\n  b: {table: analytics.events, partition: {column: d}} # <-\n", "datasets.b.table", `table "analytics.events" is also the table of dataset a (line 4)`},
 
 		// Names that reach SQL.
 		{"dataset name", head + "datasets:\n  'events; DROP TABLE x': # <-\n    table: events\n    partition: {column: day}\n", `datasets."events; DROP TABLE x"`, "must be a plain identifier"},
-		{"table name", head + "datasets:\n  events:\n    table: 'events; DROP TABLE x' # <-\n    partition: {column: day}\n", "datasets.events.table", `table "events; DROP TABLE x" must be a plain name or schema.name`},
-		{"table three parts", head + "datasets:\n  events:\n    table: db.s.events # <-\n    partition: {column: day}\n", "datasets.events.table", "schema.name"},
-		{"partition column", head + "datasets:\n  events:\n    table: events\n    partition: {column: 'day)--'} # <-\n", "datasets.events.partition.column", `column "day)--" must be a plain identifier`},
+		{"table name", head + "datasets:\n  events:\n    table: 'events; DROP TABLE x' # <-\n    partition: {column: day}\n", "datasets.events.table", `table "events; DROP TABLE x" is not a plain name`},
+		{"table three parts", head + "datasets:\n  events:\n    table: db.s.events # <-\n    partition: {column: day}\n", "datasets.events.table", "has 3 parts; write name or schema.name"},
+		{"partition column", head + "datasets:\n  events:\n    table: events\n    partition: {column: 'day)--'} # <-\n", "datasets.events.partition.column", `column "day)--" is not a plain name`},
+		{"table quote unbalanced", head + "datasets:\n  events:\n    table: 'analytics.\"Events' # <-\n    partition: {column: day}\n", "datasets.events.table", `table 'analytics."Events' has a part "Events that has an unbalanced double quote`},
+		{"table quote around a dot", head + "datasets:\n  events:\n    table: '\"analytics.Events\"' # <-\n    partition: {column: day}\n", "datasets.events.table", `has a part "analytics that has an unbalanced double quote`},
+		{"table quote inside a part", head + "datasets:\n  events:\n    table: 'analytics.Ev\"ents\"' # <-\n    partition: {column: day}\n", "datasets.events.table", "quotes go around a whole name"},
+		{"table doubled quote", head + "datasets:\n  events:\n    table: '\"Ev\"\"ents\"' # <-\n    partition: {column: day}\n", "datasets.events.table", "double quote inside a quoted name"},
+		{"table empty part", head + "datasets:\n  events:\n    table: analytics. # <-\n    partition: {column: day}\n", "datasets.events.table", `table "analytics." has an empty part`},
+		{"table empty schema", head + "datasets:\n  events:\n    table: '.events' # <-\n    partition: {column: day}\n", "datasets.events.table", "has an empty part"},
+		{"table empty quoted part", head + "datasets:\n  events:\n    table: 'analytics.\"\"' # <-\n    partition: {column: day}\n", "datasets.events.table", `has a part "" that is an empty quoted name`},
+		{"table quoted part too long", head + "datasets:\n  events:\n    table: '\"" + strings.Repeat("E", 64) + "\"' # <-\n    partition: {column: day}\n", "datasets.events.table", "64 bytes long, more than PostgreSQL's 63"},
+		{"column quote unbalanced", head + "datasets:\n  events:\n    table: events\n    partition: {column: '\"EventDate'} # <-\n", "datasets.events.partition.column", `column '"EventDate' has an unbalanced double quote`},
+		{"column empty quotes", head + "datasets:\n  events:\n    table: events\n    partition: {column: '\"\"'} # <-\n", "datasets.events.partition.column", `column '""' is an empty quoted name`},
+		{"column quoted dot", head + "datasets:\n  events:\n    table: events\n    partition: {column: '\"a\".\"b\"'} # <-\n", "datasets.events.partition.column", "must be one name, not qualified with a dot"},
+		{"check column quote", head + "datasets:\n  e:\n    table: e\n    partition: {column: day}\n    checks:\n      not_null:\n        columns: [a, 'b\"'] # <-\n", "datasets.e.checks.not_null.columns[1]", `column 'b"' has a double quote inside it`},
 		{"partition column missing", head + "datasets:\n  events: # <-\n    table: events\n", "datasets.events.partition.column", "required"},
 		{"grain", head + "datasets:\n  events:\n    table: events\n    partition: {column: day, grain: week} # <-\n", "datasets.events.partition.grain", `unknown grain "week"`},
 		{"not_null column", head + "datasets:\n  e:\n    table: e\n    partition: {column: day}\n    checks:\n      not_null:\n        columns: [a, 'b c'] # <-\n", "datasets.e.checks.not_null.columns[1]", `column "b c"`},
@@ -439,12 +452,16 @@ func TestParseErrors(t *testing.T) {
 // schema-qualified tables and tableless command and airflow jobs pass.
 func TestValidNames(t *testing.T) {
 	docs := map[string]string{
-		"schema.table": "datasets:\n  e: {table: analytics.events_2, partition: {column: _day}}\n",
-		"command":      "datasets:\n  e: {job: {command: [./x, '{{partition}}']}}\n",
-		"airflow v2":   "datasets:\n  e: {job: {airflow: {url: 'https://af/x', dag_id: d, api: v2, username_env: U, password_env: P}}}\n",
-		"sql cast":     "datasets:\n  e: {table: e, partition: {column: d}, job: {sql: 'DELETE FROM e WHERE d = (:partition)::date'}}\n",
-		"postgres":     "state: postgres://refill@localhost/refill?sslmode=disable\n",
-		"unknown tags": "datasets:\n  e: {table: e, partition: {column: d}, tags: [whatever]}\npolicy: {manual_tags: [nobody-uses-this]}\n",
+		"schema.table":   "datasets:\n  e: {table: analytics.events_2, partition: {column: _day}}\n",
+		"capitals":       "datasets:\n  e: {table: Analytics.EVENTS, partition: {column: Day}, checks: {not_null: {columns: [UserId]}}}\n",
+		"quoted":         "datasets:\n  e: {table: 'analytics.\"Events\"', partition: {column: '\"EventDate\"'}, checks: {not_null: {columns: ['\"User Id\"']}, time_order: [{earlier: '\"At\"', later: b}], no_future: ['\"At\"']}}\n",
+		"quoted schema":  "datasets:\n  e: {table: '\"Analytics\".events', partition: {column: d}}\n",
+		"quoted unicode": "datasets:\n  e: {table: '\"Événements 2026\"', partition: {column: '\"jour-date\"'}}\n",
+		"command":        "datasets:\n  e: {job: {command: [./x, '{{partition}}']}}\n",
+		"airflow v2":     "datasets:\n  e: {job: {airflow: {url: 'https://af/x', dag_id: d, api: v2, username_env: U, password_env: P}}}\n",
+		"sql cast":       "datasets:\n  e: {table: e, partition: {column: d}, job: {sql: 'DELETE FROM e WHERE d = (:partition)::date'}}\n",
+		"postgres":       "state: postgres://refill@localhost/refill?sslmode=disable\n",
+		"unknown tags":   "datasets:\n  e: {table: e, partition: {column: d}, tags: [whatever]}\npolicy: {manual_tags: [nobody-uses-this]}\n",
 	}
 	for name, doc := range docs {
 		t.Run(name, func(t *testing.T) {
@@ -476,7 +493,7 @@ datasets:
 	want := []string{
 		`refill.yaml:5: policy.auto_max_days: must be 0 or more, got -1`,
 		`refill.yaml:10: datasets.b.upstream: unknown dataset "nope" (known: a)`,
-		`refill.yaml:12: datasets.a.table: table "a b" must be a plain name or schema.name (letters, digits and _)`,
+		`refill.yaml:12: datasets.a.table: table "a b" is not a plain name (ASCII letters, digits and _, not starting with a digit); put a name with other characters in double quotes, as in '"Order Items"'`,
 	}
 	if got := strings.Split(err.Error(), "\n"); !reflect.DeepEqual(got, want) {
 		t.Errorf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -534,5 +551,34 @@ func TestParseWithoutFileName(t *testing.T) {
 	}
 	if cfg.File != "" || cfg.Dir != "" {
 		t.Errorf("File, Dir = %q, %q, want both empty", cfg.File, cfg.Dir)
+	}
+}
+
+// TestNamesKeptAsWritten checks that table and column names reach the
+// drivers as refill.yaml writes them, quotes included: folding is the
+// dialect's business (sqltext.Dialect.QuoteName), not the loader's.
+func TestNamesKeptAsWritten(t *testing.T) {
+	doc := head + `datasets:
+  e:
+    table: 'analytics."Events"'
+    partition: {column: '"EventDate"', grain: hour}
+    checks:
+      not_null: {columns: [UserId, '"Amount"']}
+      time_order: [{earlier: '"At"', later: Later}]
+      no_future: ['"At"']
+  f:
+    table: Analytics.DAILY
+    partition: {column: Day}
+`
+	cfg, err := Parse([]byte(doc), "refill.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, f := cfg.Datasets["e"], cfg.Datasets["f"]
+	got := []string{e.Table, e.Partition.Column, e.Checks.NotNull.Columns[0], e.Checks.NotNull.Columns[1],
+		e.Checks.TimeOrder[0].Earlier, e.Checks.TimeOrder[0].Later, e.Checks.NoFuture[0], f.Table, f.Partition.Column}
+	want := []string{`analytics."Events"`, `"EventDate"`, "UserId", `"Amount"`, `"At"`, "Later", `"At"`, "Analytics.DAILY", "Day"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("names = %q, want %q", got, want)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/warehouse/sqltext"
 )
 
 // FuzzParse feeds Parse arbitrary bytes. Parse reads a file a person wrote,
@@ -27,6 +28,13 @@ func FuzzParse(f *testing.F) {
 		head + "datasets:\n  a: &a {table: a, partition: {column: d}}\n  b:\n    <<: *a\n    table: b\n",
 		head + "datasets:\n  e:\n    job: {command: [./x], env: {A: 1}, timeout: 5m}\n    checks: {volume: {lookback: 1.5, max_z: .nan}}\n",
 		head + "policy: {auto_max_days: 40, rules: [{name: r, when: 'true', tier: manual}]}\nusers: {bob: {roles: [admin]}}\n",
+		head + "datasets:\n  e: {table: 'analytics.\"Events\"', partition: {column: '\"EventDate\"'}, checks: {not_null: {columns: ['\"User Id\"', amount]}}}\n",
+		head + "datasets:\n  e: {table: Analytics.EVENTS, partition: {column: Day}, checks: {no_future: ['\"At\"'], time_order: [{earlier: '\"A\"', later: b}]}}\n",
+		head + "datasets:\n  e: {table: 'analytics.\"Ev', partition: {column: d}}\n",
+		head + "datasets:\n  e: {table: '\"Ev.ents\"', partition: {column: '\"\"'}}\n",
+		head + "datasets:\n  e: {table: 'a.\"b\"\"c\"', partition: {column: 'x\"y'}}\n",
+		head + "datasets:\n  e: {table: '.events', partition: {column: '\"d\"\"'}}\n",
+		head + "datasets:\n  a: {table: '\"Events\"', partition: {column: d}}\n  b: {table: events, partition: {column: d}}\n",
 		"version: 1\nwarehouse: [\n",
 		"version: 1\n\twarehouse: x\n",
 		"a: 1\n---\nb: 2\n",
@@ -75,11 +83,9 @@ func checkAccepted(t *testing.T, cfg *refill.Config) {
 		if !identifier.MatchString(name) || d.Name != name {
 			t.Fatalf("accepted dataset name %q", name)
 		}
-		if d.Table != "" && !tableName.MatchString(d.Table) {
-			t.Fatalf("accepted table %q", d.Table)
-		}
-		if d.Table != "" && !identifier.MatchString(d.Partition.Column) {
-			t.Fatalf("accepted partition column %q", d.Partition.Column)
+		if d.Table != "" {
+			checkName(t, "table", d.Table, 2)
+			checkName(t, "partition column", d.Partition.Column, 1)
 		}
 		if d.Partition.Grain != refill.GrainDay && d.Partition.Grain != refill.GrainHour {
 			t.Fatalf("accepted grain %q", d.Partition.Grain)
@@ -93,6 +99,18 @@ func checkAccepted(t *testing.T, cfg *refill.Config) {
 			t.Fatalf("accepted %s job without a table", j.Kind)
 		}
 		if c := d.Checks; c != nil {
+			if c.NotNull != nil {
+				for _, col := range c.NotNull.Columns {
+					checkName(t, "not_null column", col, 1)
+				}
+			}
+			for _, to := range c.TimeOrder {
+				checkName(t, "time_order column", to.Earlier, 1)
+				checkName(t, "time_order column", to.Later, 1)
+			}
+			for _, col := range c.NoFuture {
+				checkName(t, "no_future column", col, 1)
+			}
 			if c.Volume != nil && (c.Volume.Lookback < 1 || !(c.Volume.MaxZ > 0)) {
 				t.Fatalf("accepted volume check %+v", *c.Volume)
 			}
@@ -103,5 +121,31 @@ func checkAccepted(t *testing.T, cfg *refill.Config) {
 	}
 	if cyc := cycles(cfg, cfg.DatasetNames()); len(cyc) > 0 {
 		t.Fatalf("accepted lineage cycles %v", cyc)
+	}
+}
+
+// checkName asserts that an accepted table or column name has at most
+// maxParts parts, and that every dialect resolves each part to a name that
+// quotes into SQL as exactly one identifier: not empty, within PostgreSQL's
+// length, and holding no quote or dot that could end or split it.
+func checkName(t *testing.T, what, name string, maxParts int) {
+	t.Helper()
+	parts, err := sqltext.ParseName(name)
+	if err != nil || len(parts) > maxParts {
+		t.Fatalf("accepted %s %q: %v", what, name, err)
+	}
+	for _, d := range []sqltext.Dialect{sqltext.SQLite, sqltext.Postgres} {
+		resolved := d.Resolve(name)
+		if len(resolved) != len(parts) {
+			t.Fatalf("%s %q: %s resolves %d parts, ParseName found %d", what, name, d, len(resolved), len(parts))
+		}
+		for _, p := range resolved {
+			if p == "" || len(p) > maxIdentifier || strings.ContainsAny(p, `".`) {
+				t.Fatalf("accepted %s %q resolves on %s to the part %q", what, name, d, p)
+			}
+		}
+		if q := d.QuoteName(name); strings.Count(q, `"`) != 2*len(parts) {
+			t.Fatalf("accepted %s %q quotes on %s as %s", what, name, d, q)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/policy"
+	"github.com/refill-dev/refill/warehouse/sqltext"
 )
 
 // Defaults of DESIGN.md §5 and §8 that are not policy (policy defaults come
@@ -34,12 +35,10 @@ const (
 var knownRoles = []string{"engineer", "lead"}
 
 var (
-	// identifier is what refill will quote and splice into SQL as a name.
-	// Quoting alone would make any text safe to splice, but a name such as
-	// "events; DROP TABLE x" in a config is a mistake or an attack either way,
-	// and a plain name reads the same in every dialect.
+	// identifier is a dataset name. It is refill's own name, not one the
+	// warehouse knows, and people type it on the command line, so it stays
+	// plain; table and column names follow SQL's rules (sqltext.ParseName).
 	identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	tableName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
 	envName    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	// partitionParam finds the :partition parameter but not ::partition (a
 	// PostgreSQL cast) or :partition_key.
@@ -48,7 +47,7 @@ var (
 
 // maxIdentifier is PostgreSQL's limit; longer names are silently truncated
 // there, which could make two configured tables the same table.
-const maxIdentifier = 63
+const maxIdentifier = sqltext.MaxNameBytes
 
 // converter turns raw structs into a refill.Config, recording every problem
 // at the line of the key it concerns.
@@ -360,8 +359,8 @@ func (c *converter) dataset(name string, raw *rawDataset) *refill.Dataset {
 			what = "a " + string(d.Job.Kind) + " job"
 		}
 		c.errorf(child(path, "table"), "required for %s: name the table refill reads and writes", what)
-	case raw.Table != "" && (!tableName.MatchString(raw.Table) || longestPart(raw.Table) > maxIdentifier):
-		c.errorf(child(path, "table"), "table %q must be a plain name or schema.name (letters, digits and _)", clip(raw.Table))
+	case raw.Table != "":
+		c.table(child(path, "table"), raw.Table)
 	}
 
 	d.Partition = refill.PartitionSpec{Grain: refill.GrainDay}
@@ -391,19 +390,42 @@ func (c *converter) dataset(name string, raw *rawDataset) *refill.Dataset {
 	return d
 }
 
-func longestPart(table string) int {
-	n := 0
-	for _, p := range strings.Split(table, ".") {
-		n = max(n, len(p))
+// table checks a table name that the warehouse driver will quote into
+// SQL: name or schema.name, each part plain or in double quotes, written as
+// SQL writes it (sqltext.ParseName). The config keeps it as written; each
+// driver folds it as its engine folds SQL (sqltext.Dialect.QuoteName), so
+// that a name means in refill.yaml what it means in the user's own SQL.
+func (c *converter) table(path, table string) {
+	parts, err := sqltext.ParseName(table)
+	switch {
+	case err != nil:
+		c.errorf(path, "table %s %v", written(table), err)
+	case len(parts) > 2:
+		c.errorf(path, "table %s has %d parts; write name or schema.name", written(table), len(parts))
 	}
-	return n
 }
 
-// column checks a column name that refill will splice into SQL.
+// column checks a column name that the warehouse driver will quote into
+// SQL: one part, plain or in double quotes, as table's parts are.
 func (c *converter) column(path, col string) {
-	if !identifier.MatchString(col) || len(col) > maxIdentifier {
-		c.errorf(path, "column %q must be a plain identifier (letters, digits and _, not starting with a digit)", clip(col))
+	parts, err := sqltext.ParseName(col)
+	switch {
+	case err != nil:
+		c.errorf(path, "column %s %v", written(col), err)
+	case len(parts) > 1:
+		c.errorf(path, "column %s must be one name, not qualified with a dot (a quoted name cannot hold a dot either)", written(col))
 	}
+}
+
+// written shows a table or column name as the file has it: in double
+// quotes for Go's escapes, or, when it holds double quotes itself, in the
+// single quotes that YAML needs around it.
+func written(name string) string {
+	name = clip(name)
+	if strings.Contains(name, `"`) && !strings.ContainsAny(name, "'\n\r\t") {
+		return "'" + name + "'"
+	}
+	return fmt.Sprintf("%q", name)
 }
 
 func (c *converter) grain(path string, g refill.Grain) {
@@ -678,8 +700,10 @@ func (c *converter) lineage(cfg *refill.Config) {
 			continue
 		}
 		// SQLite ignores case in names and PostgreSQL folds unquoted ones, so
-		// Events and events are one table to most people.
-		key := strings.ToLower(d.Table)
+		// Events and events are one table. "Events" is another on
+		// PostgreSQL, but two tables whose names differ only in case are a
+		// trap for whoever reads the config, and one on SQLite.
+		key := strings.ToLower(strings.ReplaceAll(d.Table, `"`, ""))
 		if other, ok := tables[key]; ok {
 			c.errorf(child("datasets", name, "table"), "table %q is also the table of dataset %s (line %d); two datasets cannot write one table", d.Table, other, cfg.Datasets[other].Line)
 			continue

@@ -20,6 +20,7 @@ import (
 	"github.com/refill-dev/refill/lineage"
 	"github.com/refill-dev/refill/policy"
 	"github.com/refill-dev/refill/warehouse"
+	"github.com/refill-dev/refill/warehouse/sqltext"
 )
 
 // HistoryDepth is how many partitions before a range are read to estimate
@@ -373,21 +374,32 @@ func (p *Planner) checkTable(ctx context.Context, d *refill.Dataset) error {
 	cols, err := p.Warehouse.Columns(ctx, d.Table)
 	if err != nil {
 		if errors.Is(err, refill.ErrNoTable) {
-			return refill.BadInputf("dataset %s: table %s does not exist in the warehouse (%s:%d)", d.Name, d.Table, p.configName(), d.Line)
+			var hint string
+			var nt *sqltext.NoTableError
+			if errors.As(err, &nt) && nt.Hint != "" {
+				hint = "; " + nt.Hint
+			}
+			return refill.BadInputf("dataset %s: table %s does not exist in the warehouse%s (%s:%d)", d.Name, d.Table, hint, p.configName(), d.Line)
 		}
 		return fmt.Errorf("dataset %s: reading table %s: %w", d.Name, d.Table, err)
 	}
-	for _, c := range cols {
-		if strings.EqualFold(c.Name, d.Partition.Column) {
-			return nil
-		}
+	// The column is found as the driver finds it, so that a plan is never
+	// made for a column the run cannot find, or refused for one it can.
+	dialect := warehouse.Dialect(p.Warehouse)
+	if _, ok := dialect.Column(cols, d.Partition.Column); ok {
+		return nil
 	}
-	names := make([]string, len(cols))
-	for i, c := range cols {
-		names[i] = c.Name
+	var hint string
+	if h := dialect.ColumnHint(cols, d.Partition.Column); h != "" {
+		hint = "; " + h
 	}
-	return refill.BadInputf("dataset %s: table %s has no partition column %q (columns: %s) (%s:%d)",
-		d.Name, d.Table, d.Partition.Column, strings.Join(names, ", "), p.configName(), d.Line)
+	// As written: "day", or '"Day"' as YAML needs a quoted name.
+	written := fmt.Sprintf("%q", d.Partition.Column)
+	if strings.Contains(d.Partition.Column, `"`) {
+		written = "'" + d.Partition.Column + "'"
+	}
+	return refill.BadInputf("dataset %s: table %s has no partition column %s (columns: %s)%s (%s:%d)",
+		d.Name, d.Table, written, sqltext.ColumnNames(cols), hint, p.configName(), d.Line)
 }
 
 func (p *Planner) configName() string {

@@ -15,6 +15,7 @@ import (
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/warehouse/postgres"
 	"github.com/refill-dev/refill/warehouse/sqlite"
+	"github.com/refill-dev/refill/warehouse/sqltext"
 )
 
 // Open opens and pings the warehouse at dsn:
@@ -58,6 +59,19 @@ func Open(ctx context.Context, dsn, baseDir string) (refill.Warehouse, error) {
 		return w, nil
 	}
 	return nil, refill.BadInputf("warehouse %q: want sqlite:PATH or postgres://USER@HOST:PORT/DATABASE", RedactDSN(dsn))
+}
+
+// Dialect returns the SQL dialect of w's engine, by its Driver name as Open
+// maps a DSN's scheme: how it folds, quotes and matches the table and
+// column names of the config (sqltext.Dialect.Column), so that code above
+// the drivers, such as the planner checking a partition column, finds a
+// column exactly as the driver will. A driver Open does not make gets
+// PostgreSQL's rules, under which a name matches only as SQL would fold it.
+func Dialect(w refill.Warehouse) sqltext.Dialect {
+	if w.Driver() == "sqlite" {
+		return sqltext.SQLite
+	}
+	return sqltext.Postgres
 }
 
 // SQLitePath returns the file a sqlite: DSN names, resolved against baseDir

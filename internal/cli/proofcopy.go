@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/warehouse"
 	"github.com/refill-dev/refill/warehouse/sqltext"
 )
 
@@ -41,7 +42,7 @@ func ensureTable(ctx context.Context, src, dst refill.Warehouse, t refill.TableR
 	for _, c := range cols {
 		defs = append(defs, sqltext.QuoteIdent(c.Name)+" "+c.Type)
 	}
-	if _, err := d.DB().ExecContext(ctx, fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (%s)", quoteTable(t.Table), strings.Join(defs, ", "))); err != nil {
+	if _, err := d.DB().ExecContext(ctx, fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (%s)", quoteTable(src, t.Table), strings.Join(defs, ", "))); err != nil {
 		return fmt.Errorf("creating %s in proof_warehouse: %w", t.Table, err)
 	}
 	return nil
@@ -59,18 +60,23 @@ func copyPartition(ctx context.Context, src, dst refill.Warehouse, t refill.Tabl
 		return 0, err
 	}
 	pg := src.Driver() == "postgres"
+	dialect := warehouse.Dialect(src)
 	var names, defs []string
 	for _, c := range cols {
 		names = append(names, sqltext.QuoteIdent(c.Name))
 		defs = append(defs, sqltext.QuoteIdent(c.Name)+" "+c.Type)
 	}
+	pcol, ok := dialect.Column(cols, t.Column)
+	if !ok {
+		return 0, refill.BadInputf("table %s has no partition column %s", t.Table, t.Column)
+	}
 	prefix := partition
-	textOf := "CAST(" + sqltext.QuoteIdent(t.Column) + " AS TEXT)"
+	textOf := "CAST(" + sqltext.QuoteIdent(pcol.Name) + " AS TEXT)"
 	if t.Grain == refill.GrainHour {
 		prefix = strings.Replace(partition, "T", " ", 1)
 		textOf = "replace(" + textOf + ", 'T', ' ')"
 	}
-	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s LIKE %s", strings.Join(names, ", "), quoteTable(t.Table), textOf, placeholder(pg, 1))
+	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s LIKE %s", strings.Join(names, ", "), quoteTable(src, t.Table), textOf, placeholder(pg, 1))
 	conn, err := s.DB().Conn(ctx)
 	if err != nil {
 		return 0, err
@@ -102,14 +108,14 @@ func copyPartition(ctx context.Context, src, dst refill.Warehouse, t refill.Tabl
 	if err := rows.Err(); err != nil {
 		return 0, err
 	}
-	if _, err := d.DB().ExecContext(ctx, fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (%s)", quoteTable(t.Table), strings.Join(defs, ", "))); err != nil {
+	if _, err := d.DB().ExecContext(ctx, fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (%s)", quoteTable(src, t.Table), strings.Join(defs, ", "))); err != nil {
 		return 0, fmt.Errorf("creating %s in the proof warehouse: %w", t.Table, err)
 	}
 	var ph []string
 	for i := range cols {
 		ph = append(ph, placeholder(pg, i+1))
 	}
-	ins := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", quoteTable(t.Table), strings.Join(names, ", "), strings.Join(ph, ", "))
+	ins := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", quoteTable(src, t.Table), strings.Join(names, ", "), strings.Join(ph, ", "))
 	err = tr.Transact(ctx, func(tx refill.WarehouseTx) error {
 		if _, err := tx.DeletePartition(ctx, t, partition); err != nil {
 			return err
@@ -132,12 +138,8 @@ func copyPartition(ctx context.Context, src, dst refill.Warehouse, t refill.Tabl
 	return int64(len(data)), dtx.Commit()
 }
 
-func quoteTable(name string) string {
-	parts := strings.Split(name, ".")
-	for i, p := range parts {
-		parts[i] = sqltext.QuoteIdent(p)
-	}
-	return strings.Join(parts, ".")
+func quoteTable(w refill.Warehouse, name string) string {
+	return warehouse.Dialect(w).QuoteName(name)
 }
 
 func placeholder(pg bool, n int) string {

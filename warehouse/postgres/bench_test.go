@@ -43,7 +43,7 @@ func BenchmarkSource(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		q := fmt.Sprintf("SELECT %s FROM %s WHERE %s", what, sqltext.QuoteIdent(ref.Table), p.where)
+		q := fmt.Sprintf("SELECT %s FROM %s WHERE %s", what, sqltext.Postgres.QuoteName(ref.Table), p.where)
 		rows, err := w.pool.Query(b.Context(), "EXPLAIN (COSTS OFF) "+q, p.args...)
 		if err != nil {
 			b.Fatal(err)

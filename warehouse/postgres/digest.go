@@ -54,7 +54,7 @@ func digest(ctx context.Context, tx pgx.Tx, t refill.TableRef, partition string)
 		return refill.Digest{}, fmt.Errorf("digest of %s: %w", t.Table, err)
 	}
 	q := fmt.Sprintf("SELECT count(*), coalesce(sum(hashtextextended(%[1]s::text, 0)), 0)::text FROM %[2]s AS %[1]s WHERE %[3]s",
-		rowAlias(cols), sqltext.QuoteIdent(t.Table), p.where)
+		rowAlias(cols), sqltext.Postgres.QuoteName(t.Table), p.where)
 	if _, err := tx.Exec(ctx, "SAVEPOINT refill_digest; "+pinSettings, pgx.QueryExecModeSimpleProtocol); err != nil {
 		return refill.Digest{}, fmt.Errorf("digest of %s partition %s: %w", t.Table, partition, err)
 	}

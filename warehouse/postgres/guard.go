@@ -86,7 +86,7 @@ func (t *tx) fence(ctx context.Context, ref refill.TableRef) (*partitionFence, e
 	// A table that is not partitioned has no partition tree.
 	rows, err := t.tx.Query(ctx, `SELECT oid, 0 FROM pg_catalog.pg_class WHERE oid = to_regclass($1)
 UNION ALL
-SELECT relid::oid, level FROM pg_catalog.pg_partition_tree(to_regclass($1)) WHERE level > 0`, sqltext.QuoteIdent(ref.Table))
+SELECT relid::oid, level FROM pg_catalog.pg_partition_tree(to_regclass($1)) WHERE level > 0`, sqltext.Postgres.QuoteName(ref.Table))
 	if err != nil {
 		return nil, fmt.Errorf("partition guard on %s: %w", ref.Table, err)
 	}
@@ -110,7 +110,7 @@ SELECT relid::oid, level FROM pg_catalog.pg_partition_tree(to_regclass($1)) WHER
 	if f, ok := t.fences[root]; ok {
 		return f, nil
 	}
-	f := &partitionFence{table: sqltext.QuoteIdent(ref.Table), fn: fmt.Sprintf("pg_temp.refill_partition_%d", root), own: own}
+	f := &partitionFence{table: sqltext.Postgres.QuoteName(ref.Table), fn: fmt.Sprintf("pg_temp.refill_partition_%d", root), own: own}
 	create := fmt.Sprintf("%s;\nCREATE TRIGGER %s BEFORE INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION %s();\nALTER TABLE %s ENABLE ALWAYS TRIGGER %s",
 		fenceFunction(f.fn, "", false), fenceTrigger, f.table, f.fn, f.table, fenceTrigger)
 	if _, err := t.tx.Conn().PgConn().Exec(ctx, create).ReadAll(); err != nil {
@@ -125,14 +125,18 @@ SELECT relid::oid, level FROM pg_catalog.pg_partition_tree(to_regclass($1)) WHER
 
 // arm makes f refuse rows outside partition of ref, whose columns are cols.
 func (t *tx) arm(ctx context.Context, f *partitionFence, ref refill.TableRef, cols []refill.Column, partition string) error {
+	pc, err := partitionColumn(ref, cols)
+	if err != nil {
+		return err
+	}
 	check := func(row string) (string, error) {
-		p, err := partitionPlanOn(ref, cols, partition, partition, row+"."+sqltext.QuoteIdent(ref.Column))
+		p, err := partitionPlanOn(ref, cols, partition, partition, row)
 		if err != nil {
 			return "", err
 		}
 		return fmt.Sprintf(`IF (%[1]s) IS DISTINCT FROM '%[2]s' THEN
     RAISE EXCEPTION USING ERRCODE = '%[3]s', MESSAGE = 'refill: a row outside the partition being built', DETAIL = coalesce(%[4]s.%[5]s::text, 'NULL');
-  END IF;`, p.key, partition, outsideCode, row, sqltext.QuoteIdent(ref.Column)), nil
+  END IF;`, p.key, partition, outsideCode, row, sqltext.QuoteIdent(pc.Name)), nil
 	}
 	// partitionLiteral has checked partition: it holds no quote.
 	oldCheck, err := check("OLD")

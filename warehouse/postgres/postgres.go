@@ -2,9 +2,12 @@
 //
 // Tables are found through the connection's search_path, which a DSN can set
 // (postgres://host/db?search_path=analytics), or by a schema-qualified
-// schema.table name. Partition columns may be date (day grain), timestamp or
-// timestamptz (either grain; timestamps are bucketed in UTC), or text holding
-// keys or timestamps whose first characters are the UTC date and hour.
+// schema.table name. Names from the config mean what they would in SQL:
+// Events is the table events, and '"Events"' the table created as "Events"
+// (sqltext.Postgres.QuoteName). Partition columns may be date (day grain),
+// timestamp or timestamptz (either grain; timestamps are bucketed in UTC),
+// or text holding keys or timestamps whose first characters are the UTC
+// date and hour.
 package postgres
 
 import (
@@ -98,7 +101,8 @@ func (w *Warehouse) Close() error {
 // Columns returns the table's columns in table order with their types as
 // format_type writes them ("timestamp with time zone", "character
 // varying(20)"). to_regclass resolves the name exactly as a query would:
-// through search_path, or in the schema a dotted name gives.
+// through search_path, or in the schema a dotted name gives, with a plain
+// name folded to lower case and a quoted one kept.
 func (w *Warehouse) Columns(ctx context.Context, table string) ([]refill.Column, error) {
 	return columns(ctx, w.pool, table)
 }
@@ -115,7 +119,7 @@ func columns(ctx context.Context, db querier, table string) ([]refill.Column, er
 	rows, err := db.Query(ctx, `SELECT a.attname, lower(format_type(a.atttypid, a.atttypmod))
 FROM pg_catalog.pg_attribute a
 WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped
-ORDER BY a.attnum`, sqltext.QuoteIdent(table))
+ORDER BY a.attnum`, sqltext.Postgres.QuoteName(table))
 	if err != nil {
 		return nil, fmt.Errorf("columns of %s: %w", table, err)
 	}
@@ -128,9 +132,53 @@ ORDER BY a.attnum`, sqltext.QuoteIdent(table))
 		return nil, fmt.Errorf("columns of %s: %w", table, err)
 	}
 	if len(cols) == 0 {
-		return nil, fmt.Errorf("%w: %s", refill.ErrNoTable, table)
+		return nil, noTable(ctx, db, table)
 	}
 	return cols, nil
+}
+
+// noTable is the error for a table name that resolves to no table. When
+// the schema it looks in (the one it names, or those on the search_path)
+// has a table of that name in another case, it says how to write that
+// one: a name folded to lower case, or quoted when it should not be, is
+// the usual mistake.
+func noTable(ctx context.Context, db querier, table string) error {
+	e := &sqltext.NoTableError{Table: table}
+	parts := sqltext.Postgres.Resolve(table)
+	name, schema := parts[len(parts)-1], ""
+	if len(parts) == 2 {
+		schema = parts[0]
+	}
+	rows, err := db.Query(ctx, `SELECT n.nspname, c.relname
+FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE lower(c.relname) = lower($1) AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
+  AND CASE WHEN $2 = '' THEN n.nspname = ANY (current_schemas(false)) ELSE lower(n.nspname) = lower($2) END
+ORDER BY 1, 2 LIMIT 3`, name, schema)
+	if err != nil {
+		return e // the hint is a courtesy; the table is missing all the same
+	}
+	others, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) ([]string, error) {
+		var nsp, rel string
+		err := r.Scan(&nsp, &rel)
+		if schema == "" {
+			return []string{rel}, err
+		}
+		return []string{nsp, rel}, err
+	})
+	if err == nil {
+		e.Hint = sqltext.Postgres.CaseHint(table, others)
+	}
+	return e
+}
+
+// partitionColumn finds t's partition column among cols, the table's
+// columns, as the config names it.
+func partitionColumn(t refill.TableRef, cols []refill.Column) (refill.Column, error) {
+	c, ok := sqltext.Postgres.Column(cols, t.Column)
+	if !ok {
+		return c, sqltext.Postgres.NoColumn(t.Table, t.Column, "the partition column", cols)
+	}
+	return c, nil
 }
 
 // PartitionCounts counts the rows of every non-empty partition in [from, to]
@@ -145,7 +193,7 @@ func (w *Warehouse) PartitionCounts(ctx context.Context, t refill.TableRef, from
 	if err != nil {
 		return nil, err
 	}
-	q := fmt.Sprintf("SELECT %s AS p, count(*) FROM %s WHERE %s GROUP BY 1", p.key, sqltext.QuoteIdent(t.Table), p.where)
+	q := fmt.Sprintf("SELECT %s AS p, count(*) FROM %s WHERE %s GROUP BY 1", p.key, sqltext.Postgres.QuoteName(t.Table), p.where)
 	rows, err := w.pool.Query(ctx, q, p.args...)
 	if err != nil {
 		return nil, fmt.Errorf("partition counts of %s: %w", t.Table, err)
@@ -179,21 +227,19 @@ type partitionPlan struct {
 // partitionPlanFor renders the key and range of t's partition column,
 // whose type it finds in cols.
 func partitionPlanFor(t refill.TableRef, cols []refill.Column, from, to string) (partitionPlan, error) {
-	return partitionPlanOn(t, cols, from, to, sqltext.QuoteIdent(t.Column))
+	return partitionPlanOn(t, cols, from, to, "")
 }
 
-// partitionPlanOn is partitionPlanFor with the partition column read as
-// col, an expression such as NEW."day" in a trigger.
-func partitionPlanOn(t refill.TableRef, cols []refill.Column, from, to, col string) (partitionPlan, error) {
-	typ, found := "", false
-	for _, c := range cols {
-		if c.Name == t.Column {
-			typ, found = c.Type, true
-			break
-		}
+// partitionPlanOn is partitionPlanFor with the partition column read from
+// row, as NEW."day" is in a trigger ("" for the table's own rows).
+func partitionPlanOn(t refill.TableRef, cols []refill.Column, from, to, row string) (partitionPlan, error) {
+	c, err := partitionColumn(t, cols)
+	if err != nil {
+		return partitionPlan{}, err
 	}
-	if !found {
-		return partitionPlan{}, refill.BadInputf("table %s has no column %s (the partition column)", t.Table, t.Column)
+	typ, col := c.Type, sqltext.QuoteIdent(c.Name)
+	if row != "" {
+		col = row + "." + col
 	}
 	grain := t.Grain
 	if grain == "" {

@@ -94,7 +94,7 @@ func profile(ctx context.Context, db querier, begin func(context.Context) (pgx.T
 		}
 		fmt.Fprintf(&sel, ", count(*) FILTER (WHERE %s > $%d::timestamptz)", f, len(args))
 	}
-	fmt.Fprintf(&sel, " FROM %s WHERE %s GROUP BY %s", sqltext.QuoteIdent(t.Table), p.where, p.group)
+	fmt.Fprintf(&sel, " FROM %s WHERE %s GROUP BY %s", sqltext.Postgres.QuoteName(t.Table), p.where, p.group)
 
 	tx, err := begin(ctx)
 	if err != nil {
@@ -159,23 +159,13 @@ func profileError(table string, err error) error {
 	return fmt.Errorf("profile of %s: %w", table, err)
 }
 
-// checkColumn finds a column a check names, and for time checks makes sure
-// it holds timestamps: date, timestamp, timestamptz, or text.
+// checkColumn finds a column a check names, as the config names it, and
+// for time checks makes sure it holds timestamps: date, timestamp,
+// timestamptz, or text.
 func checkColumn(table string, cols []refill.Column, name, check string, timestamp bool) (refill.Column, error) {
-	var c refill.Column
-	found := false
-	for _, col := range cols {
-		if col.Name == name {
-			c, found = col, true
-			break
-		}
-	}
+	c, found := sqltext.Postgres.Column(cols, name)
 	if !found {
-		names := make([]string, len(cols))
-		for i, c := range cols {
-			names[i] = c.Name
-		}
-		return c, refill.BadInputf("table %s has no column %s (named by its %s check); its columns are %s", table, name, check, strings.Join(names, ", "))
+		return c, sqltext.Postgres.NoColumn(table, name, "named by its "+check+" check", cols)
 	}
 	if timestamp && !(c.Type == "date" || strings.HasPrefix(c.Type, "timestamp") || textType(c.Type)) {
 		return c, refill.BadInputf("column %s of table %s is %s; time checks need a timestamp column (date, timestamp, timestamptz or text)", c.Name, table, c.Type)

@@ -101,7 +101,7 @@ func deletePartition(ctx context.Context, db querier, ref refill.TableRef, cols 
 	if err != nil {
 		return 0, fmt.Errorf("delete partition %s of %s: %w", partition, ref.Table, err)
 	}
-	tag, err := db.Exec(ctx, fmt.Sprintf("DELETE FROM %s WHERE %s", sqltext.QuoteIdent(ref.Table), p.where), p.args...)
+	tag, err := db.Exec(ctx, fmt.Sprintf("DELETE FROM %s WHERE %s", sqltext.Postgres.QuoteName(ref.Table), p.where), p.args...)
 	if err != nil {
 		return 0, fmt.Errorf("delete partition %s of %s: %w", partition, ref.Table, err)
 	}
@@ -174,7 +174,11 @@ func (t *tx) ReplaceFromQuery(ctx context.Context, ref refill.TableRef, query, p
 	if uses > 0 {
 		args = append(args, partition)
 	}
-	col := sqltext.QuoteIdent(ref.Column)
+	pc, err := partitionColumn(ref, cols)
+	if err != nil {
+		return 0, err
+	}
+	col := sqltext.QuoteIdent(pc.Name)
 	// The newline after the query ends a trailing line comment.
 	stmt := fmt.Sprintf(`WITH refill_inserted AS (
 INSERT INTO %[1]s (%[2]s)
@@ -182,7 +186,7 @@ INSERT INTO %[1]s (%[2]s)
 RETURNING %[4]s
 )
 SELECT count(*), count(*) FILTER (WHERE (%[5]s) IS NOT TRUE), min(coalesce(%[4]s::text, 'NULL')) FILTER (WHERE (%[5]s) IS NOT TRUE)
-FROM refill_inserted`, sqltext.QuoteIdent(ref.Table), target, bound, col, p.where)
+FROM refill_inserted`, sqltext.Postgres.QuoteName(ref.Table), target, bound, col, p.where)
 	before, err := tableCounts(ctx, t.tx)
 	if err != nil {
 		return 0, err
@@ -210,24 +214,30 @@ FROM refill_inserted`, sqltext.QuoteIdent(ref.Table), target, bound, col, p.wher
 }
 
 // targetColumns matches a query's output column names to the table's
-// columns, exactly as PostgreSQL names are matched, and renders them as an
-// INSERT's column list in output order.
+// columns as PostgreSQL matches names (sqltext.Postgres.MatchColumn): the
+// names are already folded, as the query wrote them (AS EventDate is
+// eventdate, AS "EventDate" is EventDate), and must equal a column's. It
+// renders them as an INSERT's column list in output order.
 func targetColumns(table string, cols []refill.Column, names []string) (string, error) {
-	have := make(map[string]bool, len(cols))
-	for _, c := range cols {
-		have[c.Name] = true
-	}
 	quoted := make([]string, len(names))
 	seen := map[string]bool{}
 	for i, n := range names {
-		if !have[n] {
-			return "", refill.BadInputf("the query's output column %q is not a column of table %s: name each output column after the column it fills (SELECT expr AS name)", n, table)
+		c, ok := sqltext.Postgres.MatchColumn(cols, n)
+		if !ok {
+			msg := fmt.Sprintf("the query's output column %q is not a column of table %s (its columns are %s): name each output column after the column it fills (SELECT expr AS name)", n, table, sqltext.ColumnNames(cols))
+			for _, c := range cols {
+				if strings.EqualFold(c.Name, n) {
+					msg += fmt.Sprintf(`; PostgreSQL folds an unquoted AS name to lower case, so the column %s needs AS "%s"`, c.Name, c.Name)
+					break
+				}
+			}
+			return "", refill.BadInputf("%s", msg)
 		}
-		if seen[n] {
+		if seen[c.Name] {
 			return "", refill.BadInputf("the query has two output columns named %s", n)
 		}
-		seen[n] = true
-		quoted[i] = sqltext.QuoteIdent(n)
+		seen[c.Name] = true
+		quoted[i] = sqltext.QuoteIdent(c.Name)
 	}
 	return strings.Join(quoted, ", "), nil
 }

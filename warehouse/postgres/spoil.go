@@ -43,11 +43,15 @@ func (t *tx) Spoil(ctx context.Context, ref refill.TableRef, partition string) (
 	if err != nil {
 		return fail(err)
 	}
+	pc, err := partitionColumn(ref, cols)
+	if err != nil {
+		return fail(err)
+	}
 	kinds, err := columnKinds(ctx, t.tx, ref.Table)
 	if err != nil {
 		return fail(err)
 	}
-	table := sqltext.QuoteIdent(ref.Table)
+	table := sqltext.Postgres.QuoteName(ref.Table)
 	type rowID struct {
 		table uint32
 		ctid  string
@@ -85,7 +89,7 @@ func (t *tx) Spoil(ctx context.Context, ref refill.TableRef, partition string) (
 		name := sqltext.QuoteIdent(c.Name)
 		k := kinds[c.Name]
 		switch {
-		case c.Name == ref.Column:
+		case c.Name == pc.Name:
 			into, copies = append(into, name), append(copies, name)
 		case k.auto:
 			// Left to the table: an identity, serial or generated column.
@@ -161,7 +165,7 @@ func columnKinds(ctx context.Context, db querier, table string) (map[string]colu
 FROM pg_catalog.pg_attribute a
 LEFT JOIN pg_catalog.pg_index i ON i.indrelid = a.attrelid AND i.indisprimary
 LEFT JOIN pg_catalog.pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, sqltext.QuoteIdent(table))
+WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, sqltext.Postgres.QuoteName(table))
 	if err != nil {
 		return nil, err
 	}

@@ -79,7 +79,8 @@ func (t *tx) CopyPartitions(ctx context.Context, ref refill.TableRef, dst, from,
 	if err := t.usable(); err != nil {
 		return err
 	}
-	for _, part := range strings.Split(dst, ".") {
+	dstParts := sqltext.Postgres.Resolve(dst)
+	for _, part := range dstParts {
 		if len(part) > maxIdentifier {
 			return refill.BadInputf("snapshot table name %q is longer than PostgreSQL's %d bytes", part, maxIdentifier)
 		}
@@ -92,13 +93,13 @@ func (t *tx) CopyPartitions(ctx context.Context, ref refill.TableRef, dst, from,
 	if err != nil {
 		return fmt.Errorf("copy %s: %w", ref.Table, err)
 	}
-	if schema, _, ok := strings.Cut(dst, "."); ok {
-		if _, err := t.tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+sqltext.QuoteIdent(schema)); err != nil {
+	if len(dstParts) == 2 {
+		if _, err := t.tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+sqltext.QuoteIdent(dstParts[0])); err != nil {
 			return fmt.Errorf("copy %s %s..%s into %s: %w", ref.Table, from, to, dst, err)
 		}
 	}
 	_, err = t.tx.Exec(ctx, fmt.Sprintf("CREATE TABLE %s AS SELECT * FROM %s WHERE %s",
-		sqltext.QuoteIdent(dst), sqltext.QuoteIdent(ref.Table), p.where), p.args...)
+		sqltext.Postgres.QuoteName(dst), sqltext.Postgres.QuoteName(ref.Table), p.where), p.args...)
 	if err != nil {
 		return fmt.Errorf("copy %s %s..%s into %s: %w", ref.Table, from, to, dst, err)
 	}
@@ -126,13 +127,9 @@ func (t *tx) RestorePartition(ctx context.Context, ref refill.TableRef, src, par
 	if err != nil {
 		return 0, err
 	}
-	have := make(map[string]bool, len(cols))
-	for _, c := range cols {
-		have[c.Name] = true
-	}
 	names := make([]string, len(srcCols))
 	for i, c := range srcCols {
-		if !have[c.Name] {
+		if _, ok := sqltext.Postgres.MatchColumn(cols, c.Name); !ok {
 			return 0, refill.BadInputf("restore %s %s from %s: the snapshot has a column %s that %s no longer has; restoring would lose it, so add the column back first", ref.Table, partition, src, c.Name, ref.Table)
 		}
 		names[i] = sqltext.QuoteIdent(c.Name)
@@ -146,7 +143,7 @@ func (t *tx) RestorePartition(ctx context.Context, ref refill.TableRef, src, par
 	}
 	list := strings.Join(names, ", ")
 	tag, err := t.tx.Exec(ctx, fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s WHERE %s",
-		sqltext.QuoteIdent(ref.Table), list, list, sqltext.QuoteIdent(src), p.where), p.args...)
+		sqltext.Postgres.QuoteName(ref.Table), list, list, sqltext.Postgres.QuoteName(src), p.where), p.args...)
 	if err != nil {
 		return 0, fmt.Errorf("restore %s %s from %s: %w", ref.Table, partition, src, err)
 	}
@@ -158,7 +155,7 @@ func (t *tx) DropTable(ctx context.Context, name string) error {
 	if err := t.usable(); err != nil {
 		return err
 	}
-	if _, err := t.tx.Exec(ctx, "DROP TABLE IF EXISTS "+sqltext.QuoteIdent(name)); err != nil {
+	if _, err := t.tx.Exec(ctx, "DROP TABLE IF EXISTS "+sqltext.Postgres.QuoteName(name)); err != nil {
 		return fmt.Errorf("drop table %s: %w", name, err)
 	}
 	return nil

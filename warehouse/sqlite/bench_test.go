@@ -42,7 +42,7 @@ func BenchmarkSource(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		q := fmt.Sprintf("SELECT %s FROM %s WHERE %s", what, sqltext.QuoteIdent(ref.Table), f.where)
+		q := fmt.Sprintf("SELECT %s FROM %s WHERE %s", what, sqltext.SQLite.QuoteName(ref.Table), f.where)
 		return func(ctx context.Context) (n int64, err error) {
 			err = w.db.QueryRowContext(ctx, q, f.args...).Scan(&n)
 			return n, err

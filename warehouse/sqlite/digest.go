@@ -36,7 +36,7 @@ func digest(ctx context.Context, db querier, t refill.TableRef, partition string
 		names[i] = sqltext.QuoteIdent(c.Name)
 	}
 	q := fmt.Sprintf("SELECT count(*), refill_checksum(%s) FROM %s WHERE %s",
-		strings.Join(names, ", "), sqltext.QuoteIdent(t.Table), f.where)
+		strings.Join(names, ", "), sqltext.SQLite.QuoteName(t.Table), f.where)
 	var d refill.Digest
 	var sum int64
 	if err := db.QueryRowContext(ctx, q, f.args...).Scan(&d.Rows, &sum); err != nil {

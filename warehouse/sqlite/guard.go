@@ -73,9 +73,9 @@ type guard struct {
 // newQueryGuard is the guard of a query job whose rows refill inserts into
 // table ("" when they go nowhere, as when they are only counted).
 func newQueryGuard(table string) *guard {
-	g := &guard{policy: queryJob, name: table, table: table}
-	if schema, name, ok := strings.Cut(table, "."); ok {
-		g.schema, g.table = schema, name
+	g := &guard{policy: queryJob, name: table}
+	if table != "" {
+		g.schema, g.table = splitTable(table)
 	}
 	return g
 }
@@ -83,16 +83,17 @@ func newQueryGuard(table string) *guard {
 // newSQLGuard is the guard of an sql job that builds table, which is the
 // one table it may write: in the main database unless table names another.
 func newSQLGuard(table string) *guard {
-	g := &guard{policy: sqlJob, name: table, schema: "main", table: table}
-	if schema, name, ok := strings.Cut(table, "."); ok {
-		g.schema, g.table = schema, name
+	g := &guard{policy: sqlJob, name: table}
+	g.schema, g.table = splitTable(table)
+	if g.schema == "" {
+		g.schema = "main"
 	}
 	return g
 }
 
 // owns reports whether the table name in database db is the guard's own.
 func (g *guard) owns(db, name string) bool {
-	return g.table != "" && strings.EqualFold(name, g.table) && (g.schema == "" || strings.EqualFold(db, g.schema))
+	return g.table != "" && sqltext.SQLite.SameName(name, g.table) && (g.schema == "" || sqltext.SQLite.SameName(db, g.schema))
 }
 
 // refillTable reports whether name is one of refill's own tables

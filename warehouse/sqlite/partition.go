@@ -41,9 +41,13 @@ const outsideMarker = "refill: a row outside the partition: "
 // fence returns the statements that create the partition triggers on t's
 // table for partition, whose columns are cols.
 func fence(t refill.TableRef, cols []refill.Column, partition string) ([]string, error) {
+	c, err := partitionColumn(t, cols)
+	if err != nil {
+		return nil, err
+	}
 	inside := func(row string) (string, error) {
-		col := row + "." + sqltext.QuoteIdent(t.Column)
-		key, err := partitionKeyOf(t, cols, col)
+		col := row + "." + sqltext.QuoteIdent(c.Name)
+		key, err := partitionKeyOf(t, cols, row)
 		if err != nil {
 			return "", err
 		}
@@ -63,12 +67,12 @@ func fence(t refill.TableRef, cols []refill.Column, partition string) ([]string,
 	if err != nil {
 		return nil, err
 	}
-	table := sqltext.QuoteIdent(t.Table)
-	if !strings.Contains(t.Table, ".") {
+	table := sqltext.SQLite.QuoteName(t.Table)
+	if schema, _ := splitTable(t.Table); schema == "" {
 		table = "main." + table
 	}
 	value := func(row string) string {
-		return fmt.Sprintf("coalesce(CAST(%s.%s AS TEXT), 'NULL')", row, sqltext.QuoteIdent(t.Column))
+		return fmt.Sprintf("coalesce(CAST(%s.%s AS TEXT), 'NULL')", row, sqltext.QuoteIdent(c.Name))
 	}
 	raise := func(v string) string {
 		return fmt.Sprintf("BEGIN SELECT RAISE(ABORT, %s || %s); END", literal(outsideMarker), v)

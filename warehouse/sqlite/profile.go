@@ -66,9 +66,13 @@ func profile(ctx context.Context, db querier, t refill.TableRef, spec refill.Pro
 	plan.agg.parts = map[string]*partCounts{}
 	id := profiles.add(&plan.agg)
 	defer profiles.remove(id)
-	col := sqltext.QuoteIdent(t.Column)
+	pc, err := partitionColumn(t, cols)
+	if err != nil {
+		return nil, err
+	}
+	col := sqltext.QuoteIdent(pc.Name)
 	q := fmt.Sprintf("SELECT refill_profile(?3, %s%s) FROM %s WHERE %s >= ?1 AND %s < ?2",
-		key, plan.args, sqltext.QuoteIdent(t.Table), col, col)
+		key, plan.args, sqltext.SQLite.QuoteName(t.Table), col, col)
 	var rows int64
 	if err := db.QueryRowContext(ctx, q, lo, hi, id).Scan(&rows); err != nil {
 		return nil, fmt.Errorf("profile of %s: %w", t.Table, err)
@@ -237,13 +241,9 @@ func (p *profilePlan) profile(c []int64) refill.Profile {
 // A numeric column would hold numbers that julianday() reads as Julian day
 // numbers, which is never what a timestamp column means.
 func checkColumn(table string, cols []refill.Column, name, check string, timestamp bool) (refill.Column, error) {
-	c, ok := column(cols, name)
+	c, ok := sqltext.SQLite.Column(cols, name)
 	if !ok {
-		names := make([]string, len(cols))
-		for i, c := range cols {
-			names[i] = c.Name
-		}
-		return c, refill.BadInputf("table %s has no column %s (named by its %s check); its columns are %s", table, name, check, strings.Join(names, ", "))
+		return c, sqltext.SQLite.NoColumn(table, name, "named by its "+check+" check", cols)
 	}
 	if timestamp && !timeType(c.Type) {
 		return c, refill.BadInputf("column %s of table %s is %s; time checks need a timestamp column (text, date, datetime or timestamp)", c.Name, table, c.Type)

@@ -104,7 +104,7 @@ func deletePartition(ctx context.Context, db querier, ref refill.TableRef, cols 
 	if err != nil {
 		return 0, fmt.Errorf("delete partition %s of %s: %w", partition, ref.Table, err)
 	}
-	res, err := db.ExecContext(ctx, fmt.Sprintf("DELETE FROM %s WHERE %s", sqltext.QuoteIdent(ref.Table), f.where), f.args...)
+	res, err := db.ExecContext(ctx, fmt.Sprintf("DELETE FROM %s WHERE %s", sqltext.SQLite.QuoteName(ref.Table), f.where), f.args...)
 	if err != nil {
 		return 0, fmt.Errorf("delete partition %s of %s: %w", partition, ref.Table, err)
 	}
@@ -169,7 +169,7 @@ func (t *tx) ReplaceFromQuery(ctx context.Context, ref refill.TableRef, query, p
 	}
 	var inserted int64
 	err = t.jobText(ctx, newQueryGuard(ref.Table), partition, func() error {
-		res, err := t.conn.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (%s)\n%s\n", sqltext.QuoteIdent(ref.Table), target, bound), args...)
+		res, err := t.conn.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (%s)\n%s\n", sqltext.SQLite.QuoteName(ref.Table), target, bound), args...)
 		if err != nil {
 			return fmt.Errorf("query job for partition %s of %s: %w", partition, ref.Table, err)
 		}
@@ -180,7 +180,7 @@ func (t *tx) ReplaceFromQuery(ctx context.Context, ref refill.TableRef, query, p
 		return 0, err
 	}
 	var inside int64
-	if err := t.conn.QueryRowContext(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE %s", sqltext.QuoteIdent(ref.Table), f.where), f.args...).Scan(&inside); err != nil {
+	if err := t.conn.QueryRowContext(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE %s", sqltext.SQLite.QuoteName(ref.Table), f.where), f.args...).Scan(&inside); err != nil {
 		return 0, fmt.Errorf("query job for partition %s of %s: counting its rows: %w", partition, ref.Table, err)
 	}
 	if inside != inserted {
@@ -197,12 +197,13 @@ func (t *tx) ReplaceFromQuery(ctx context.Context, ref refill.TableRef, query, p
 // query again: the failed job's rows are rolled back anyway. It never
 // fails; at worst it says it does not know.
 func (t *tx) outsideValue(ctx context.Context, ref refill.TableRef, names []string, f filter, q, partition string) string {
-	if _, ok := column(refillColumns(names), ref.Column); !ok {
+	out, ok := sqltext.SQLite.Column(refillColumns(names), ref.Column)
+	if !ok {
 		return fmt.Sprintf("the column's default (the query has no output column %s)", ref.Column)
 	}
 	// The filter's arguments are ?1 to ?4, so the query's :partition is ?5.
 	bound, _ := sqltext.SQLite.BindPartition(q, "?5")
-	col := sqltext.QuoteIdent(ref.Column)
+	col := sqltext.QuoteIdent(out.Name)
 	stmt := fmt.Sprintf("SELECT coalesce(CAST(%[1]s AS TEXT), 'NULL') FROM (\n%[2]s\n) WHERE (%[3]s) IS NOT 1 LIMIT 1", col, bound, f.where)
 	var v string
 	err := t.jobText(ctx, newQueryGuard(""), partition, func() error {
@@ -225,14 +226,15 @@ func refillColumns(names []string) []refill.Column {
 }
 
 // targetColumns matches a query's output column names to the table's
-// columns, and renders them as an INSERT's column list in output order.
+// columns as SQLite matches names (sqltext.SQLite.MatchColumn, ignoring
+// ASCII case), and renders them as an INSERT's column list in output order.
 func targetColumns(table string, cols []refill.Column, names []string) (string, error) {
 	quoted := make([]string, len(names))
 	seen := map[string]bool{}
 	for i, n := range names {
-		c, ok := column(cols, n)
+		c, ok := sqltext.SQLite.MatchColumn(cols, n)
 		if !ok {
-			return "", refill.BadInputf("the query's output column %q is not a column of table %s: name each output column after the column it fills (SELECT expr AS name)", n, table)
+			return "", refill.BadInputf("the query's output column %q is not a column of table %s (its columns are %s): name each output column after the column it fills (SELECT expr AS name)", n, table, sqltext.ColumnNames(cols))
 		}
 		key := strings.ToLower(c.Name)
 		if seen[key] {

@@ -37,11 +37,15 @@ func (t *tx) Spoil(ctx context.Context, ref refill.TableRef, partition string) (
 	if err != nil {
 		return "", false, fmt.Errorf("spoil %s %s: %w", ref.Table, partition, err)
 	}
+	pc, err := partitionColumn(ref, cols)
+	if err != nil {
+		return "", false, fmt.Errorf("spoil %s %s: %w", ref.Table, partition, err)
+	}
 	id, err := t.rowIdentity(ctx, ref.Table, cols)
 	if err != nil {
 		return "", false, fmt.Errorf("spoil %s %s: %w", ref.Table, partition, err)
 	}
-	table := sqltext.QuoteIdent(ref.Table)
+	table := sqltext.SQLite.QuoteName(ref.Table)
 	ids := strings.Join(id.exprs, ", ")
 	rows, err := t.conn.QueryContext(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE %s ORDER BY %s LIMIT 2", ids, table, f.where, ids), f.args...)
 	if err != nil {
@@ -95,9 +99,9 @@ func (t *tx) Spoil(ctx context.Context, ref refill.TableRef, partition string) (
 	for _, c := range cols {
 		name := sqltext.QuoteIdent(c.Name)
 		switch {
-		case strings.EqualFold(c.Name, ref.Column):
+		case c.Name == pc.Name:
 			into, copies = append(into, name), append(copies, name)
-		case strings.EqualFold(c.Name, id.auto):
+		case sqltext.SQLite.SameName(c.Name, id.auto):
 			// A rowid alias: the copy gets a new one.
 		case id.key[strings.ToLower(c.Name)]:
 			into, copies = append(into, name), append(copies, changedValue(c))
@@ -156,10 +160,8 @@ type identity struct {
 
 // rowIdentity returns how to find one row of table again.
 func (t *tx) rowIdentity(ctx context.Context, table string, cols []refill.Column) (identity, error) {
-	schema, name, qualified := strings.Cut(table, ".")
-	if !qualified {
-		schema, name = "", table
-	}
+	schema, name := splitTable(table)
+	qualified := schema != ""
 	id := identity{key: map[string]bool{}}
 	q, args := "SELECT name, lower(type) FROM pragma_table_info(?1) WHERE pk > 0 ORDER BY pk", []any{name}
 	if qualified {
@@ -197,7 +199,7 @@ func (t *tx) rowIdentity(ctx context.Context, table string, cols []refill.Column
 		id.auto = pk[0].Name
 	}
 	for _, alias := range []string{"rowid", "_rowid_", "oid"} {
-		if _, taken := column(cols, alias); !taken {
+		if _, taken := sqltext.SQLite.MatchColumn(cols, alias); !taken {
 			id.exprs = []string{alias}
 			return id, nil
 		}

@@ -81,13 +81,16 @@ type querier interface {
 
 // Columns returns the table's columns in table order with their declared
 // types lower-cased. A name schema.table looks in that attached schema.
+// SQLite ignores the case of names, so Events, EVENTS and '"Events"' in
+// the config all name the table events.
 func (w *Warehouse) Columns(ctx context.Context, table string) ([]refill.Column, error) {
 	return columns(ctx, w.db, table)
 }
 
 func columns(ctx context.Context, db querier, table string) ([]refill.Column, error) {
-	q, args := "SELECT name, lower(type) FROM pragma_table_info(?1) ORDER BY cid", []any{table}
-	if schema, name, ok := strings.Cut(table, "."); ok {
+	schema, name := splitTable(table)
+	q, args := "SELECT name, lower(type) FROM pragma_table_info(?1) ORDER BY cid", []any{name}
+	if schema != "" {
 		q, args = "SELECT name, lower(type) FROM pragma_table_info(?1, ?2) ORDER BY cid", []any{name, schema}
 	}
 	rows, err := db.QueryContext(ctx, q, args...)
@@ -107,9 +110,19 @@ func columns(ctx context.Context, db querier, table string) ([]refill.Column, er
 		return nil, fmt.Errorf("columns of %s: %w", table, err)
 	}
 	if len(cols) == 0 {
-		return nil, fmt.Errorf("%w: %s", refill.ErrNoTable, table)
+		return nil, &sqltext.NoTableError{Table: table}
 	}
 	return cols, nil
+}
+
+// splitTable returns the schema (or "") and the name of a table name from
+// the config, as SQLite stores them: without quotes.
+func splitTable(table string) (schema, name string) {
+	parts := sqltext.SQLite.Resolve(table)
+	if len(parts) == 1 {
+		return "", parts[0]
+	}
+	return parts[0], strings.Join(parts[1:], ".")
 }
 
 // PartitionCounts counts the rows of every non-empty partition in [from, to]
@@ -123,7 +136,7 @@ func (w *Warehouse) PartitionCounts(ctx context.Context, t refill.TableRef, from
 	if err != nil {
 		return nil, fmt.Errorf("partition counts of %s: %w", t.Table, err)
 	}
-	q := fmt.Sprintf("SELECT %s AS p, count(*) FROM %s WHERE %s GROUP BY 1", f.key, sqltext.QuoteIdent(t.Table), f.where)
+	q := fmt.Sprintf("SELECT %s AS p, count(*) FROM %s WHERE %s GROUP BY 1", f.key, sqltext.SQLite.QuoteName(t.Table), f.where)
 	rows, err := w.db.QueryContext(ctx, q, f.args...)
 	if err != nil {
 		return nil, fmt.Errorf("partition counts of %s: %w", t.Table, err)
@@ -160,6 +173,10 @@ type filter struct {
 // serve and which no timestamp's UTC offset can move a row across; then on
 // the partition key itself, which is exact.
 func partitionFilter(t refill.TableRef, cols []refill.Column, from, to string) (filter, error) {
+	c, err := partitionColumn(t, cols)
+	if err != nil {
+		return filter{}, err
+	}
 	key, err := partitionKey(t, cols)
 	if err != nil {
 		return filter{}, err
@@ -170,19 +187,19 @@ func partitionFilter(t refill.TableRef, cols []refill.Column, from, to string) (
 	}
 	return filter{
 		key:   key,
-		where: fmt.Sprintf("%[1]s >= ?1 AND %[1]s < ?2 AND %[2]s BETWEEN ?3 AND ?4", sqltext.QuoteIdent(t.Column), key),
+		where: fmt.Sprintf("%[1]s >= ?1 AND %[1]s < ?2 AND %[2]s BETWEEN ?3 AND ?4", sqltext.QuoteIdent(c.Name), key),
 		args:  []any{lo, hi, from, to},
 	}, nil
 }
 
-// column finds a column by name as SQLite does, ignoring ASCII case.
-func column(cols []refill.Column, name string) (refill.Column, bool) {
-	for _, c := range cols {
-		if strings.EqualFold(c.Name, name) {
-			return c, true
-		}
+// partitionColumn finds t's partition column among cols, the table's
+// columns, as the config names it.
+func partitionColumn(t refill.TableRef, cols []refill.Column) (refill.Column, error) {
+	c, ok := sqltext.SQLite.Column(cols, t.Column)
+	if !ok {
+		return c, sqltext.SQLite.NoColumn(t.Table, t.Column, "the partition column", cols)
 	}
-	return refill.Column{}, false
+	return c, nil
 }
 
 // partitionKey returns the SQL expression that renders t's partition column
@@ -191,15 +208,19 @@ func column(cols []refill.Column, name string) (refill.Column, bool) {
 // and converted to UTC by strftime, which yields NULL (no partition) for
 // text that is not a time.
 func partitionKey(t refill.TableRef, cols []refill.Column) (string, error) {
-	return partitionKeyOf(t, cols, sqltext.QuoteIdent(t.Column))
+	return partitionKeyOf(t, cols, "")
 }
 
-// partitionKeyOf is partitionKey with the partition column read as col, an
-// expression such as NEW."day" in a trigger.
-func partitionKeyOf(t refill.TableRef, cols []refill.Column, col string) (string, error) {
-	c, found := column(cols, t.Column)
-	if !found {
-		return "", refill.BadInputf("table %s has no column %s (the partition column)", t.Table, t.Column)
+// partitionKeyOf is partitionKey with the partition column read from row,
+// as NEW."day" is in a trigger ("" for the table's own rows).
+func partitionKeyOf(t refill.TableRef, cols []refill.Column, row string) (string, error) {
+	c, err := partitionColumn(t, cols)
+	if err != nil {
+		return "", err
+	}
+	col := sqltext.QuoteIdent(c.Name)
+	if row != "" {
+		col = row + "." + col
 	}
 	typ := c.Type
 	// Columns of INTEGER or REAL affinity hold numbers, not date text: a

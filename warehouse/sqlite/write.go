@@ -87,7 +87,7 @@ func (t *tx) CopyPartitions(ctx context.Context, ref refill.TableRef, dst, from,
 		return fmt.Errorf("copy %s: %w", ref.Table, err)
 	}
 	_, err = t.conn.ExecContext(ctx, fmt.Sprintf("CREATE TABLE %s AS SELECT * FROM %s WHERE %s",
-		sqltext.QuoteIdent(dst), sqltext.QuoteIdent(ref.Table), f.where), f.args...)
+		sqltext.SQLite.QuoteName(dst), sqltext.SQLite.QuoteName(ref.Table), f.where), f.args...)
 	if err != nil {
 		return fmt.Errorf("copy %s %s..%s into %s: %w", ref.Table, from, to, dst, err)
 	}
@@ -114,7 +114,7 @@ func (t *tx) RestorePartition(ctx context.Context, ref refill.TableRef, src, par
 	into := make([]string, len(srcCols))
 	from := make([]string, len(srcCols))
 	for i, sc := range srcCols {
-		c, ok := column(cols, sc.Name)
+		c, ok := sqltext.SQLite.MatchColumn(cols, sc.Name)
 		if !ok {
 			return 0, refill.BadInputf("restore %s %s from %s: the snapshot has a column %s that %s no longer has; restoring would lose it, so add the column back first", ref.Table, partition, src, sc.Name, ref.Table)
 		}
@@ -129,7 +129,7 @@ func (t *tx) RestorePartition(ctx context.Context, ref refill.TableRef, src, par
 		return 0, err
 	}
 	res, err := t.conn.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s WHERE %s",
-		sqltext.QuoteIdent(ref.Table), strings.Join(into, ", "), strings.Join(from, ", "), sqltext.QuoteIdent(src), f.where), f.args...)
+		sqltext.SQLite.QuoteName(ref.Table), strings.Join(into, ", "), strings.Join(from, ", "), sqltext.SQLite.QuoteName(src), f.where), f.args...)
 	if err != nil {
 		return 0, fmt.Errorf("restore %s %s from %s: %w", ref.Table, partition, src, err)
 	}
@@ -141,7 +141,7 @@ func (t *tx) DropTable(ctx context.Context, name string) error {
 	if err := t.usable(); err != nil {
 		return err
 	}
-	if _, err := t.conn.ExecContext(ctx, "DROP TABLE IF EXISTS "+sqltext.QuoteIdent(name)); err != nil {
+	if _, err := t.conn.ExecContext(ctx, "DROP TABLE IF EXISTS "+sqltext.SQLite.QuoteName(name)); err != nil {
 		return fmt.Errorf("drop table %s: %w", name, err)
 	}
 	return nil

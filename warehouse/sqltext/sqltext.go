@@ -25,14 +25,18 @@ import (
 // being rebuilt (DESIGN.md §5).
 const PartitionParam = ":partition"
 
-// QuoteIdent quotes a table or column name for either dialect. A dotted name
+// QuoteIdent quotes a name exactly as the engine stores it, such as a
+// column name Columns returned, for either dialect. A dotted name
 // (schema.table) has each part quoted on its own, so that it still names a
 // table in another schema rather than one table with a dot in its name.
 // Embedded double quotes are doubled, so no name can end the quoting early.
+//
+// A name from the config is not stored as written: Events is events on
+// PostgreSQL, and '"Events"' is Events. Dialect.QuoteName renders those.
 func QuoteIdent(name string) string {
 	parts := strings.Split(name, ".")
 	for i, p := range parts {
-		parts[i] = `"` + strings.ReplaceAll(p, `"`, `""`) + `"`
+		parts[i] = quotePart(p)
 	}
 	return strings.Join(parts, ".")
 }
@@ -56,14 +60,20 @@ type Dialect struct {
 	// bracketIdents: SQLite also quotes identifiers as [name] and `name`.
 	// Postgres has neither: [ is an array subscript there.
 	bracketIdents bool
+	// foldLower: Postgres folds an unquoted identifier to lower case.
+	foldLower bool
+	// caseInsensitive: SQLite compares identifiers ignoring ASCII case,
+	// quoted or not.
+	caseInsensitive bool
 }
 
 // SQLite is SQLite's dialect. Parameters are numbered ?NNN so that one value
 // can be referenced more than once.
 var SQLite = Dialect{
-	name:          "sqlite",
-	placeholder:   func(n int) string { return "?" + strconv.Itoa(n) },
-	bracketIdents: true,
+	name:            "sqlite",
+	placeholder:     func(n int) string { return "?" + strconv.Itoa(n) },
+	bracketIdents:   true,
+	caseInsensitive: true,
 }
 
 // Postgres is PostgreSQL's dialect.
@@ -72,6 +82,7 @@ var Postgres = Dialect{
 	placeholder:     func(n int) string { return "$" + strconv.Itoa(n) },
 	nestedComments:  true,
 	postgresStrings: true,
+	foldLower:       true,
 }
 
 // String names the dialect.

@@ -328,6 +328,7 @@ func Exercise(t *testing.T, newHarness func(t *testing.T) *Harness) {
 	exerciseSpoil(t, setup)
 	exerciseGuard(t, setup)
 	exerciseReach(t, setup)
+	exerciseNames(t, setup)
 }
 
 // loadOrders creates the orders table: two orders on 2026-10-31, three by
