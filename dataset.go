@@ -41,6 +41,15 @@ type AuditConfig struct {
 	KeyEnv string `json:"key_env"`
 }
 
+// Name is how messages name the config file: its path, or refill.yaml for
+// a config built in memory.
+func (c *Config) Name() string {
+	if c.File == "" {
+		return "refill.yaml"
+	}
+	return c.File
+}
+
 // DatasetNames returns the configured dataset names, sorted.
 func (c *Config) DatasetNames() []string {
 	names := make([]string, 0, len(c.Datasets))

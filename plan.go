@@ -199,6 +199,17 @@ type Gate struct {
 	Findings []Finding `json:"findings"`
 }
 
+// Failed counts the findings that failed (warnings are not failures).
+func (g Gate) Failed() int {
+	n := 0
+	for _, f := range g.Findings {
+		if !f.Passed && !f.Warning {
+			n++
+		}
+	}
+	return n
+}
+
 // Plan is the immutable, hashed dry run of a request.
 type Plan struct {
 	ID        string    `json:"id"`
@@ -268,6 +279,15 @@ type Policy struct {
 	ManualTags     []string `json:"manual_tags"`
 	AggregateTags  []string `json:"aggregate_tags"`
 	Rules          []Rule   `json:"rules,omitempty"`
+}
+
+// DefaultRunConfig is DESIGN.md §5's run defaults: three partitions of a
+// dataset at a time, eight in a process, three attempts backing off from a
+// second, a dead worker's job rescued after ten minutes, and a 10%
+// tolerance in reports. The config loader and the runner both start here.
+func DefaultRunConfig() RunConfig {
+	return RunConfig{MaxActive: 3, MaxActiveTotal: 8, Attempts: 3,
+		Backoff: Duration(time.Second), RescueAfter: Duration(10 * time.Minute), Tolerance: 0.1}
 }
 
 // Housekeeping keeps a team's state from silting up. Its keys sit under

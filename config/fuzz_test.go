@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/lineage"
 	"github.com/refill-dev/refill/warehouse/sqltext"
 )
 
@@ -119,7 +120,7 @@ func checkAccepted(t *testing.T, cfg *refill.Config) {
 			}
 		}
 	}
-	if cyc := cycles(cfg, cfg.DatasetNames()); len(cyc) > 0 {
+	if cyc := lineage.Cycles(cfg.Datasets); len(cyc) > 0 {
 		t.Fatalf("accepted lineage cycles %v", cyc)
 	}
 }

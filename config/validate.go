@@ -12,21 +12,20 @@ import (
 	"time"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/lineage"
 	"github.com/refill-dev/refill/policy"
 	"github.com/refill-dev/refill/warehouse/sqltext"
 )
 
 // Defaults of DESIGN.md §5 and §8 that are not policy (policy defaults come
-// from refill.DefaultPolicy, so the planner and this package cannot disagree).
+// from refill.DefaultPolicy and run defaults from refill.DefaultRunConfig, so
+// the planner, the runner and this package cannot disagree).
 const (
-	defaultState          = "sqlite:.refill/state.db"
-	defaultMaxActive      = 3
-	defaultMaxActiveTotal = 8
-	defaultAttempts       = 3
-	defaultLookback       = 28
-	defaultMaxZ           = 3.0
-	defaultHorizon        = 35
-	defaultAirflowAPI     = "v1"
+	defaultState      = "sqlite:.refill/state.db"
+	defaultLookback   = 28
+	defaultMaxZ       = 3.0
+	defaultHorizon    = 35
+	defaultAirflowAPI = "v1"
 )
 
 // knownRoles are the roles DESIGN.md §9 gives meaning to: anyone may approve a
@@ -144,8 +143,7 @@ func (c *converter) storeURL(path, s string) {
 }
 
 func (c *converter) run(raw *rawRun) refill.RunConfig {
-	r := refill.RunConfig{MaxActive: defaultMaxActive, MaxActiveTotal: defaultMaxActiveTotal, Attempts: defaultAttempts,
-		Backoff: refill.Duration(time.Second), RescueAfter: refill.Duration(10 * time.Minute), Tolerance: 0.1}
+	r := refill.DefaultRunConfig()
 	if raw == nil {
 		return r
 	}
@@ -731,62 +729,10 @@ func (c *converter) lineage(cfg *refill.Config) {
 		}
 	}
 
-	for _, cycle := range cycles(cfg, names) {
+	for _, cycle := range lineage.Cycles(cfg.Datasets) {
 		first := cycle[0]
 		c.errorf(child("datasets", first, "upstream"), "cycle: %s", strings.Join(cycle, " -> "))
 	}
-}
-
-// cycles finds the lineage cycles by depth-first search over upstream edges.
-// Each is returned once, in data-flow order (upstream before downstream),
-// rotated to start at its alphabetically first dataset and closed by
-// repeating it, as in [a b c a]. Self-references and unknown upstreams are
-// reported elsewhere and ignored here.
-func cycles(cfg *refill.Config, names []string) [][]string {
-	const (
-		unvisited = iota
-		onStack
-		done
-	)
-	state := map[string]int{}
-	var stack []string
-	var out [][]string
-	found := map[string]bool{}
-	var visit func(string)
-	visit = func(n string) {
-		state[n] = onStack
-		stack = append(stack, n)
-		for _, up := range cfg.Datasets[n].Upstream {
-			if up == n || cfg.Datasets[up] == nil {
-				continue
-			}
-			switch state[up] {
-			case unvisited:
-				visit(up)
-			case onStack:
-				// stack[i:] runs downstream -> upstream: each lists the next
-				// as its upstream, and the last lists stack[i].
-				i := slices.Index(stack, up)
-				cyc := slices.Clone(stack[i:])
-				slices.Reverse(cyc)
-				start := slices.Index(cyc, slices.Min(cyc))
-				cyc = append(cyc[start:], cyc[:start]...)
-				cyc = append(cyc, cyc[0])
-				if k := strings.Join(cyc, " "); !found[k] {
-					found[k] = true
-					out = append(out, cyc)
-				}
-			}
-		}
-		stack = stack[:len(stack)-1]
-		state[n] = done
-	}
-	for _, n := range names {
-		if state[n] == unvisited {
-			visit(n)
-		}
-	}
-	return out
 }
 
 func sortedKeys[V any](m map[string]V) []string {

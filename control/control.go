@@ -227,7 +227,7 @@ func (c *Control) unmet(s *State) []string {
 	}
 	switch p.Status {
 	case refill.StatusBlocked:
-		return append(out, fmt.Sprintf("the source gate failed (%d finding(s)): a blocked plan can never run; repair the source and plan again", failed(p.Gate)))
+		return append(out, fmt.Sprintf("the source gate failed (%d finding(s)): a blocked plan can never run; repair the source and plan again", p.Gate.Failed()))
 	case refill.StatusRejected:
 		who := ""
 		for _, a := range s.Approvals {
@@ -281,16 +281,6 @@ func short(h string) string {
 		return h[:19]
 	}
 	return h
-}
-
-func failed(g refill.Gate) int {
-	n := 0
-	for _, f := range g.Findings {
-		if !f.Passed && !f.Warning {
-			n++
-		}
-	}
-	return n
 }
 
 // notDecidable explains why a plan in its status can take no decision.

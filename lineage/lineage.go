@@ -33,48 +33,64 @@ func New(datasets map[string]*refill.Dataset) (*Graph, error) {
 	for k := range g.downstream {
 		slices.Sort(g.downstream[k])
 	}
-	if cyc := g.cycle(); cyc != nil {
-		return nil, refill.BadInputf("lineage has a cycle: %s", strings.Join(cyc, " -> "))
+	if cycles := Cycles(datasets); len(cycles) > 0 {
+		return nil, refill.BadInputf("lineage has a cycle: %s", strings.Join(cycles[0], " -> "))
 	}
 	return g, nil
 }
 
-// cycle returns one cycle as a closed path, or nil.
-func (g *Graph) cycle() []string {
+// Cycles finds every lineage cycle by depth-first search over upstream edges.
+// Each is returned once, in data-flow order (upstream before downstream),
+// rotated to start at its alphabetically first dataset and closed by
+// repeating it, as in [a b c a]. Self-references and unknown upstreams are
+// reported elsewhere and ignored here. The config loader reports each with
+// its line; New refuses a graph with any.
+func Cycles(datasets map[string]*refill.Dataset) [][]string {
+	names := sortedKeys(datasets)
 	const (
-		white = iota
-		grey
-		black
+		unvisited = iota
+		onStack
+		done
 	)
-	color := map[string]int{}
+	state := map[string]int{}
 	var stack []string
-	var found []string
-	var visit func(n string) bool
-	visit = func(n string) bool {
-		color[n] = grey
+	var out [][]string
+	found := map[string]bool{}
+	var visit func(string)
+	visit = func(n string) {
+		state[n] = onStack
 		stack = append(stack, n)
-		for _, d := range g.downstream[n] {
-			switch color[d] {
-			case grey:
-				i := slices.Index(stack, d)
-				found = append(slices.Clone(stack[i:]), d)
-				return true
-			case white:
-				if visit(d) {
-					return true
+		for _, up := range datasets[n].Upstream {
+			if up == n || datasets[up] == nil {
+				continue
+			}
+			switch state[up] {
+			case unvisited:
+				visit(up)
+			case onStack:
+				// stack[i:] runs downstream -> upstream: each lists the next
+				// as its upstream, and the last lists stack[i].
+				i := slices.Index(stack, up)
+				cyc := slices.Clone(stack[i:])
+				slices.Reverse(cyc)
+				start := slices.Index(cyc, slices.Min(cyc))
+				cyc = append(cyc[start:], cyc[:start]...)
+				cyc = append(cyc, cyc[0])
+				if k := strings.Join(cyc, " "); !found[k] {
+					found[k] = true
+					out = append(out, cyc)
 				}
 			}
 		}
 		stack = stack[:len(stack)-1]
-		color[n] = black
-		return false
+		state[n] = done
 	}
-	for _, n := range sortedKeys(g.datasets) {
-		if color[n] == white && visit(n) {
-			return found
+	for _, n := range names {
+		if state[n] == unvisited {
+			visit(n)
 		}
 	}
-	return nil
+	return out
 }
 
 // Dataset returns a dataset by name.

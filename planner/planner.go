@@ -379,7 +379,7 @@ func (p *Planner) checkTable(ctx context.Context, d *refill.Dataset) error {
 			if errors.As(err, &nt) && nt.Hint != "" {
 				hint = "; " + nt.Hint
 			}
-			return refill.BadInputf("dataset %s: table %s does not exist in the warehouse%s (%s:%d)", d.Name, d.Table, hint, p.configName(), d.Line)
+			return refill.BadInputf("dataset %s: table %s does not exist in the warehouse%s (%s:%d)", d.Name, d.Table, hint, p.Config.Name(), d.Line)
 		}
 		return fmt.Errorf("dataset %s: reading table %s: %w", d.Name, d.Table, err)
 	}
@@ -399,14 +399,7 @@ func (p *Planner) checkTable(ctx context.Context, d *refill.Dataset) error {
 		written = "'" + d.Partition.Column + "'"
 	}
 	return refill.BadInputf("dataset %s: table %s has no partition column %s (columns: %s)%s (%s:%d)",
-		d.Name, d.Table, written, sqltext.ColumnNames(cols), hint, p.configName(), d.Line)
-}
-
-func (p *Planner) configName() string {
-	if p.Config.File == "" {
-		return "refill.yaml"
-	}
-	return p.Config.File
+		d.Name, d.Table, written, sqltext.ColumnNames(cols), hint, p.Config.Name(), d.Line)
 }
 
 // step counts a dataset's partitions: current rows from one grouped query

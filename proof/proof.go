@@ -99,7 +99,7 @@ func (p *Prover) Prove(ctx context.Context, dataset, partition, actor string) (*
 		err = p.rehearse(ctx, d, ref, partition, pr)
 	case refill.JobCommand:
 		if p.Commands == nil {
-			return nil, refill.BadInputf("%s has a command job: it is proven against a scratch warehouse, never the production one; set proof_warehouse: in %s", dataset, p.configName())
+			return nil, refill.BadInputf("%s has a command job: it is proven against a scratch warehouse, never the production one; set proof_warehouse: in %s", dataset, p.Config.Name())
 		}
 		pr.Warehouse = p.Commands.Name()
 		err = p.runCommand(ctx, d, ref, partition, pr)
@@ -263,13 +263,6 @@ func (p *Prover) now() time.Time {
 		return time.Now().UTC()
 	}
 	return p.Now().UTC()
-}
-
-func (p *Prover) configName() string {
-	if p.Config.File == "" {
-		return "refill.yaml"
-	}
-	return p.Config.File
 }
 
 // Status tells the policy whether a dataset's job is proven for its current

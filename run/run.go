@@ -168,12 +168,7 @@ func (r *Runner) Execute(ctx context.Context, p *refill.Plan, actor string) erro
 
 // block stores a failed re-check: the plan is blocked for good.
 func (r *Runner) block(ctx context.Context, p *refill.Plan, actor string, res gate.Result) error {
-	failed := 0
-	for _, f := range res.Findings {
-		if !f.Passed && !f.Warning {
-			failed++
-		}
-	}
+	failed := res.Gate.Failed()
 	err := r.Store.Update(ctx, func(tx *store.Tx) error {
 		if err := tx.SetStatus(ctx, p.ID, p.Status, refill.StatusBlocked); err != nil {
 			return err
@@ -223,10 +218,7 @@ func (r *Runner) execute(ctx context.Context, p *refill.Plan, runNo int) (runErr
 	for _, st := range p.Steps {
 		datasets = append(datasets, st.Dataset)
 	}
-	attempts := r.Config.Run.Attempts
-	if attempts <= 0 {
-		attempts = 3
-	}
+	attempts := r.settings().Attempts
 	r.setup()
 	q, err := openQueue(ctx, r.Store, r.queueConfig(datasets))
 	if err != nil {

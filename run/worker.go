@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+
+	"github.com/refill-dev/refill"
 )
 
 // Work serves partition jobs of every dataset until ctx ends: the body of
@@ -37,26 +39,36 @@ func (r *Runner) Work(ctx context.Context) error {
 	return q.stop(stopCtx, false)
 }
 
+// settings are the run settings in force: the config's, with
+// refill.DefaultRunConfig for any left unset (a config built by hand).
+func (r *Runner) settings() refill.RunConfig {
+	def, got := refill.DefaultRunConfig(), r.Config.Run
+	if got.MaxActive <= 0 {
+		got.MaxActive = def.MaxActive
+	}
+	if got.MaxActiveTotal <= 0 {
+		got.MaxActiveTotal = def.MaxActiveTotal
+	}
+	if got.Attempts <= 0 {
+		got.Attempts = def.Attempts
+	}
+	return got
+}
+
 // setup fills defaults shared by apply and workers.
 func (r *Runner) setup() {
-	total := r.Config.Run.MaxActiveTotal
-	if total <= 0 {
-		total = 8
-	}
-	r.active = make(chan struct{}, total)
+	def := refill.DefaultRunConfig()
+	r.active = make(chan struct{}, r.settings().MaxActiveTotal)
 	if r.Backoff <= 0 {
-		r.Backoff = time.Second
+		r.Backoff = time.Duration(def.Backoff)
 	}
 	if r.RescueAfter <= 0 {
-		r.RescueAfter = 10 * time.Minute
+		r.RescueAfter = time.Duration(def.RescueAfter)
 	}
 }
 
 func (r *Runner) queueConfig(datasets []string) queueConfig {
-	perDataset := r.Config.Run.MaxActive
-	if perDataset <= 0 {
-		perDataset = 3
-	}
+	perDataset := r.settings().MaxActive
 	return queueConfig{
 		datasets: datasets, perDataset: perDataset, backoff: r.Backoff, rescueAfter: r.RescueAfter,
 		logger: slog.New(slog.NewTextHandler(io.Discard, nil)),

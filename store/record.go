@@ -39,12 +39,7 @@ func (s *Store) RecordPlan(ctx context.Context, rec refill.PlanRecord) ([]string
 				"from": p.Request.From, "to": p.Request.To, "reason": p.Request.Reason, "reasons": p.Reasons,
 			})},
 		}
-		failed := 0
-		for _, f := range p.Gate.Findings {
-			if !f.Passed && !f.Warning {
-				failed++
-			}
-		}
+		failed := p.Gate.Failed()
 		events = append(events, &refill.Event{Kind: refill.EventGateResult, Actor: actor, PlanID: p.ID, At: p.CreatedAt,
 			Detail: refill.Detail(map[string]any{"passed": p.Gate.Passed, "checked": p.Gate.Checked, "failed": failed, "findings": len(p.Gate.Findings)})})
 		for _, f := range rec.Flags {

@@ -18,7 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
+	"github.com/refill-dev/refill/dsn"
 	"os"
 	"path/filepath"
 	"strings"
@@ -133,13 +133,9 @@ func awaitSQLite(ctx context.Context, db *sql.DB) error {
 }
 
 func openPostgres(ctx context.Context, dsn string) (*Store, error) {
-	secret := urlPassword(dsn)
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, redact(refill.BadInputf("state store: %v", err), secret)
-	}
-	if cfg.ConnConfig.Password != "" {
-		secret = cfg.ConnConfig.Password
+		return nil, redact(refill.BadInputf("state store: %v", err), dsn)
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = pgConnectTimeout
@@ -147,16 +143,16 @@ func openPostgres(ctx context.Context, dsn string) (*Store, error) {
 	where := fmt.Sprintf("PostgreSQL at %s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, redact(fmt.Errorf("state store %s: %w", where, err), secret)
+		return nil, redact(fmt.Errorf("state store %s: %w", where, err), dsn)
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, redact(fmt.Errorf("state store: cannot reach %s (is the server up, and is state: in refill.yaml right?): %w", where, err), secret)
+		return nil, redact(fmt.Errorf("state store: cannot reach %s (is the server up, and is state: in refill.yaml right?): %w", where, err), dsn)
 	}
 	s := &Store{db: stdlib.OpenDBFromPool(pool), pool: pool, d: postgresDialect}
 	if err := s.start(ctx); err != nil {
 		s.Close()
-		return nil, redact(fmt.Errorf("state store %s: %w", where, err), secret)
+		return nil, redact(fmt.Errorf("state store %s: %w", where, err), dsn)
 	}
 	return s, nil
 }
@@ -410,32 +406,5 @@ type classified struct {
 func (e *classified) Error() string { return e.msg }
 func (e *classified) Unwrap() error { return e.kind }
 
-// redact hides a PostgreSQL password in an error's text. pgx already masks
-// passwords in the errors it builds, but an error on its way to a terminal,
-// a log or a Slack thread must never depend on that; the original error is
-// still reachable for errors.Is and errors.As.
-func redact(err error, secret string) error {
-	if secret == "" || !strings.Contains(err.Error(), secret) {
-		return err
-	}
-	return &redacted{msg: strings.ReplaceAll(err.Error(), secret, "xxxxx"), err: err}
-}
-
-type redacted struct {
-	msg string
-	err error
-}
-
-func (e *redacted) Error() string { return e.msg }
-func (e *redacted) Unwrap() error { return e.err }
-
-// urlPassword returns the password of a postgres:// URL, if it parses, so it
-// can be redacted even from errors about a URL pgx cannot parse.
-func urlPassword(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil || u.User == nil {
-		return ""
-	}
-	pw, _ := u.User.Password()
-	return pw
-}
+// redact hides the DSN's passwords in an error's text (dsn.RedactError).
+func redact(err error, d string) error { return dsn.RedactError(err, d) }

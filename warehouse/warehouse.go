@@ -7,9 +7,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/refill-dev/refill/dsn"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/refill-dev/refill"
@@ -74,31 +74,16 @@ func Dialect(w refill.Warehouse) sqltext.Dialect {
 	return sqltext.Postgres
 }
 
-// SQLitePath returns the file a sqlite: DSN names, resolved against baseDir
-// when relative. sqlite:///abs/path (URL style) is accepted as well as
-// sqlite:/abs/path. ok is false, and path "", for any DSN that is not
-// sqlite: (a postgres:// one, say), so that no caller mistakes another
-// warehouse for a file.
-func SQLitePath(dsn, baseDir string) (path string, ok bool) {
-	path, ok = strings.CutPrefix(dsn, "sqlite:")
-	if !ok {
-		return "", false
-	}
-	if strings.HasPrefix(path, "///") {
-		path = path[2:]
-	}
-	if !filepath.IsAbs(path) {
-		path = filepath.Join(baseDir, path)
-	}
-	return path, true
-}
+// SQLitePath is dsn.SQLitePath: the file a sqlite: DSN names, ok=false
+// for any other engine's DSN.
+func SQLitePath(d, baseDir string) (path string, ok bool) { return dsn.SQLitePath(d, baseDir) }
 
-// RedactDSN returns dsn with any password replaced by xxxxx, so that a DSN
+// RedactDSN is dsn.Redact: the DSN with any password replaced, so that it
 // can appear in messages and logs. SQLite DSNs carry none and come back
 // unchanged.
-func RedactDSN(dsn string) string {
-	if strings.HasPrefix(dsn, "sqlite:") {
-		return dsn
+func RedactDSN(d string) string {
+	if strings.HasPrefix(d, "sqlite:") {
+		return d
 	}
-	return postgres.RedactDSN(dsn)
+	return dsn.Redact(d)
 }

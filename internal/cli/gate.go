@@ -68,7 +68,7 @@ pipeline; insufficient history is shown as a warning and does not fail.`,
 				fmt.Fprint(a.stdout, b.String())
 			}
 			if !res.Passed {
-				return fmt.Errorf("%w: %d failed check(s)", refill.ErrBlocked, failed(res.Gate))
+				return fmt.Errorf("%w: %d failed check(s)", refill.ErrBlocked, res.Gate.Failed())
 			}
 			return nil
 		},

@@ -43,7 +43,7 @@ downstream of it for these dates".`,
 				return err
 			}
 			if plan.Status == refill.StatusBlocked {
-				return fmt.Errorf("plan %s: %w: %d failed check(s); it can never be approved or applied — fix the source, then plan again", plan.ID, refill.ErrBlocked, failed(plan.Gate))
+				return fmt.Errorf("plan %s: %w: %d failed check(s); it can never be approved or applied — fix the source, then plan again", plan.ID, refill.ErrBlocked, plan.Gate.Failed())
 			}
 			return nil
 		},
@@ -54,16 +54,6 @@ downstream of it for these dates".`,
 	f.StringVar(&reason, "reason", "", "why these dates are reprocessed (required; kept in the audit log)")
 	f.StringVar(&a.as, "as", "", "who is asking (default $REFILL_USER)")
 	return cmd
-}
-
-func failed(g refill.Gate) int {
-	n := 0
-	for _, f := range g.Findings {
-		if !f.Passed && !f.Warning {
-			n++
-		}
-	}
-	return n
 }
 
 func (a *app) printPlan(plan *refill.Plan, cfg *refill.Config) error {

@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/refill-dev/refill/dsn"
 	"io"
 	"net/http"
 	"net/url"
@@ -667,12 +668,6 @@ func oneLine(s string) string {
 	return s
 }
 
-// redactURL returns raw with any password replaced, for messages about a
-// URL that may not even parse.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparseable URL)"
-	}
-	return u.Redacted()
-}
+// redactURL returns raw with any password replaced (dsn.Redact), for
+// messages about a URL that may not even parse.
+func redactURL(raw string) string { return dsn.Redact(raw) }

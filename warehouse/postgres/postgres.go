@@ -15,9 +15,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	dsnpkg "github.com/refill-dev/refill/dsn"
 	"net"
-	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -50,7 +49,8 @@ var _ refill.Warehouse = (*Warehouse)(nil)
 // string) and pings it. A DSN that cannot be parsed is bad input; a server
 // that cannot be reached is not, since the fix is in the environment. No
 // error carries the DSN's password.
-func Open(ctx context.Context, dsn string) (*Warehouse, error) {
+func Open(ctx context.Context, location string) (*Warehouse, error) {
+	dsn := location
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, refill.BadInputf("postgres DSN %s is not valid: %s", RedactDSN(dsn), scrub(err.Error(), dsn))
@@ -421,39 +421,8 @@ func unique(partitions []string) []string {
 	return out
 }
 
-// RedactDSN returns dsn with any password replaced by xxxxx, for messages
-// and logs. It handles URL DSNs (the userinfo password and the password and
-// sslpassword parameters) and key=value DSNs, and falls back to a pattern for
-// URLs too broken to parse.
-func RedactDSN(dsn string) string {
-	if !strings.Contains(dsn, "://") {
-		return kvPassword.ReplaceAllString(dsn, "${1}=xxxxx")
-	}
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return urlPassword.ReplaceAllString(dsn, "${1}:xxxxx@")
-	}
-	if _, has := u.User.Password(); has {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	q := u.Query()
-	for _, k := range []string{"password", "sslpassword"} {
-		if q.Has(k) {
-			q.Set(k, "xxxxx")
-			u.RawQuery = q.Encode()
-		}
-	}
-	return u.String()
-}
-
-var (
-	// kvPassword matches a password in a key=value DSN, quoted or not.
-	kvPassword = regexp.MustCompile(`\b((?:ssl)?password)\s*=\s*('(?:[^'\\]|\\.)*'|\S*)`)
-	// urlPassword matches user:password@ in a URL.
-	urlPassword = regexp.MustCompile(`(://[^:@/]*):([^@]*)@`)
-	// paramPassword matches a password parameter in a URL.
-	paramPassword = regexp.MustCompile(`[?&](?:ssl)?password=([^&]*)`)
-)
+// RedactDSN returns dsn with any password replaced (dsn.Redact).
+func RedactDSN(s string) string { return dsnpkg.Redact(s) }
 
 // redacted is an error whose text has the DSN's passwords removed, while
 // errors.Is and errors.As still reach the cause.
@@ -463,47 +432,8 @@ type redacted struct {
 }
 
 func (e *redacted) Error() string { return scrub(e.err.Error(), e.dsn) }
+
+// scrub removes dsn's passwords from msg (the dsn package's Scrub).
+var scrub = dsnpkg.Scrub
+
 func (e *redacted) Unwrap() error { return e.err }
-
-// scrub removes from msg every password in dsn, raw and URL-encoded. pgx
-// redacts the DSNs it prints, but by its own account on a best-effort
-// basis; scrubbing the final text does not depend on the form a message
-// takes.
-func scrub(msg, dsn string) string {
-	for _, pw := range passwords(dsn) {
-		if pw == "" {
-			continue
-		}
-		for _, form := range []string{pw, url.QueryEscape(pw), url.PathEscape(pw)} {
-			msg = strings.ReplaceAll(msg, form, "xxxxx")
-		}
-	}
-	return msg
-}
-
-// passwords returns the passwords written in dsn, in every form that
-// might be printed.
-func passwords(dsn string) []string {
-	var out []string
-	if !strings.Contains(dsn, "://") {
-		for _, m := range kvPassword.FindAllStringSubmatch(dsn, -1) {
-			out = append(out, m[2], strings.Trim(m[2], "'"))
-		}
-		return out
-	}
-	if m := urlPassword.FindStringSubmatch(dsn); m != nil {
-		out = append(out, m[2])
-	}
-	if u, err := url.Parse(dsn); err == nil {
-		if pw, ok := u.User.Password(); ok {
-			out = append(out, pw)
-		}
-		q := u.Query()
-		out = append(out, q.Get("password"), q.Get("sslpassword"))
-	} else {
-		for _, m := range paramPassword.FindAllStringSubmatch(dsn, -1) {
-			out = append(out, m[1])
-		}
-	}
-	return out
-}

@@ -1,0 +1,49 @@
+package dsn
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestNoPasswordSurvives: every form of DSN refill is given comes back
+// without its password, and an error carrying one is scrubbed while
+// errors.Is still reaches its cause.
+func TestNoPasswordSurvives(t *testing.T) {
+	for _, c := range []struct{ in, secret string }{
+		{"postgres://refill:s3cr%40t@db:5432/wh", "s3cr@t"},
+		{"postgres://refill@db/wh?password=hunter2&sslmode=disable", "hunter2"},
+		{"host=db user=refill password='p w d' dbname=wh", "p w d"},
+		{"postgres://refill:pa:ss@db/wh%", "pa:ss"},
+		{"https://airflow:tok3n@af.example/", "tok3n"},
+	} {
+		if got := Redact(c.in); strings.Contains(got, c.secret) {
+			t.Errorf("Redact(%q) = %q: the password survives", c.in, got)
+		}
+		cause := errors.New("dial " + c.in + " failed for " + c.secret)
+		err := RedactError(cause, c.in)
+		if strings.Contains(err.Error(), c.secret) || !errors.Is(err, cause) {
+			t.Errorf("RedactError: %q (is cause: %v)", err, errors.Is(err, cause))
+		}
+	}
+	if p, ok := SQLitePath("postgres://db/wh", "/cfg"); ok || p != "" {
+		t.Errorf("a PostgreSQL DSN is a SQLite path: %q", p)
+	}
+	if p, ok := SQLitePath("sqlite:wh.db", "/cfg"); !ok || p != "/cfg/wh.db" {
+		t.Errorf("SQLitePath = %q, %v", p, ok)
+	}
+}
+
+func FuzzRedact(f *testing.F) {
+	for _, s := range []string{"postgres://u:p@h/d", "host=h password=p", "sqlite:x.db", "postgres://u:p@h/d?password=q"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		out := Redact(s)
+		for _, pw := range Passwords(s) {
+			if len(pw) >= 4 && !strings.Contains("xxxxx", pw) && strings.Contains(out, "://") && strings.Contains(out, ":"+pw+"@") {
+				t.Errorf("Redact(%q) = %q keeps %q", s, out, pw)
+			}
+		}
+	})
+}
