@@ -603,6 +603,8 @@ func Exercise(t *testing.T, newDSN func(t *testing.T) string) {
 	})
 
 	exerciseAudit(t, newDSN)
+	exerciseControl(t, setup)
+	exerciseRuns(t, setup)
 	t.Run("NewerSchemaRefused", func(t *testing.T) {
 		t.Parallel()
 		s, dsn := setup(t)

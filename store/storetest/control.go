@@ -1,0 +1,334 @@
+package storetest
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/store"
+)
+
+// plan saves a pending plan over dataset's partitions parts, made at
+// created, requested by ana, for targets; it returns the plan.
+func planOver(t *testing.T, s *store.Store, id string, created time.Time, dataset string, parts ...string) *refill.Plan {
+	t.Helper()
+	p := newPlan(id, created)
+	p.Request.Targets = []string{dataset}
+	var pps []refill.PartitionPlan
+	for _, part := range parts {
+		pps = append(pps, refill.PartitionPlan{Partition: part, ExpectedMethod: refill.ExpectedUnknown})
+	}
+	p.Steps = []refill.Step{{Dataset: dataset, Kind: refill.JobQuery, Table: dataset, Fingerprint: "sha256:cc", Partitions: pps}}
+	p.Hash = p.ComputeHash()
+	mustSave(t, s, p)
+	return p
+}
+
+// exerciseControl covers the people in the loop and what holds partitions:
+// approvals, the checklist, snapshots, locks (holders), supersession,
+// history's look-up (touching), schema baselines, leases, pending
+// operations and housekeeping's queries.
+func exerciseControl(t *testing.T, setup func(t *testing.T) (*store.Store, string)) {
+	t.Run("ApprovalsInOrder", func(t *testing.T) {
+		t.Parallel()
+		s, _ := setup(t)
+		ctx := t.Context()
+		p := planOver(t, s, "p-ap", at(0), "orders", "2026-11-01")
+		want := []refill.Approval{
+			{PlanID: p.ID, PlanHash: p.Hash, Actor: "bob", Decision: refill.DecisionApprove, Note: "ok", At: at(1)},
+			{PlanID: p.ID, PlanHash: p.Hash, Actor: "carol", Decision: refill.DecisionReject, Note: "no", At: at(2)},
+		}
+		for _, a := range want {
+			if err := s.Update(ctx, func(tx *store.Tx) error { return tx.AddApproval(ctx, a) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := s.Approvals(ctx, p.ID)
+		if err != nil || len(got) != 2 {
+			t.Fatalf("Approvals = %+v, %v", got, err)
+		}
+		for i := range want {
+			if got[i].Actor != want[i].Actor || got[i].Decision != want[i].Decision || got[i].Note != want[i].Note || !got[i].At.Equal(want[i].At) || got[i].PlanHash != p.Hash {
+				t.Errorf("approval %d = %+v, want %+v", i, got[i], want[i])
+			}
+		}
+		if none, err := s.Approvals(ctx, "p-none"); err != nil || len(none) != 0 {
+			t.Errorf("approvals of another plan: %+v, %v", none, err)
+		}
+	})
+
+	t.Run("ChecklistOncePerStep", func(t *testing.T) {
+		t.Parallel()
+		s, _ := setup(t)
+		ctx := t.Context()
+		p := planOver(t, s, "p-cl", at(0), "orders", "2026-11-01")
+		add := func(step refill.ChecklistItem, actor string) error {
+			return s.Update(ctx, func(tx *store.Tx) error {
+				return tx.AddStep(ctx, refill.ChecklistStep{PlanID: p.ID, Step: step, Actor: actor, Note: "n", At: at(1), Detail: refill.Detail(map[string]int{"partitions": 3})})
+			})
+		}
+		if err := add(refill.ChecklistSnapshot, "ana"); err != nil {
+			t.Fatal(err)
+		}
+		if err := add(refill.ChecklistScope, "ana"); err != nil {
+			t.Fatal(err)
+		}
+		if err := add(refill.ChecklistSnapshot, "bob"); !errors.Is(err, refill.ErrNotPermitted) {
+			t.Errorf("a second snapshot step: %v, want not permitted", err)
+		}
+		got, err := s.Checklist(ctx, p.ID)
+		if err != nil || len(got) != 2 || got[0].Step != refill.ChecklistSnapshot || got[1].Step != refill.ChecklistScope || got[0].Actor != "ana" || string(got[0].Detail) != `{"partitions":3}` {
+			t.Errorf("Checklist = %+v, %v", got, err)
+		}
+	})
+
+	t.Run("SnapshotsKeptAndDropped", func(t *testing.T) {
+		t.Parallel()
+		s, _ := setup(t)
+		ctx := t.Context()
+		p := planOver(t, s, "p-sn", at(0), "orders", "2026-11-01", "2026-11-02")
+		parts := []refill.SnapshotPart{
+			{PlanID: p.ID, Dataset: "orders", Table: "orders", Partition: "2026-11-01", SnapshotTable: "refill_snap_p_orders_1", Digest: refill.Digest{Rows: 3, Checksum: "00000000000000aa"}},
+			{PlanID: p.ID, Dataset: "orders", Table: "orders", Partition: "2026-11-02", SnapshotTable: "refill_snap_p_orders_1", Digest: refill.Digest{Rows: 0, Checksum: "0000000000000000"}},
+			{PlanID: p.ID, Dataset: "raw", Table: "raw", Partition: "2026-11-01", SnapshotTable: "refill_snap_p_raw_2", Digest: refill.Digest{Rows: 9, Checksum: "00000000000000bb"}, Source: true},
+		}
+		if err := s.Update(ctx, func(tx *store.Tx) error { return tx.SaveSnapshot(ctx, parts) }); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Snapshot(ctx, p.ID)
+		if err != nil || len(got) != 3 || got[0] != parts[0] || got[2] != parts[2] {
+			t.Fatalf("Snapshot = %+v, %v", got, err)
+		}
+		kept, err := s.KeptSnapshots(ctx)
+		if err != nil || len(kept) != 1 || kept[0].PlanID != p.ID || !slices.Equal(kept[0].Tables, []string{"refill_snap_p_orders_1", "refill_snap_p_raw_2"}) {
+			t.Fatalf("KeptSnapshots = %+v, %v", kept, err)
+		}
+		if ok, err := s.SnapshotKept(ctx, p.ID); err != nil || !ok {
+			t.Errorf("SnapshotKept before the drop = %v, %v", ok, err)
+		}
+		if err := s.Update(ctx, func(tx *store.Tx) error { return tx.SnapshotDropped(ctx, p.ID, at(5)) }); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := s.SnapshotKept(ctx, p.ID); err != nil || ok {
+			t.Errorf("SnapshotKept after the drop = %v, %v", ok, err)
+		}
+		if kept, _ := s.KeptSnapshots(ctx); len(kept) != 0 {
+			t.Errorf("a dropped snapshot is still kept: %+v", kept)
+		}
+		if got, _ := s.Snapshot(ctx, p.ID); len(got) != 3 {
+			t.Errorf("the evidence of a dropped snapshot went too: %+v", got)
+		}
+	})
+
+	t.Run("HoldersAreOlderLivePlans", func(t *testing.T) {
+		t.Parallel()
+		s, _ := setup(t)
+		ctx := t.Context()
+		older := planOver(t, s, "p-old", at(0), "orders", "2026-11-01", "2026-11-02")
+		other := planOver(t, s, "p-other", at(1), "customers", "2026-11-01")
+		newer := planOver(t, s, "p-new", at(2), "orders", "2026-11-02", "2026-11-03")
+		h, err := s.Holders(ctx, newer.ID)
+		if err != nil || len(h) != 1 || h[0] != (store.Holder{PlanID: older.ID, Status: refill.StatusPending, Dataset: "orders", Partitions: 1}) {
+			t.Fatalf("Holders(newer) = %+v, %v", h, err)
+		}
+		if h, _ := s.Holders(ctx, older.ID); len(h) != 0 {
+			t.Errorf("a newer plan holds an older one: %+v", h)
+		}
+		if h, _ := s.Holders(ctx, other.ID); len(h) != 0 {
+			t.Errorf("another dataset holds: %+v", h)
+		}
+		if err := s.SetStatus(ctx, older.ID, refill.StatusPending, refill.StatusRejected); err != nil {
+			t.Fatal(err)
+		}
+		err = s.Update(ctx, func(tx *store.Tx) error {
+			held, err := tx.Holders(ctx, newer.ID)
+			if len(held) != 0 {
+				t.Errorf("a rejected plan still holds (in a transaction): %+v", held)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("SupersedeOnlyDifferentLiveContent", func(t *testing.T) {
+		t.Parallel()
+		s, _ := setup(t)
+		ctx := t.Context()
+		a := planOver(t, s, "p-a", at(0), "orders", "2026-11-01")
+		running := planOver(t, s, "p-run", at(1), "orders", "2026-11-01")
+		if err := s.SetStatus(ctx, running.ID, refill.StatusPending, refill.StatusRunning); err != nil {
+			t.Fatal(err)
+		}
+		b := newPlan("p-b", at(2))
+		b.Request.Targets = a.Request.Targets
+		b.Request.Reason = "other content, same request"
+		b.Hash = b.ComputeHash()
+		mustSave(t, s, b)
+		var ids []string
+		err := s.Update(ctx, func(tx *store.Tx) (err error) { ids, err = tx.Supersede(ctx, b); return err })
+		if err != nil || !slices.Equal(ids, []string{a.ID}) {
+			t.Fatalf("Supersede = %v, %v; want [%s] (not the running one)", ids, err, a.ID)
+		}
+		if got, _ := s.Plan(ctx, a.ID); got.Status != refill.StatusSuperseded {
+			t.Errorf("the superseded plan is %s", got.Status)
+		}
+		if got, _ := s.Plan(ctx, running.ID); got.Status != refill.StatusRunning {
+			t.Errorf("a running plan was superseded: %s", got.Status)
+		}
+	})
+
+	t.Run("TouchingOldestFirst", func(t *testing.T) {
+		t.Parallel()
+		s, _ := setup(t)
+		ctx := t.Context()
+		planOver(t, s, "p-1", at(0), "orders", "2026-11-01", "2026-11-02")
+		planOver(t, s, "p-2", at(1), "orders", "2026-11-02")
+		planOver(t, s, "p-3", at(2), "customers", "2026-11-02")
+		got, err := s.Touching(ctx, "orders", "2026-11-02")
+		if err != nil || !slices.Equal(got, []string{"p-1", "p-2"}) {
+			t.Errorf("Touching = %v, %v", got, err)
+		}
+	})
+
+	t.Run("SchemaBaselineIsAcceptedElseFirst", func(t *testing.T) {
+		t.Parallel()
+		s, _ := setup(t)
+		ctx := t.Context()
+		if _, ok, err := s.SchemaBaseline(ctx, "orders"); ok || err != nil {
+			t.Fatalf("a baseline with nothing recorded: %v, %v", ok, err)
+		}
+		cols := func(names ...string) []refill.Column {
+			var out []refill.Column
+			for _, n := range names {
+				out = append(out, refill.Column{Name: n, Type: "text"})
+			}
+			return out
+		}
+		seen := func(plan string, c ...string) {
+			if err := s.SaveSchemas(ctx, []refill.SchemaSnapshot{{Dataset: "orders", PlanID: plan, Columns: cols(c...)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		seen("p-1", "a")
+		seen("p-2", "a", "b") // a plan merely saw b: not the baseline
+		if got, _, _ := s.SchemaBaseline(ctx, "orders"); got.PlanID != "p-1" || len(got.Columns) != 1 {
+			t.Errorf("baseline = %+v, want the first recorded", got)
+		}
+		err := s.Update(ctx, func(tx *store.Tx) error {
+			return tx.AcceptSchema(ctx, refill.SchemaSnapshot{Dataset: "orders", Columns: cols("a", "b"), AcceptedBy: "carol", Reason: "b is new upstream"})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen("p-3", "a", "b", "c")
+		got, _, _ := s.SchemaBaseline(ctx, "orders")
+		if got.AcceptedBy != "carol" || got.Reason != "b is new upstream" || len(got.Columns) != 2 {
+			t.Errorf("baseline = %+v, want carol's accepted schema", got)
+		}
+		if err := s.Update(ctx, func(tx *store.Tx) error {
+			return tx.AcceptSchema(ctx, refill.SchemaSnapshot{Dataset: "orders", Columns: cols("x")})
+		}); err == nil {
+			t.Error("a schema accepted by no one was recorded")
+		}
+	})
+
+	t.Run("LeasesOneLiveHolder", func(t *testing.T) {
+		t.Parallel()
+		s, _ := setup(t)
+		ctx := t.Context()
+		p := planOver(t, s, "p-lease", at(0), "orders", "2026-11-01")
+		alive := func(store.Lease) bool { return true }
+		take := func(holder string, until time.Time, alive func(store.Lease) bool) error {
+			return s.Update(ctx, func(tx *store.Tx) error { return tx.TakeLease(ctx, p.ID, holder, until, alive) })
+		}
+		if err := take("host:1", time.Now().Add(time.Minute), alive); err != nil {
+			t.Fatal(err)
+		}
+		if err := take("host:2", time.Now().Add(time.Minute), alive); !errors.Is(err, refill.ErrNotPermitted) {
+			t.Errorf("a second holder while the first lives: %v", err)
+		}
+		if err := take("host:2", time.Now().Add(time.Minute), func(store.Lease) bool { return false }); err != nil {
+			t.Errorf("taking over from a dead holder: %v", err)
+		}
+		if err := s.RenewLease(ctx, p.ID, "host:1", time.Now().Add(time.Minute)); !errors.Is(err, refill.ErrNotPermitted) {
+			t.Errorf("the old holder renewed a lease it lost: %v", err)
+		}
+		if err := s.RenewLease(ctx, p.ID, "host:2", time.Now().Add(2*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if l, ok, err := s.Lease(ctx, p.ID); err != nil || !ok || l.Holder != "host:2" {
+			t.Errorf("Lease = %+v, %v, %v", l, ok, err)
+		}
+		if err := s.Update(ctx, func(tx *store.Tx) error { return tx.ReleaseLease(ctx, p.ID, "host:2") }); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok, _ := s.Lease(ctx, p.ID); ok {
+			t.Error("a released lease is still held")
+		}
+		if err := take("host:3", time.Now().Add(-time.Second), alive); err != nil {
+			t.Fatal(err)
+		}
+		if err := take("host:4", time.Now().Add(time.Minute), alive); err != nil {
+			t.Errorf("taking over an expired lease: %v", err)
+		}
+	})
+
+	t.Run("PendingOpsBeginOnce", func(t *testing.T) {
+		t.Parallel()
+		s, _ := setup(t)
+		ctx := t.Context()
+		op := store.PendingOp{PlanID: "p-op", Op: "snapshot", Actor: "ana", Detail: refill.Detail(map[string]string{"force": ""})}
+		if _, again, err := s.BeginOp(ctx, op); err != nil || again {
+			t.Fatalf("BeginOp = again %v, %v", again, err)
+		}
+		got, again, err := s.BeginOp(ctx, store.PendingOp{PlanID: "p-op", Op: "snapshot", Actor: "bob"})
+		if err != nil || !again || got.Actor != "ana" {
+			t.Fatalf("BeginOp again = %+v, %v, %v; want ana's unfinished one", got, again, err)
+		}
+		if err := s.Update(ctx, func(tx *store.Tx) error { return tx.EndOp(ctx, "p-op", "snapshot") }); err != nil {
+			t.Fatal(err)
+		}
+		if _, again, _ := s.BeginOp(ctx, op); again {
+			t.Error("a finished op was found again")
+		}
+		if err := s.DropOp(ctx, "p-op", "snapshot"); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("WaitingBeforeCutoff", func(t *testing.T) {
+		t.Parallel()
+		s, _ := setup(t)
+		ctx := t.Context()
+		planOver(t, s, "p-w1", at(0), "orders", "2026-11-01")
+		done := planOver(t, s, "p-w2", at(1), "orders", "2026-11-02")
+		planOver(t, s, "p-w3", at(10), "orders", "2026-11-03")
+		if err := s.SetStatus(ctx, done.ID, refill.StatusPending, refill.StatusRejected); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Waiting(ctx, at(5))
+		if err != nil || len(got) != 1 || got[0].ID != "p-w1" || got[0].Status != refill.StatusPending {
+			t.Errorf("Waiting = %+v, %v", got, err)
+		}
+	})
+
+	t.Run("IdentityIsStable", func(t *testing.T) {
+		t.Parallel()
+		s, dsn := setup(t)
+		id, err := s.ID(t.Context())
+		if err != nil || len(id) < 16 {
+			t.Fatalf("ID = %q, %v", id, err)
+		}
+		if again, _ := open(t, dsn).ID(t.Context()); again != id {
+			t.Errorf("the store's identity changed on reopening: %s, %s", id, again)
+		}
+		other, _ := setup(t)
+		if oid, _ := other.ID(t.Context()); oid == id {
+			t.Error("two stores share an identity")
+		}
+	})
+}
