@@ -127,7 +127,7 @@ func (c *Control) Load(ctx context.Context, id string) (*State, error) {
 	s.Checklist = keepAuditedSteps(s.Checklist, steps)
 	// A status the log contradicts was set behind refill's back: a
 	// rejection, a rollback or a supersession the log records is final.
-	if c.overdue(p) {
+	if c.overdue(p, evs) {
 		// Past plan_ttl: expired, whether or not a sweep has recorded it yet.
 		s.Expired = true
 		p.Status = refill.StatusExpired

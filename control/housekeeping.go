@@ -32,11 +32,19 @@ func (c *Control) snapshotTTL() time.Duration {
 	return time.Duration(refill.DefaultHousekeeping().SnapshotTTL)
 }
 
-// overdue reports whether a waiting plan is past policy.plan_ttl.
-func (c *Control) overdue(p *refill.Plan) bool {
+// overdue reports whether a waiting plan is past policy.plan_ttl, by the
+// real clock: housekeeping decides what people may still act on, so
+// REFILL_NOW (which anyone may set) must not move it either way.
+func (c *Control) overdue(p *refill.Plan, evs []refill.Event) bool {
 	switch p.Status {
 	case refill.StatusPending, refill.StatusReady, refill.StatusApproved:
-		return c.now().Sub(p.CreatedAt) > c.planTTL()
+	default:
+		return false
+	}
+	for _, e := range evs {
+		if e.Kind == refill.EventPlanCreated {
+			return time.Since(e.At) > c.planTTL()
+		}
 	}
 	return false
 }
@@ -53,7 +61,7 @@ type Swept struct {
 // policy.snapshot_ttl ago. Each step is audited as the housekeeper.
 func (c *Control) Sweep(ctx context.Context) (Swept, error) {
 	var out Swept
-	due, err := c.Store.Waiting(ctx, c.now().Add(-c.planTTL()))
+	due, err := c.Store.Waiting(ctx, time.Now().Add(-c.planTTL()))
 	if err != nil {
 		return out, err
 	}
@@ -85,7 +93,7 @@ func (c *Control) Sweep(ctx context.Context) (Swept, error) {
 		if err != nil {
 			return out, err
 		}
-		if !ok || c.now().Sub(ended) <= c.snapshotTTL() {
+		if !ok || time.Since(ended) <= c.snapshotTTL() {
 			continue
 		}
 		if err := c.dropSnapshot(ctx, k, Housekeeper, fmt.Sprintf("snapshot_ttl (%s) passed since the plan ended", c.snapshotTTL())); err != nil {
@@ -97,7 +105,7 @@ func (c *Control) Sweep(ctx context.Context) (Swept, error) {
 }
 
 // ended returns when a plan was done with its snapshot — signed off,
-// rejected, expired or rolled back — by the audit log's "as of" clock.
+// rejected, expired or rolled back — by the real clock of the audit log.
 func (c *Control) ended(ctx context.Context, planID string, status refill.Status) (time.Time, bool, error) {
 	switch status {
 	case refill.StatusApplied, refill.StatusRejected, refill.StatusExpired, refill.StatusRolledBack:
@@ -114,19 +122,10 @@ func (c *Control) ended(ctx context.Context, planID string, status refill.Status
 		switch {
 		case e.Kind == refill.EventSignoff, e.Kind == refill.EventRejection, e.Kind == refill.EventExpired,
 			e.Kind == refill.EventRollback && e.Partition == "":
-			at, found = asOf(e), true
+			at, found = e.At, true
 		}
 	}
 	return at, found, nil
-}
-
-// asOf is the time an entry was made by the clock decisions run on: the
-// "as of" time when REFILL_NOW moved it, else the real one.
-func asOf(e refill.Event) time.Time {
-	if !e.AsOf.IsZero() {
-		return e.AsOf
-	}
-	return e.At
 }
 
 // DropSnapshot drops a plan's snapshot tables at once (`refill snapshot
@@ -153,7 +152,13 @@ func (c *Control) DropSnapshot(ctx context.Context, id, actor, reason string) ([
 			continue
 		}
 		switch s.Plan.Status {
-		case refill.StatusApplied, refill.StatusRejected, refill.StatusExpired, refill.StatusRolledBack, refill.StatusSuperseded, refill.StatusBlocked:
+		case refill.StatusRejected, refill.StatusExpired, refill.StatusRolledBack, refill.StatusSuperseded, refill.StatusBlocked:
+		case refill.StatusApplied:
+			// Until its report is signed off, an applied run may still be
+			// rolled back: the snapshot is what that would restore.
+			if _, signed := s.Done(refill.ChecklistSignoff); !signed {
+				return nil, refill.NotPermittedf("plan %s is applied but not signed off: its run may still be rolled back, and the snapshot is what that restores; sign off first (refill signoff %s)", id, id)
+			}
 		default:
 			return nil, refill.NotPermittedf("plan %s is %s: its snapshot is what a rollback would restore; drop it once the plan is done", id, s.Plan.Status)
 		}

@@ -9,11 +9,13 @@ import (
 )
 
 // Waiting returns the plans still waiting to run — pending, ready or
-// approved — that were made before cutoff: the ones policy.plan_ttl
-// expires.
+// approved — that were made before cutoff by the real clock (the time of
+// their plan_created audit entry, which REFILL_NOW cannot move): the ones
+// policy.plan_ttl expires.
 func (s *Store) Waiting(ctx context.Context, cutoff time.Time) ([]refill.PlanSummary, error) {
-	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT id, status FROM plans WHERE status IN (?, ?, ?) AND created_at < ? ORDER BY seq`),
-		string(refill.StatusPending), string(refill.StatusReady), string(refill.StatusApproved), s.d.timestamp(cutoff))
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT p.id, p.status FROM plans p JOIN audit_log a ON a.plan_id = p.id AND a.event = ?
+		WHERE p.status IN (?, ?, ?) AND a.at < ? ORDER BY p.seq`),
+		string(refill.EventPlanCreated), string(refill.StatusPending), string(refill.StatusReady), string(refill.StatusApproved), s.d.timestamp(cutoff))
 	if err != nil {
 		return nil, fmt.Errorf("waiting plans: %w", err)
 	}
