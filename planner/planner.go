@@ -243,7 +243,19 @@ func (p *Planner) afterUpstream(ctx context.Context, plan *refill.Plan) {
 	need := map[string]bool{}
 	for i := range plan.Steps {
 		st := &plan.Steps[i]
-		if st.Kind != refill.JobQuery || st.Table == "" {
+		if st.Table == "" {
+			continue
+		}
+		if st.Kind != refill.JobQuery && st.Kind != refill.JobSQL {
+			// A command or Airflow job reading a rebuilt dataset writes what
+			// refill cannot see ahead: its history guess says nothing about
+			// the rows the upstream will have.
+			for _, up := range st.Upstream {
+				if rebuilt[up] != nil {
+					unknowable = append(unknowable, st)
+					break
+				}
+			}
 			continue
 		}
 		mine := map[string]bool{}

@@ -24,6 +24,8 @@ func TestDryRunCountsDownstreamAfterTheUpstream(t *testing.T) {
 		"CREATE TABLE mid (day TEXT, v INTEGER)",
 		"CREATE TABLE top (day TEXT, v INTEGER)",
 		"CREATE TABLE behind (day TEXT, v INTEGER)",
+		"CREATE TABLE sqldown (day TEXT, v INTEGER)",
+		"INSERT INTO sqldown VALUES ('2026-11-02', 7)",
 		"INSERT INTO raw VALUES ('2026-11-02', 1), ('2026-11-02', 2), ('2026-11-02', 3), ('2026-11-02', 4), ('2026-11-02', 5)",
 		"INSERT INTO mid VALUES ('2026-11-02', 1)",
 		"INSERT INTO top VALUES ('2026-11-02', 1)",
@@ -48,6 +50,11 @@ datasets:
     partition: {column: day}
     upstream: [mid]
     job: {query: "SELECT day, v FROM mid WHERE day = :partition"}
+  sqldown:
+    table: sqldown
+    partition: {column: day}
+    upstream: [mid]
+    job: {sql: "DELETE FROM sqldown WHERE day = :partition; INSERT INTO sqldown SELECT day, v FROM mid WHERE day = :partition"}
   export:
     upstream: [raw]
     job: {command: ["true"]}
@@ -63,8 +70,9 @@ datasets:
 	r := step(t, dir, 0, "", "plan", "raw", "--from", "2026-11-02", "--to", "2026-11-02", "--reason", "stale chain", "--as", "alice")
 	for _, want := range []string{
 		`(?m)^\s+2026-11-02\s+1\s+->\s+5\s+\+4 .*rehearsal`,          // top, counted after mid
+		`(?m)sqldown.*\n\s+2026-11-02\s+1\s+->\s+5\s+\+4 .*rehearsal`, // an sql job downstream too
 		`(?m)^\s+2026-11-02\s+1\s+->\s+\?\s+depends_on_upstream\s*$`, // behind the command
-		`expected after ≥ 10 \(\+ 2 partitions unknown\)`,
+		`expected after ≥ 15 \(\+ 2 partitions unknown\)`,
 	} {
 		if !regexp.MustCompile(want).MatchString(r.stdout) {
 			t.Errorf("the dry run lacks %s:\n%s", want, r.stdout)

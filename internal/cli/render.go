@@ -145,6 +145,11 @@ func delta(pp refill.PartitionPlan) string {
 	}
 	c, e := *pp.CurrentRows, *pp.ExpectedRows
 	if c == e {
+		if pp.ExpectedMethod == refill.ExpectedHistory {
+			// A median of past partitions is a guess about rows, not a
+			// count of what the job will write: never "no change".
+			return "≈"
+		}
 		return "="
 	}
 	d := e - c

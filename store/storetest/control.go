@@ -300,17 +300,30 @@ func exerciseControl(t *testing.T, setup func(t *testing.T) (*store.Store, strin
 		}
 	})
 
-	t.Run("WaitingBeforeCutoff", func(t *testing.T) {
+	t.Run("WaitingByTheRealClock", func(t *testing.T) {
 		t.Parallel()
 		s, _ := setup(t)
 		ctx := t.Context()
-		planOver(t, s, "p-w1", at(0), "orders", "2026-11-01")
+		created := func(p *refill.Plan) {
+			t.Helper()
+			// Its "as of" time is years ago; the audit entry is dated now.
+			if err := s.Update(ctx, func(tx *store.Tx) error {
+				return tx.Append(ctx, &refill.Event{Kind: refill.EventPlanCreated, Actor: "ana", PlanID: p.ID, At: p.CreatedAt})
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w := planOver(t, s, "p-w1", at(0), "orders", "2026-11-01")
 		done := planOver(t, s, "p-w2", at(1), "orders", "2026-11-02")
-		planOver(t, s, "p-w3", at(10), "orders", "2026-11-03")
+		created(w)
+		created(done)
 		if err := s.SetStatus(ctx, done.ID, refill.StatusPending, refill.StatusRejected); err != nil {
 			t.Fatal(err)
 		}
-		got, err := s.Waiting(ctx, at(5))
+		if got, err := s.Waiting(ctx, time.Now().Add(-time.Hour)); err != nil || len(got) != 0 {
+			t.Errorf("Waiting an hour ago = %+v, %v: a plan made just now counts as old by its as-of time", got, err)
+		}
+		got, err := s.Waiting(ctx, time.Now().Add(time.Hour))
 		if err != nil || len(got) != 1 || got[0].ID != "p-w1" || got[0].Status != refill.StatusPending {
 			t.Errorf("Waiting = %+v, %v", got, err)
 		}
