@@ -69,9 +69,9 @@ datasets:
 	}
 	r := step(t, dir, 0, "", "plan", "raw", "--from", "2026-11-02", "--to", "2026-11-02", "--reason", "stale chain", "--as", "alice")
 	for _, want := range []string{
-		`(?m)^\s+2026-11-02\s+1\s+->\s+5\s+\+4 .*rehearsal`,          // top, counted after mid
+		`(?m)^\s+2026-11-02\s+1\s+->\s+5\s+\+4 .*rehearsal`,           // top, counted after mid
 		`(?m)sqldown.*\n\s+2026-11-02\s+1\s+->\s+5\s+\+4 .*rehearsal`, // an sql job downstream too
-		`(?m)^\s+2026-11-02\s+1\s+->\s+\?\s+depends_on_upstream\s*$`, // behind the command
+		`(?m)^\s+2026-11-02\s+1\s+->\s+\?\s+depends_on_upstream\s*$`,  // behind the command
 		`expected after ≥ 15 \(\+ 2 partitions unknown\)`,
 	} {
 		if !regexp.MustCompile(want).MatchString(r.stdout) {
