@@ -126,8 +126,10 @@ func (c Command) Run(ctx context.Context, d *refill.Dataset, partition string) (
 	switch {
 	case err == nil:
 		return res, nil
-	case ctx.Err() == context.DeadlineExceeded:
-		return res, fmt.Errorf("command %s timed out after %s and was killed", strings.Join(argv, " "), time.Duration(j.Timeout))
+	case ctx.Err() == context.DeadlineExceeded && j.Timeout > 0 && res.Elapsed >= time.Duration(j.Timeout):
+		return res, fmt.Errorf("command %s timed out after %s (its timeout) and was killed", strings.Join(argv, " "), time.Duration(j.Timeout))
+	case ctx.Err() != nil:
+		return res, fmt.Errorf("command %s was killed after %s: %w", strings.Join(argv, " "), res.Elapsed.Round(time.Millisecond), context.Cause(ctx))
 	case errors.Is(err, exec.ErrNotFound), errors.Is(err, os.ErrNotExist):
 		return res, refill.BadInputf("dataset %s: command %s not found (relative paths resolve from %s)", d.Name, argv[0], c.Dir)
 	default:

@@ -53,7 +53,7 @@ func TestTimeoutKillsTheProcessGroup(t *testing.T) {
 	d.Job.Timeout = refill.Duration(300 * time.Millisecond)
 	start := time.Now()
 	_, err := Command{Dir: dir}.Run(context.Background(), d, "2026-11-02")
-	if err == nil || !strings.Contains(err.Error(), "timed out after 300ms and was killed") {
+	if err == nil || !strings.Contains(err.Error(), "timed out after 300ms (its timeout) and was killed") {
 		t.Fatalf("err = %v", err)
 	}
 	if time.Since(start) > 10*time.Second {

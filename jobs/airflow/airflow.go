@@ -179,6 +179,14 @@ func (c *Client) Fail(ctx context.Context, job *refill.AirflowJob, runID, note s
 	if err != nil {
 		return err
 	}
+	// A run that is not there, or already failed, is left alone: the
+	// PATCH needs edit rights on DAG runs, and nothing is gained by it.
+	switch run, err := s.get(ctx); {
+	case err != nil && strings.Contains(err.Error(), "HTTP 404"):
+		return nil
+	case err == nil && run.State == stateFailed:
+		return nil
+	}
 	var body any = patchV1{State: stateFailed}
 	if s.api == "v2" {
 		if len(note) > 1000 {
@@ -193,6 +201,8 @@ func (c *Client) Fail(ctx context.Context, job *refill.AirflowJob, runID, note s
 	switch {
 	case resp.status == http.StatusNotFound:
 		return nil
+	case resp.status == http.StatusForbidden:
+		return fmt.Errorf("%w (the Airflow user needs edit rights on this DAG's runs, so refill can stop a run it no longer follows)", s.statusError("mark failed", resp))
 	case resp.status/100 != 2:
 		return s.statusError("mark failed", resp)
 	}
