@@ -3,7 +3,6 @@ package main
 import (
 	"database/sql"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -138,26 +137,14 @@ func TestKeyedAuditSurvivesSomeoneWhoCanWriteTheState(t *testing.T) {
 // REFILL_* (never the audit key) and the variables it names, nothing else
 // of refill's environment.
 func TestCommandJobsSeeOnlyWhatTheyDeclare(t *testing.T) {
-	dir := t.TempDir()
-	cfg := `version: 1
+	dir := smallProject(t, `version: 1
 warehouse: sqlite:wh.db
 datasets:
   env:
     job:
       command: ["sh", "-c", "env | sort > env-{{partition}}.txt"]
       env: [PASSED_THROUGH, FIXED=yes]
-`
-	if err := os.WriteFile(filepath.Join(dir, "refill.yaml"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	wh, err := sql.Open("sqlite", filepath.Join(dir, "wh.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := wh.Exec(`CREATE TABLE unused (a INTEGER)`); err != nil {
-		t.Fatal(err)
-	}
-	wh.Close()
+`)
 	extra := []string{"PASSED_THROUGH=ok", "AWS_SECRET_ACCESS_KEY=leak", "REFILL_AUDIT_KEY=k", "REFILL_TEAM=data"}
 	r := run(t, dir, extra, "plan", "env", "--from", "2026-11-01", "--to", "2026-11-01", "--reason", "r", "--as", "alice", "-o", "json")
 	if r.code != 0 {

@@ -18,26 +18,15 @@ import (
 // like any other; when the attempts run out the run fails with the reason,
 // apply exits non-zero, and the plan is not left running.
 func TestEveryRunEnds(t *testing.T) {
-	dir := t.TempDir()
-	cfg := `version: 1
+	dir := smallProject(t, `version: 1
 warehouse: sqlite:wh.db
 run: {attempts: 2, rescue_after: 3s, backoff: 100ms}
 datasets:
   stuck:
     job:
       command: ["sleep", "30"]
-`
-	if err := os.WriteFile(filepath.Join(dir, "refill.yaml"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	db, err := sql.Open("sqlite", filepath.Join(dir, "wh.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.Exec(`CREATE TABLE unused (a INTEGER)`)
-	db.Close()
-	id := decode[planJSON](t, step(t, dir, 0, "", "plan", "stuck", "--from", "2026-11-01", "--to", "2026-11-01", "--reason", "r", "--as", "alice", "-o", "json").stdout).ID
-	step(t, dir, 0, "", "approve", id, "--as", "bob")
+`)
+	id := approvedPlan(t, dir, "stuck")
 
 	cmd := exec.Command(binary, "apply", id, "--as", "alice")
 	cmd.Dir = dir
@@ -117,26 +106,15 @@ func TestPausedDAGEnds(t *testing.T) {
 	af := &pausedDAG{runs: map[string]map[string]any{}, patched: map[string]string{}}
 	srv := httptest.NewServer(af)
 	defer srv.Close()
-	dir := t.TempDir()
-	cfg := `version: 1
+	dir := smallProject(t, `version: 1
 warehouse: sqlite:wh.db
 run: {attempts: 2, rescue_after: 2s, backoff: 100ms}
 datasets:
   export:
     job:
-      airflow: {url: "` + srv.URL + `", dag_id: paused, api: v1, poll: 50ms}
-`
-	if err := os.WriteFile(filepath.Join(dir, "refill.yaml"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	db, err := sql.Open("sqlite", filepath.Join(dir, "wh.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.Exec(`CREATE TABLE unused (a INTEGER)`)
-	db.Close()
-	id := decode[planJSON](t, step(t, dir, 0, "", "plan", "export", "--from", "2026-11-01", "--to", "2026-11-01", "--reason", "r", "--as", "alice", "-o", "json").stdout).ID
-	step(t, dir, 0, "", "approve", id, "--as", "bob")
+      airflow: {url: "`+srv.URL+`", dag_id: paused, api: v1, poll: 50ms}
+`)
+	id := approvedPlan(t, dir, "export")
 	r := run(t, dir, nil, "apply", id, "--as", "alice")
 	if r.code == 0 || !strings.Contains(r.stderr, "time limit") {
 		t.Fatalf("apply of a paused DAG: exit %d\n%s", r.code, r.stderr)
@@ -146,4 +124,37 @@ datasets:
 	if got := af.patched["refill__"+id+"__export__2026-11-01__r1"]; got != "failed" {
 		t.Errorf("the abandoned DAG run was not marked failed in Airflow: %v", af.patched)
 	}
+}
+
+// smallProject writes refill.yaml (cfg) beside a SQLite warehouse wh.db
+// holding the tables stmts make (one unused table when none are given), and
+// returns the directory.
+func smallProject(t *testing.T, cfg string, stmts ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "refill.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", filepath.Join(dir, "wh.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if len(stmts) == 0 {
+		stmts = []string{`CREATE TABLE unused (a INTEGER)`}
+	}
+	for _, s := range stmts {
+		if _, err := db.Exec(s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	return dir
+}
+
+// approvedPlan plans dataset for one day as alice and has bob approve it.
+func approvedPlan(t *testing.T, dir, dataset string) string {
+	t.Helper()
+	id := decode[planJSON](t, step(t, dir, 0, "", "plan", dataset, "--from", "2026-11-01", "--to", "2026-11-01", "--reason", "r", "--as", "alice", "-o", "json").stdout).ID
+	step(t, dir, 0, "", "approve", id, "--as", "bob")
+	return id
 }

@@ -242,25 +242,14 @@ func mustAppend(t *testing.T, path, text string) {
 // TestSecondApplyDoesNotResumeALiveRun: while one apply runs a plan, a
 // second one is refused instead of building the same partitions twice.
 func TestSecondApplyDoesNotResumeALiveRun(t *testing.T) {
-	dir := t.TempDir()
-	cfg := `version: 1
+	dir := smallProject(t, `version: 1
 warehouse: sqlite:wh.db
 datasets:
   slow:
     job:
       command: ["sh", "-c", "echo {{partition}} >> builds.txt; sleep 3"]
-`
-	if err := os.WriteFile(filepath.Join(dir, "refill.yaml"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	db, err := sql.Open("sqlite", filepath.Join(dir, "wh.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.Exec(`CREATE TABLE x (a INTEGER)`)
-	db.Close()
-	id := decode[planJSON](t, step(t, dir, 0, "", "plan", "slow", "--from", "2026-11-01", "--to", "2026-11-01", "--reason", "r", "--as", "alice", "-o", "json").stdout).ID
-	step(t, dir, 0, "", "approve", id, "--as", "bob")
+`)
+	id := approvedPlan(t, dir, "slow")
 	first := exec.Command(binary, "apply", id, "--as", "alice")
 	first.Dir = dir
 	first.Env = append(os.Environ(), "REFILL_NOW="+demoNow, "REFILL_CONFIG=")
@@ -354,25 +343,14 @@ func TestRollbackRefusesSomeoneElsesWrite(t *testing.T) {
 // apply that started it, so the next apply (finding the lease's holder
 // dead) is not building the same partition beside an orphan.
 func TestKilledApplyTakesItsJobsWithIt(t *testing.T) {
-	dir := t.TempDir()
-	cfg := `version: 1
+	dir := smallProject(t, `version: 1
 warehouse: sqlite:wh.db
 datasets:
   slow:
     job:
       command: ["sh", "-c", "echo $$ > pid-{{partition}}; exec sleep 30"]
-`
-	if err := os.WriteFile(filepath.Join(dir, "refill.yaml"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	db, err := sql.Open("sqlite", filepath.Join(dir, "wh.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.Exec(`CREATE TABLE x (a INTEGER)`)
-	db.Close()
-	id := decode[planJSON](t, step(t, dir, 0, "", "plan", "slow", "--from", "2026-11-01", "--to", "2026-11-01", "--reason", "r", "--as", "alice", "-o", "json").stdout).ID
-	step(t, dir, 0, "", "approve", id, "--as", "bob")
+`)
+	id := approvedPlan(t, dir, "slow")
 	apply := exec.Command(binary, "apply", id, "--as", "alice")
 	apply.Dir = dir
 	apply.Env = append(os.Environ(), "REFILL_NOW="+demoNow, "REFILL_CONFIG=")
