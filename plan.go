@@ -192,7 +192,7 @@ type Finding struct {
 }
 
 // Gate is the source gate's verdict for a plan.
-type Gate struct {
+type GateVerdict struct {
 	Passed bool `json:"passed"`
 	// Checked lists the datasets the gate looked at.
 	Checked  []string  `json:"checked"`
@@ -200,7 +200,7 @@ type Gate struct {
 }
 
 // Failed counts the findings that failed (warnings are not failures).
-func (g Gate) Failed() int {
+func (g GateVerdict) Failed() int {
 	n := 0
 	for _, f := range g.Findings {
 		if !f.Passed && !f.Warning {
@@ -212,17 +212,17 @@ func (g Gate) Failed() int {
 
 // Plan is the immutable, hashed dry run of a request.
 type Plan struct {
-	ID        string    `json:"id"`
-	Hash      string    `json:"hash"`
-	Status    Status    `json:"status"`
-	Tier      Tier      `json:"tier"`
-	Reasons   []string  `json:"reasons"`
-	Request   Request   `json:"request"`
-	Steps     []Step    `json:"steps"`
-	Sources   []string  `json:"sources"`
-	Gate      Gate      `json:"gate"`
-	Policy    Policy    `json:"policy"`
-	CreatedAt time.Time `json:"created_at"`
+	ID        string      `json:"id"`
+	Hash      string      `json:"hash"`
+	Status    Status      `json:"status"`
+	Tier      Tier        `json:"tier"`
+	Reasons   []string    `json:"reasons"`
+	Request   Request     `json:"request"`
+	Steps     []Step      `json:"steps"`
+	Sources   []string    `json:"sources"`
+	Gate      GateVerdict `json:"gate"`
+	Policy    Policy      `json:"policy"`
+	CreatedAt time.Time   `json:"created_at"`
 	// Seal is SealVersion for plans that seal what they run.
 	Seal        int          `json:"seal,omitempty"`
 	SourceSeals []SourceSeal `json:"source_seals,omitempty"`
@@ -236,13 +236,13 @@ type Plan struct {
 // hashed is everything a plan decided from. Identity (ID), time and status
 // are excluded so that the same inputs always give the same hash.
 type hashed struct {
-	Request Request  `json:"request"`
-	Tier    Tier     `json:"tier"`
-	Reasons []string `json:"reasons"`
-	Steps   []Step   `json:"steps"`
-	Sources []string `json:"sources"`
-	Gate    Gate     `json:"gate"`
-	Policy  Policy   `json:"policy"`
+	Request Request     `json:"request"`
+	Tier    Tier        `json:"tier"`
+	Reasons []string    `json:"reasons"`
+	Steps   []Step      `json:"steps"`
+	Sources []string    `json:"sources"`
+	Gate    GateVerdict `json:"gate"`
+	Policy  Policy      `json:"policy"`
 	// Sealed parts, omitted when empty so plans made before sealing keep
 	// their hashes.
 	Seal        int          `json:"seal,omitempty"`
@@ -270,57 +270,4 @@ func (p *Plan) Datasets() []string {
 		out[i] = s.Dataset
 	}
 	return out
-}
-
-// Policy is the tier policy (DESIGN.md §4).
-type Policy struct {
-	AutoMaxDays    int      `json:"auto_max_days"`
-	ManualOverDays int      `json:"manual_over_days"`
-	ManualTags     []string `json:"manual_tags"`
-	AggregateTags  []string `json:"aggregate_tags"`
-	Rules          []Rule   `json:"rules,omitempty"`
-}
-
-// DefaultRunConfig is DESIGN.md §5's run defaults: three partitions of a
-// dataset at a time, eight in a process, three attempts backing off from a
-// second, a dead worker's job rescued after ten minutes, and a 10%
-// tolerance in reports. The config loader and the runner both start here.
-func DefaultRunConfig() RunConfig {
-	return RunConfig{MaxActive: 3, MaxActiveTotal: 8, Attempts: 3,
-		Backoff: Duration(time.Second), RescueAfter: Duration(10 * time.Minute), Tolerance: 0.1}
-}
-
-// Housekeeping keeps a team's state from silting up. Its keys sit under
-// policy: in refill.yaml, but it is not tiering, so no plan seals it.
-type Housekeeping struct {
-	// PlanTTL is how long a plan may wait, pending or approved but never
-	// applied, before it expires and releases its partitions.
-	PlanTTL Duration `json:"plan_ttl"`
-	// SnapshotTTL is how long a snapshot outlives its plan's end (signed
-	// off, rejected, expired, rolled back) before its tables are dropped.
-	SnapshotTTL Duration `json:"snapshot_ttl"`
-}
-
-// DefaultHousekeeping is a week for plans and two for snapshots.
-func DefaultHousekeeping() Housekeeping {
-	return Housekeeping{PlanTTL: Duration(7 * 24 * time.Hour), SnapshotTTL: Duration(14 * 24 * time.Hour)}
-}
-
-// DefaultPolicy is DESIGN.md §4's defaults.
-func DefaultPolicy() Policy {
-	return Policy{
-		AutoMaxDays:    7,
-		ManualOverDays: 30,
-		ManualTags:     []string{"billing", "external"},
-		AggregateTags:  []string{"aggregate"},
-	}
-}
-
-// Rule is an extra policy rule: a CEL expression that, when true, raises the
-// plan to at least Tier. Rules never lower a tier.
-type Rule struct {
-	Name   string `json:"name"`
-	When   string `json:"when"`
-	Tier   Tier   `json:"tier"`
-	Reason string `json:"reason"`
 }

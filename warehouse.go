@@ -3,6 +3,8 @@ package refill
 import (
 	"context"
 	"errors"
+	"fmt"
+	"time"
 )
 
 // ErrNoTable is returned by a Warehouse when a table does not exist.
@@ -50,4 +52,143 @@ type Warehouse interface {
 	QueryCounts(ctx context.Context, query string, partitions []string) (map[string]int64, error)
 	// Close releases the connection pool.
 	Close() error
+}
+
+// ProfileSpec is what the source gate measures in one scan of a table.
+type ProfileSpec struct {
+	// NotNull columns get a null count per partition.
+	NotNull []string
+	// TimeOrder pairs get a count of rows where Earlier > Later.
+	TimeOrder []TimeOrderCheck
+	// NoFuture columns get a count of rows later than Now, and their max.
+	NoFuture []string
+	// Now is the clock future timestamps are judged against.
+	Now time.Time
+}
+
+// Profile is one partition's measurements from a profile scan.
+type Profile struct {
+	Rows int64
+	// Nulls is keyed by column name.
+	Nulls map[string]int64
+	// Inversions is indexed like ProfileSpec.TimeOrder.
+	Inversions []int64
+	// Future is keyed by column name.
+	Future map[string]int64
+}
+
+// Digest is a partition's row count and content checksum: the sum modulo
+// 2^64 of a 64-bit hash of every row, so it ignores row order but counts
+// duplicates (DESIGN.md §8). It is only comparable within one warehouse.
+type Digest struct {
+	Rows     int64  `json:"rows"`
+	Checksum string `json:"checksum"` // 16 hex digits
+}
+
+// Profiler is the part of a warehouse the source gate uses.
+type Profiler interface {
+	// Profile scans [from, to] of t once and returns every non-empty
+	// partition's measurements.
+	Profile(ctx context.Context, t TableRef, spec ProfileSpec, from, to string) (map[string]Profile, error)
+}
+
+// Rehearser is the part of a warehouse that proofs use: building partitions
+// inside a transaction that is always rolled back.
+type Rehearser interface {
+	// Digest returns the count and checksum of one partition of t.
+	Digest(ctx context.Context, t TableRef, partition string) (Digest, error)
+	// Rehearse runs fn inside one transaction and always rolls it back,
+	// whatever fn returns, so the warehouse is left exactly as it was.
+	Rehearse(ctx context.Context, fn func(tx WarehouseTx) error) error
+}
+
+// Transactor runs fn inside one warehouse transaction and commits it when
+// fn returns nil (rolls back otherwise): the write side of a warehouse, used
+// to publish partitions and to reset a proof warehouse.
+type Transactor interface {
+	Transact(ctx context.Context, fn func(tx WarehouseTx) error) error
+}
+
+// WarehouseTx is what a rehearsal (and later a run) may do inside one
+// warehouse transaction.
+type WarehouseTx interface {
+	// ReplaceFromQuery deletes partition from t and inserts the rows of a
+	// query job (which binds :partition), matching its output columns to
+	// t's columns by name: refill owns the write.
+	ReplaceFromQuery(ctx context.Context, t TableRef, query, partition string) (inserted int64, err error)
+	// ExecSQL runs an sql job's statements in order, :partition bound.
+	// t is the job's own table: the one table the job may write, and only
+	// in partition.
+	ExecSQL(ctx context.Context, t TableRef, sql, partition string) error
+	// DeletePartition empties one partition of t.
+	DeletePartition(ctx context.Context, t TableRef, partition string) (deleted int64, err error)
+	// Digest is Rehearser.Digest as seen inside the transaction.
+	Digest(ctx context.Context, t TableRef, partition string) (Digest, error)
+	// MarkPublished records in the warehouse, inside the publishing
+	// transaction, that a plan's partition is published; already is true
+	// (and nothing is written) when it was before. Because the mark commits
+	// with the partition, a run that dies between publishing and recording
+	// it in the state store does not publish the partition again.
+	MarkPublished(ctx context.Context, planID, dataset, partition string) (already bool, err error)
+	// Profile is Profiler.Profile as seen inside the transaction: how a
+	// run audits the rows it staged before they are published.
+	Profile(ctx context.Context, t TableRef, spec ProfileSpec, from, to string) (map[string]Profile, error)
+	// CopyPartitions creates table dst holding a copy of t's rows in
+	// partitions [from, to]: a snapshot before a manual run.
+	CopyPartitions(ctx context.Context, t TableRef, dst, from, to string) error
+	// RestorePartition replaces one partition of t with that partition's
+	// rows in table src (a snapshot made by CopyPartitions), matching
+	// columns by name, never by position.
+	RestorePartition(ctx context.Context, t TableRef, src, partition string) (restored int64, err error)
+	// DropTable drops table name if it exists: a snapshot left behind by
+	// a snapshot that failed half-way, or one whose plan is done with it.
+	DropTable(ctx context.Context, name string) error
+	// Spoil makes one partition of t deliberately stale, so that a proof
+	// can show a job does not depend on what was there before: it changes
+	// the values of one row, deletes another, and adds an extra changed
+	// copy of a row (each skipped when the partition is too small or a
+	// constraint refuses it). It returns what it did, in words, and
+	// changed=false when it could change nothing (an empty partition).
+	Spoil(ctx context.Context, t TableRef, partition string) (what string, changed bool, err error)
+	// Anchor records the audit log's head in the warehouse, inside the
+	// publishing transaction, so that a log rewritten or truncated in the
+	// state store no longer matches what the warehouse holds.
+	Anchor(ctx context.Context, a AuditAnchor) error
+}
+
+// AuditAnchor is the audit log's head as written into the warehouse at a
+// publish: the log must still hold entry Seq with hash Hash.
+type AuditAnchor struct {
+	// Store is the state store whose log this is (one warehouse may serve
+	// several).
+	Store string `json:"store,omitempty"`
+	Seq   int64  `json:"seq"`
+	Hash  string `json:"hash"`
+}
+
+// Anchorer reads back the audit anchors a warehouse holds.
+type Anchorer interface {
+	// LatestAnchor returns store's anchor with the highest Seq, ok=false
+	// when the warehouse holds none for it.
+	LatestAnchor(ctx context.Context, store string) (a AuditAnchor, ok bool, err error)
+}
+
+// OutsidePartitionError is a job that produced a row outside the partition
+// it was asked to build: refill owns the write and never lets one
+// partition's job touch another's rows.
+type OutsidePartitionError struct {
+	Table     string
+	Partition string
+	// Value is the partition column's value of one offending row.
+	Value string
+	// Rows counts the offending rows, when known (0 if not).
+	Rows int64
+}
+
+func (e *OutsidePartitionError) Error() string {
+	n := ""
+	if e.Rows > 0 {
+		n = fmt.Sprintf("%d row(s), for example ", e.Rows)
+	}
+	return fmt.Sprintf("the job for partition %s of %s returned rows outside that partition: %s%s; a job may only produce rows of the partition it builds (filter on :partition)", e.Partition, e.Table, n, e.Value)
 }

@@ -53,14 +53,14 @@ type Gate struct {
 // Result is a gate verdict plus what it saw, so a plan can record schemas
 // and flagged partitions in the state store.
 type Result struct {
-	refill.Gate
+	refill.GateVerdict
 	Schemas []refill.SchemaSnapshot
 	Flags   []refill.Flag
 }
 
 // Check runs the gate over datasets for the partitions of r.
 func (g *Gate) Check(ctx context.Context, datasets []string, r refill.Range) (Result, error) {
-	res := Result{Gate: refill.Gate{Passed: true, Checked: []string{}, Findings: []refill.Finding{}}}
+	res := Result{GateVerdict: refill.GateVerdict{Passed: true, Checked: []string{}, Findings: []refill.Finding{}}}
 	for _, name := range datasets {
 		d, ok := g.Config.Datasets[name]
 		if !ok {

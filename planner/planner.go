@@ -32,7 +32,7 @@ const HistoryDepth = 28
 // of idempotency. The proofs component implements it; without one, no
 // dataset has a proof.
 type ProofSource interface {
-	ProofStatus(ctx context.Context, dataset, fingerprint string) (policy.Proof, error)
+	ProofStatus(ctx context.Context, dataset, fingerprint string) (policy.Evidence, error)
 }
 
 // Planner builds and stores plans.
@@ -166,7 +166,7 @@ func (p *Planner) assemble(ctx context.Context, r Request, seen *gate.Result) (*
 		return nil, fmt.Errorf("source gate: %w", err)
 	}
 	*seen = res
-	plan.Gate = res.Gate
+	plan.Gate = res.GateVerdict
 	// Seal what the gate judged: the apply-time re-check judges the same
 	// tables by the same checks against the columns seen here.
 	for _, name := range inputs {
@@ -184,7 +184,7 @@ func (p *Planner) assemble(ctx context.Context, r Request, seen *gate.Result) (*
 		plan.SourceSeals = append(plan.SourceSeals, seal)
 	}
 
-	in := policy.Input{Request: plan.Request, Downstream: closure.Downstream, Proofs: map[string]policy.Proof{}}
+	in := policy.Input{Request: plan.Request, Downstream: closure.Downstream, Proofs: map[string]policy.Evidence{}}
 	for _, f := range plan.Gate.Findings {
 		if f.Warning {
 			in.Unscored = append(in.Unscored, fmt.Sprintf("%s %s %s: %s", f.Dataset, f.Partition, f.Check, f.Message))

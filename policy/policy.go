@@ -16,9 +16,9 @@ import (
 	"github.com/refill-dev/refill"
 )
 
-// Proof is what the policy needs to know about a dataset's idempotency
+// Evidence is what the policy needs to know about a dataset's idempotency
 // evidence for its current job fingerprint.
-type Proof struct {
+type Evidence struct {
 	// Exists is true when any passing proof was recorded for the dataset.
 	Exists bool
 	// Current is true when a passing proof matches the job's fingerprint now.
@@ -37,7 +37,7 @@ type Input struct {
 	// Downstream names the rebuilt datasets strictly downstream of a target.
 	Downstream []string
 	// Proofs maps dataset name to its evidence; a missing entry is no proof.
-	Proofs map[string]Proof
+	Proofs map[string]Evidence
 	// Unscored lists gate checks that could not be judged (too little
 	// history, say), as "dataset partition: why". A check that was not
 	// scored did not pass, so it never counts toward auto.

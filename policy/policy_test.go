@@ -25,10 +25,10 @@ func decide(t *testing.T, p refill.Policy, in Input) Decision {
 	return d
 }
 
-func proven(names ...string) map[string]Proof {
-	m := map[string]Proof{}
+func proven(names ...string) map[string]Evidence {
+	m := map[string]Evidence{}
 	for _, n := range names {
-		m[n] = Proof{Exists: true, Current: true}
+		m[n] = Evidence{Exists: true, Current: true}
 	}
 	return m
 }
@@ -64,10 +64,10 @@ func TestTiers(t *testing.T) {
 			Input{Request: req(3), Rebuilt: []*refill.Dataset{a, b}, Proofs: proven("a")},
 			refill.TierSemiAuto, []string{"no idempotency proof for b (1 of 2 datasets)"}},
 		{"stale proof is called stale",
-			Input{Request: req(3), Rebuilt: []*refill.Dataset{a}, Proofs: map[string]Proof{"a": {Exists: true}}},
+			Input{Request: req(3), Rebuilt: []*refill.Dataset{a}, Proofs: map[string]Evidence{"a": {Exists: true}}},
 			refill.TierSemiAuto, []string{"idempotency proof is stale for a"}},
 		{"a failed proof says how it failed",
-			Input{Request: req(3), Rebuilt: []*refill.Dataset{a}, Proofs: map[string]Proof{"a": {Exists: true, Failed: true, Message: "a rerun adds rows"}}},
+			Input{Request: req(3), Rebuilt: []*refill.Dataset{a}, Proofs: map[string]Evidence{"a": {Exists: true, Failed: true, Message: "a rerun adds rows"}}},
 			refill.TierSemiAuto, []string{"the idempotency proof of a failed: a rerun adds rows"}},
 		{"aggregate downstream of the target",
 			Input{Request: req(3), Rebuilt: []*refill.Dataset{a, agg}, Downstream: []string{"agg"}, Proofs: proven("a", "agg")},

@@ -274,12 +274,12 @@ type Status struct {
 }
 
 // ProofStatus implements planner.ProofSource.
-func (s Status) ProofStatus(ctx context.Context, dataset, fingerprint string) (policy.Proof, error) {
+func (s Status) ProofStatus(ctx context.Context, dataset, fingerprint string) (policy.Evidence, error) {
 	proofs, err := s.Store.Proofs(ctx, dataset)
 	if err != nil {
-		return policy.Proof{}, err
+		return policy.Evidence{}, err
 	}
-	var out policy.Proof
+	var out policy.Evidence
 	for _, pr := range proofs { // newest first
 		if pr.Passed {
 			out.Exists = true
@@ -289,7 +289,7 @@ func (s Status) ProofStatus(ctx context.Context, dataset, fingerprint string) (p
 		}
 		switch {
 		case !pr.Passed:
-			return policy.Proof{Exists: out.Exists, Failed: true,
+			return policy.Evidence{Exists: out.Exists, Failed: true,
 				Message: fmt.Sprintf("%s (proven on %s by %s; a failing proof stays failing until the job changes)", pr.Message, pr.Partition, pr.ProvenBy)}, nil
 		case pr.Method >= refill.ProofMethod && !out.Current:
 			out.Current, out.Message = true, pr.Message

@@ -168,7 +168,7 @@ func (r *Runner) Execute(ctx context.Context, p *refill.Plan, actor string) erro
 
 // block stores a failed re-check: the plan is blocked for good.
 func (r *Runner) block(ctx context.Context, p *refill.Plan, actor string, res gate.Result) error {
-	failed := res.Gate.Failed()
+	failed := res.GateVerdict.Failed()
 	err := r.Store.Update(ctx, func(tx *store.Tx) error {
 		if err := tx.SetStatus(ctx, p.ID, p.Status, refill.StatusBlocked); err != nil {
 			return err

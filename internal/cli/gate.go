@@ -55,20 +55,20 @@ pipeline; insufficient history is shown as a warning and does not fail.`,
 			// history are recorded by plans, with their requester, reason and
 			// audit entries.
 			if a.json() {
-				if err := a.printJSON(res.Gate); err != nil {
+				if err := a.printJSON(res.GateVerdict); err != nil {
 					return err
 				}
 			} else {
 				var b strings.Builder
 				fmt.Fprintf(&b, "Checked %s for %s..%s (%d days)\n\n", strings.Join(args, ", "), rng.FromString(), rng.ToString(), rng.Days())
-				renderGate(&b, res.Gate)
+				renderGate(&b, res.GateVerdict)
 				if len(res.Findings) == 0 {
 					b.WriteString("  every partition passed every check\n")
 				}
 				fmt.Fprint(a.stdout, b.String())
 			}
 			if !res.Passed {
-				return fmt.Errorf("%w: %d failed check(s)", refill.ErrBlocked, res.Gate.Failed())
+				return fmt.Errorf("%w: %d failed check(s)", refill.ErrBlocked, res.GateVerdict.Failed())
 			}
 			return nil
 		},

@@ -66,7 +66,7 @@ func renderPlan(p *refill.Plan, cfg *refill.Config) string {
 	return b.String()
 }
 
-func renderGate(b *strings.Builder, g refill.Gate) {
+func renderGate(b *strings.Builder, g refill.GateVerdict) {
 	var bad, warn []refill.Finding
 	for _, f := range g.Findings {
 		switch {

@@ -36,7 +36,7 @@ func goldenPlan() *refill.Plan {
 			}},
 		},
 		Sources: []string{"events_raw"},
-		Gate: refill.Gate{Passed: false, Checked: []string{"events_raw"}, Findings: []refill.Finding{
+		Gate: refill.GateVerdict{Passed: false, Checked: []string{"events_raw"}, Findings: []refill.Finding{
 			{Dataset: "events_raw", Partition: "2026-10-04", Check: "not_null", Column: "amount", Observed: 0.97, Limit: 0.01},
 			{Dataset: "events_raw", Partition: "2026-10-01", Check: "volume", Warning: true, Passed: true, Message: "insufficient history: 2 same-weekday partitions, need 4"},
 		}},

@@ -716,7 +716,7 @@ func newPlan(id string, created time.Time) *refill.Plan {
 			},
 		},
 		Sources: []string{"orders"},
-		Gate: refill.Gate{
+		Gate: refill.GateVerdict{
 			Passed:  true,
 			Checked: []string{"orders"},
 			Findings: []refill.Finding{
