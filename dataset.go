@@ -1,6 +1,7 @@
 package refill
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -167,4 +168,29 @@ type VolumeCheck struct {
 type TimeOrderCheck struct {
 	Earlier string `json:"earlier"`
 	Later   string `json:"later"`
+}
+
+// JobRun is one build of one partition: the plan and run it belongs to,
+// and, for a job that writes outside refill's transaction, where it writes.
+type JobRun struct {
+	PlanID    string
+	Run       int
+	Partition string
+	// Warehouse is the DSN an outside job is told to write to
+	// (REFILL_WAREHOUSE): the warehouse, or the proof warehouse in a proof.
+	Warehouse string
+}
+
+// JobRunner rebuilds one partition of a dataset's job: one implementation
+// per job kind (jobs/query for query and sql, jobs for command,
+// jobs/airflow for airflow), used alike by runs and proofs.
+//
+// A transactional job (query, sql) builds inside refill's warehouse
+// transaction, which Build receives: the caller decides whether it is
+// published (a run) or rolled back (a proof, a rehearsal). Any other job
+// writes on its own; Build gets a nil transaction and returns the job's
+// output, kept with the run.
+type JobRunner interface {
+	Transactional() bool
+	Build(ctx context.Context, tx WarehouseTx, d *Dataset, run JobRun) (output string, err error)
 }

@@ -76,6 +76,22 @@ func Environment(base, declared, hidden []string) []string {
 	return out
 }
 
+var _ refill.JobRunner = Command{}
+
+// Transactional is false: a command writes on its own.
+func (Command) Transactional() bool { return false }
+
+// Build runs the command for run.Partition, told to write to
+// run.Warehouse (or c.Warehouse when run names none), and returns its
+// output.
+func (c Command) Build(ctx context.Context, _ refill.WarehouseTx, d *refill.Dataset, run refill.JobRun) (string, error) {
+	if run.Warehouse != "" {
+		c.Warehouse = run.Warehouse
+	}
+	res, err := c.Run(ctx, d, run.Partition)
+	return res.Output, err
+}
+
 // Run executes the job's argv with {{partition}}, {{from}} and {{to}}
 // substituted and the same values in REFILL_PARTITION, REFILL_FROM and
 // REFILL_TO. A job timeout kills the process (and its children, through

@@ -17,6 +17,7 @@ import (
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/gate"
+	"github.com/refill-dev/refill/jobs/query"
 	"github.com/refill-dev/refill/lineage"
 	"github.com/refill-dev/refill/policy"
 	"github.com/refill-dev/refill/warehouse"
@@ -320,13 +321,7 @@ func (p *Planner) afterUpstream(ctx context.Context, plan *refill.Plan) {
 					counts[st.Dataset] = map[string]int64{}
 				}
 				for _, pp := range st.Partitions {
-					var err error
-					if d.Job.Kind == refill.JobQuery {
-						_, err = tx.ReplaceFromQuery(ctx, ref, d.Job.Query, pp.Partition)
-					} else {
-						err = tx.ExecSQL(ctx, ref, d.Job.SQL, pp.Partition)
-					}
-					if err != nil {
+					if _, err := (query.Runner{}).Build(ctx, tx, d, refill.JobRun{Partition: pp.Partition}); err != nil {
 						return err
 					}
 					if isTarget {

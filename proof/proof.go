@@ -19,6 +19,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/jobs/query"
 	"github.com/refill-dev/refill/policy"
 	"github.com/refill-dev/refill/warehouse/sqltext"
 )
@@ -125,19 +126,17 @@ func (p *Prover) Prove(ctx context.Context, dataset, partition, actor string) (*
 	return pr, nil
 }
 
-// rehearse builds three times inside one warehouse transaction that is
-// always rolled back, so the warehouse ends exactly as it began.
+// rehearse builds four times inside one warehouse transaction that is
+// always rolled back, so the warehouse ends exactly as it began. Each build
+// is the same implementation a run uses (jobs/query).
 func (p *Prover) rehearse(ctx context.Context, d *refill.Dataset, ref refill.TableRef, partition string, pr *refill.Proof) error {
 	reh, ok := p.Warehouse.(refill.Rehearser)
 	if !ok {
 		return fmt.Errorf("the %s warehouse cannot rehearse jobs", p.Warehouse.Driver())
 	}
 	build := func(tx refill.WarehouseTx) error {
-		if d.Job.Kind == refill.JobQuery {
-			_, err := tx.ReplaceFromQuery(ctx, ref, d.Job.Query, partition)
-			return err
-		}
-		return tx.ExecSQL(ctx, ref, d.Job.SQL, partition)
+		_, err := query.Runner{}.Build(ctx, tx, d, refill.JobRun{Partition: partition})
+		return err
 	}
 	return reh.Rehearse(ctx, func(tx refill.WarehouseTx) error {
 		for _, name := range []string{BuildExisting, BuildAgain, BuildStale, BuildEmpty} {

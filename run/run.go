@@ -24,6 +24,7 @@ import (
 	"github.com/refill-dev/refill/gate"
 	"github.com/refill-dev/refill/jobs"
 	"github.com/refill-dev/refill/jobs/airflow"
+	"github.com/refill-dev/refill/jobs/query"
 	"github.com/refill-dev/refill/store"
 	"github.com/refill-dev/refill/warehouse"
 )
@@ -447,8 +448,12 @@ func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error 
 	ref := d.Ref()
 	rec := refill.Published{PlanID: a.PlanID, Dataset: a.Dataset, Partition: a.Partition, Attempt: attempt}
 	start := time.Now()
-	switch d.Job.Kind {
-	case refill.JobQuery, refill.JobSQL:
+	jr, jrun, err := r.jobRunner(d)
+	if err != nil {
+		return err
+	}
+	jrun.PlanID, jrun.Run, jrun.Partition = a.PlanID, a.Run, a.Partition
+	if jr.Transactional() {
 		tr, ok := r.Warehouse.(refill.Transactor)
 		if !ok {
 			return fmt.Errorf("the %s warehouse cannot write", r.Warehouse.Driver())
@@ -484,12 +489,7 @@ func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error 
 			if err != nil {
 				return err
 			}
-			if d.Job.Kind == refill.JobQuery {
-				_, err = tx.ReplaceFromQuery(ctx, ref, d.Job.Query, a.Partition)
-			} else {
-				err = tx.ExecSQL(ctx, ref, d.Job.SQL, a.Partition)
-			}
-			if err != nil {
+			if _, err := jr.Build(ctx, tx, d, jrun); err != nil {
 				return err
 			}
 			if err := r.audit(ctx, tx, d, ref, a.Partition); err != nil {
@@ -524,12 +524,10 @@ func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error 
 			r.logf("%s %s: run %d of plan %s stopped while the job worked; nothing was published", a.Dataset, a.Partition, a.Run, a.PlanID)
 			return &alreadyPublished{}
 		}
-	case refill.JobCommand:
-		err = r.command(ctx, d, a.Partition, &rec)
-	case refill.JobAirflow:
-		err = r.airflow(ctx, d, a, &rec)
-	default:
-		err = fmt.Errorf("%s jobs cannot run in this version", d.Job.Kind)
+	} else {
+		// A command or a DAG run writes outside refill's transactions: its
+		// digests are taken before and after, and its output kept.
+		err = r.outside(ctx, d, a.Partition, &rec, func() (string, error) { return jr.Build(ctx, nil, d, jrun) })
 	}
 	if err != nil {
 		return err
@@ -596,16 +594,23 @@ func (r *Runner) outside(ctx context.Context, d *refill.Dataset, partition strin
 	return err
 }
 
-// command runs a command job against the warehouse.
-func (r *Runner) command(ctx context.Context, d *refill.Dataset, partition string, rec *refill.Published) error {
+// jobRunner is the one implementation of d's job kind (refill.JobRunner),
+// the same a proof uses.
+func (r *Runner) jobRunner(d *refill.Dataset) (refill.JobRunner, refill.JobRun, error) {
 	dsn := r.Config.Warehouse
 	if path, ok := warehouse.SQLitePath(dsn, r.Config.Dir); ok {
 		dsn = "sqlite:" + path
 	}
-	return r.outside(ctx, d, partition, rec, func() (string, error) {
-		res, err := jobs.Command{Dir: r.Config.Dir, Warehouse: dsn, Hidden: []string{r.Config.Audit.KeyEnv}}.Run(ctx, d, partition)
-		return res.Output, err
-	})
+	run := refill.JobRun{Warehouse: dsn}
+	switch d.Job.Kind {
+	case refill.JobQuery, refill.JobSQL:
+		return query.Runner{}, run, nil
+	case refill.JobCommand:
+		return jobs.Command{Dir: r.Config.Dir, Hidden: []string{r.Config.Audit.KeyEnv}}, run, nil
+	case refill.JobAirflow:
+		return airflow.Runner{Client: airflowClient}, run, nil
+	}
+	return nil, run, fmt.Errorf("%s jobs cannot run in this version", d.Job.Kind)
 }
 
 // errMarked rolls back a publish whose partition the warehouse already
@@ -739,15 +744,6 @@ func (r *Runner) audit(ctx context.Context, tx refill.WarehouseTx, d *refill.Dat
 // Airflow 3 token.
 var airflowClient = &airflow.Client{}
 
-// dagRunID names the DAG run of one partition in one run of a plan: fixed,
-// so that a retry within the run (after a crash, or a lost connection)
-// finds the DAG run it started instead of starting a second; and carrying
-// the run, so that a resumed plan starts afresh rather than read back an
-// old run's failure.
-func dagRunID(planID, dataset, partition string, run int) string {
-	return fmt.Sprintf("refill__%s__%s__%s__r%d", planID, dataset, partition, run)
-}
-
 // abandon marks the partition's DAG run of this run failed in Airflow, when
 // the partition is an Airflow job: refill no longer follows it, so it must
 // not go on writing unobserved.
@@ -758,39 +754,12 @@ func (r *Runner) abandon(ctx context.Context, a PartitionArgs, why string) {
 	if err != nil || d.Job == nil || d.Job.Kind != refill.JobAirflow {
 		return
 	}
-	id := dagRunID(a.PlanID, a.Dataset, a.Partition, a.Run)
+	id := airflow.RunID(a.PlanID, a.Dataset, a.Partition, a.Run)
 	if err := airflowClient.Fail(ctx, d.Job.Airflow, id, why); err != nil {
 		r.logf("ALERT %s %s: could not mark DAG run %s failed in Airflow, so it may still write: %v", a.Dataset, a.Partition, id, err)
 		return
 	}
 	r.logf("%s %s: DAG run %s marked failed in Airflow (%s)", a.Dataset, a.Partition, id, why)
-}
-
-// airflow triggers the partition's DAG run and waits for it to end. The DAG
-// runs of the plan's earlier runs are marked failed first: a resumed plan
-// starts a fresh DAG run, and nothing it abandoned may write on.
-func (r *Runner) airflow(ctx context.Context, d *refill.Dataset, a PartitionArgs, rec *refill.Published) error {
-	g := d.Ref().Grain
-	start, err := refill.PartitionTime(a.Partition, g)
-	if err != nil {
-		return err
-	}
-	end := start.AddDate(0, 0, 1)
-	if g == refill.GrainHour {
-		end = start.Add(time.Hour)
-	}
-	for old := 1; old < a.Run; old++ {
-		if err := airflowClient.Fail(ctx, d.Job.Airflow, dagRunID(a.PlanID, a.Dataset, a.Partition, old),
-			fmt.Sprintf("refill resumed plan %s as run %d; this DAG run of run %d was abandoned", a.PlanID, a.Run, old)); err != nil {
-			return fmt.Errorf("marking the DAG run of run %d failed before starting a fresh one: %w", old, err)
-		}
-	}
-	runID := dagRunID(a.PlanID, a.Dataset, a.Partition, a.Run)
-	client := airflowClient
-	return r.outside(ctx, d, a.Partition, rec, func() (string, error) {
-		res, err := client.Run(ctx, d.Job.Airflow, runID, start.Format(time.RFC3339), end.Format(time.RFC3339))
-		return fmt.Sprintf("dag %s run %s: %s after %d polls (created: %v)", d.Job.Airflow.DagID, res.DagRunID, res.State, res.Polls, res.Created), err
-	})
 }
 
 func orUnknown(s string) string {
