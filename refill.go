@@ -1,6 +1,8 @@
 // Package refill holds the domain of a backfill control plane: datasets and
-// their lineage, requests, plans, tiers and gate findings, and the small
-// interfaces (Warehouse, Store) that the adapters at the edges implement.
+// their lineage, requests, plans, tiers and gate findings, the contracts the
+// warehouse drivers and job kinds implement (Warehouse, WarehouseTx,
+// JobRunner), and the records the state store (package store, one concrete
+// store behind a dialect per engine) keeps.
 //
 // It imports nothing else of refill's, so that the flow of DESIGN.md §3 —
 // request, plan, approval, run, report, audit — reads the same in every

@@ -1,9 +1,6 @@
 package refill
 
-import (
-	"context"
-	"fmt"
-)
+import "fmt"
 
 // PlanFilter selects stored plans.
 type PlanFilter struct {
@@ -58,38 +55,4 @@ type PlanRecord struct {
 	Plan    *Plan
 	Schemas []SchemaSnapshot
 	Flags   []Flag
-}
-
-// Store keeps refill's own state: plans and everything that happens to them.
-// Plans are immutable once saved; only their status moves.
-type Store interface {
-	// SavePlan stores a new plan. Saving an ID twice is an error.
-	SavePlan(ctx context.Context, p *Plan) error
-	// Plan loads one plan, or an error wrapping ErrNotFound. The stored hash
-	// is checked against the stored content.
-	Plan(ctx context.Context, id string) (*Plan, error)
-	// Plans lists plans newest first.
-	Plans(ctx context.Context, f PlanFilter) ([]PlanSummary, error)
-	// SetStatus moves a plan from one status to another; it fails with
-	// ErrNotPermitted if the plan is not in status from.
-	SetStatus(ctx context.Context, id string, from, to Status) error
-	// RecordPlan stores a new plan with what its gate saw, supersedes
-	// earlier live plans of the same request, and appends the audit entries
-	// for all of it, in one transaction. It returns the superseded plans.
-	RecordPlan(ctx context.Context, rec PlanRecord) (superseded []string, err error)
-	// SaveSchemas records sources' columns as seen by a plan.
-	SaveSchemas(ctx context.Context, snaps []SchemaSnapshot) error
-	// SchemaBaseline returns the schema drift is judged against: the one
-	// accepted last, or else the first recorded; ok=false if none was.
-	SchemaBaseline(ctx context.Context, dataset string) (snap SchemaSnapshot, ok bool, err error)
-	// SaveProof records a proof's evidence.
-	SaveProof(ctx context.Context, p *Proof) error
-	// Proofs returns a dataset's recorded proofs, newest first.
-	Proofs(ctx context.Context, dataset string) ([]Proof, error)
-	// SaveFlags records partitions the gate found bad.
-	SaveFlags(ctx context.Context, flags []Flag) error
-	// Flagged returns the partitions of dataset ever flagged by the gate.
-	Flagged(ctx context.Context, dataset string) (map[string]bool, error)
-	// Close releases the store.
-	Close() error
 }

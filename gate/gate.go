@@ -20,6 +20,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/store"
 )
 
 // Check names, as findings carry them.
@@ -42,7 +43,7 @@ var scaleFloor = math.Log(1.10)
 type Gate struct {
 	Config    *refill.Config
 	Warehouse refill.Warehouse
-	Store     refill.Store
+	Store     *store.Store
 	Now       func() time.Time
 	// Baseline, when set, is the schema each dataset is judged against
 	// instead of the accepted one in the store: the apply-time re-check

@@ -20,6 +20,7 @@ import (
 	"github.com/refill-dev/refill/jobs/query"
 	"github.com/refill-dev/refill/lineage"
 	"github.com/refill-dev/refill/policy"
+	"github.com/refill-dev/refill/store"
 	"github.com/refill-dev/refill/warehouse"
 	"github.com/refill-dev/refill/warehouse/sqltext"
 )
@@ -42,7 +43,7 @@ type Planner struct {
 	Graph     *lineage.Graph
 	Policy    *policy.Policy
 	Warehouse refill.Warehouse
-	Store     refill.Store
+	Store     *store.Store
 	// Gate checks the plan's inputs; Proofs says which jobs are proven.
 	// Without Proofs, no dataset has a proof.
 	Gate   *gate.Gate
@@ -52,7 +53,7 @@ type Planner struct {
 }
 
 // New wires a planner over a loaded config.
-func New(cfg *refill.Config, wh refill.Warehouse, st refill.Store) (*Planner, error) {
+func New(cfg *refill.Config, wh refill.Warehouse, st *store.Store) (*Planner, error) {
 	g, err := lineage.New(cfg.Datasets)
 	if err != nil {
 		return nil, err

@@ -21,6 +21,7 @@ import (
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/jobs/query"
 	"github.com/refill-dev/refill/policy"
+	"github.com/refill-dev/refill/store"
 	"github.com/refill-dev/refill/warehouse/sqltext"
 )
 
@@ -46,7 +47,7 @@ const (
 type Prover struct {
 	Config    *refill.Config
 	Warehouse refill.Warehouse
-	Store     refill.Store
+	Store     *store.Store
 	Now       func() time.Time
 	// Commands builds command jobs against the proof warehouse; nil means
 	// command jobs cannot be proven here.
@@ -269,7 +270,7 @@ func (p *Prover) now() time.Time {
 // once to depend on prior state stays failing until it changes, however
 // many later proofs on other partitions pass.
 type Status struct {
-	Store refill.Store
+	Store *store.Store
 }
 
 // ProofStatus implements planner.ProofSource.

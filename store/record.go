@@ -6,7 +6,7 @@ import (
 	"github.com/refill-dev/refill"
 )
 
-// RecordPlan implements refill.Store: the plan, its gate's schemas and
+// RecordPlan stores a new plan: the plan, its gate's schemas and
 // flags, the plans it supersedes and the audit entries recording all of it
 // commit together.
 func (s *Store) RecordPlan(ctx context.Context, rec refill.PlanRecord) ([]string, error) {

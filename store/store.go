@@ -1,6 +1,8 @@
 // Package store is refill's own state: the plans it made and what happened
 // to them, in SQLite for one engineer or PostgreSQL for a team (DESIGN.md
-// §7). It implements refill.Store.
+// §7). It is refill's one state store: the same statements on both engines,
+// their differences confined to a dialect (goose's pattern), and one
+// conformance suite (store/storetest) over every operation.
 //
 // Both engines run the same statements through database/sql; what differs
 // between them (placeholders, types, locks) is confined to a dialect, and
@@ -30,8 +32,6 @@ import (
 
 	"github.com/refill-dev/refill"
 )
-
-var _ refill.Store = (*Store)(nil)
 
 // Store is the state store. It is safe for concurrent use, and several
 // processes may share one database: the only write that changes existing
