@@ -102,12 +102,8 @@ func (a *app) printReport(ctx context.Context, c *control.Control, id string) er
 	if verdict != nil && !errors.Is(verdict, refill.ErrVerification) {
 		return verdict
 	}
-	if a.json() {
-		if err := a.printJSON(rep); err != nil {
-			return err
-		}
-	} else {
-		fmt.Fprint(a.stdout, renderReport(rep))
+	if err := a.view().Report(rep); err != nil {
+		return err
 	}
 	return verdict
 }

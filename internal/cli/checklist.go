@@ -3,9 +3,7 @@ package cli
 import (
 	"fmt"
 	"strings"
-	"text/tabwriter"
 
-	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
 	"github.com/refill-dev/refill"
@@ -34,22 +32,7 @@ func (a *app) warehouseCmd(use, short, long string, act func(c *control.Control,
 			if err != nil {
 				return err
 			}
-			if a.json() {
-				return a.printJSON(map[string]any{"plan": stateJSON(s), "partitions": parts})
-			}
-			var b strings.Builder
-			tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "DATASET\tPARTITION\tROWS\tCHECKSUM\tTABLE")
-			for _, p := range parts {
-				name := p.Dataset
-				if p.Source {
-					name += " (source)"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", name, p.Partition, humanize.Comma(p.Digest.Rows), p.Digest.Checksum, p.SnapshotTable)
-			}
-			tw.Flush()
-			fmt.Fprintf(a.stdout, "%s%s", b.String(), renderState(s))
-			return nil
+			return a.view().Snapshot(s, parts)
 		},
 	}
 	cmd.Flags().StringVar(&a.as, "as", "", "who is acting (default $REFILL_USER)")
@@ -88,11 +71,7 @@ may still run, or be rolled back, keeps its snapshot.`,
 			if err != nil {
 				return err
 			}
-			if a.json() {
-				return a.printJSON(map[string]any{"plan_id": args[0], "dropped": tables})
-			}
-			fmt.Fprintf(a.stdout, "plan %s: dropped %d snapshot table(s): %s\n", args[0], len(tables), strings.Join(tables, ", "))
-			return nil
+			return a.view().Dropped(args[0], tables)
 		},
 	}
 	drop.Flags().StringVar(&reason, "reason", "", "why the snapshot may go (required; audited)")
@@ -161,11 +140,7 @@ func (a *app) historyCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if a.json() {
-				return a.printJSON(map[string]any{"dataset": args[0], "partition": partition, "plans": hist})
-			}
-			fmt.Fprint(a.stdout, renderHistory(args[0], partition, hist))
-			return nil
+			return a.view().History(args[0], partition, hist)
 		},
 	}
 	cmd.Flags().StringVar(&partition, "partition", "", "the partition (YYYY-MM-DD or YYYY-MM-DDTHH)")

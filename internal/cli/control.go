@@ -100,11 +100,7 @@ impact summary (datasets, range, partitions, rows) attached.`,
 }
 
 func (a *app) printState(s *control.State, cfg *refill.Config) error {
-	if a.json() {
-		return a.printJSON(stateJSON(s))
-	}
-	_, err := fmt.Fprint(a.stdout, renderPlan(s.Plan, cfg)+renderState(s))
-	return err
+	return a.view().State(s, cfg)
 }
 
 // stateJSON is the plan of DESIGN.md §6 with its state beside it.
@@ -195,19 +191,8 @@ func (a *app) auditCmd() *cobra.Command {
 			if unreachable != "" {
 				anchorNote = unreachable
 			}
-			if a.json() {
-				if err := a.printJSON(rep); err != nil {
-					return err
-				}
-			} else if verr == nil {
-				keyed := "unkeyed"
-				if rep.Keyed {
-					keyed = fmt.Sprintf("keyed from entry %d", rep.KeyedFrom)
-				}
-				fmt.Fprintf(a.stdout, "audit log intact: %d entries, %s, head %s; %s\n", rep.Entries, keyed, rep.Head, anchorNote)
-				if rep.Warning != "" {
-					fmt.Fprintf(a.stderr, "warning: %s\n", rep.Warning)
-				}
+			if err := a.view().Audit(rep, anchorNote, verr); err != nil {
+				return err
 			}
 			return verr
 		},
@@ -240,15 +225,7 @@ needs an identity and a reason, and the audit log keeps both schemas.`,
 			if err != nil {
 				return err
 			}
-			if a.json() {
-				return a.printJSON(snap)
-			}
-			var cols []string
-			for _, col := range snap.Columns {
-				cols = append(cols, col.Name+" "+col.Type)
-			}
-			fmt.Fprintf(a.stdout, "%s: accepted by %s as the drift baseline (%s)\n  columns: %s\n", snap.Dataset, actor, snap.Reason, strings.Join(cols, ", "))
-			return nil
+			return a.view().Schema(snap, actor)
 		},
 	}
 	accept.Flags().StringVar(&reason, "reason", "", "why the new schema is right (required; audited)")

@@ -54,18 +54,8 @@ pipeline; insufficient history is shown as a warning and does not fail.`,
 			// gate will later accept. Flags that leave partitions out of volume
 			// history are recorded by plans, with their requester, reason and
 			// audit entries.
-			if a.json() {
-				if err := a.printJSON(res.GateVerdict); err != nil {
-					return err
-				}
-			} else {
-				var b strings.Builder
-				fmt.Fprintf(&b, "Checked %s for %s..%s (%d days)\n\n", strings.Join(args, ", "), rng.FromString(), rng.ToString(), rng.Days())
-				renderGate(&b, res.GateVerdict)
-				if len(res.Findings) == 0 {
-					b.WriteString("  every partition passed every check\n")
-				}
-				fmt.Fprint(a.stdout, b.String())
+			if err := a.view().Check(res.GateVerdict, args, rng); err != nil {
+				return err
 			}
 			if !res.Passed {
 				return fmt.Errorf("%w: %d failed check(s)", refill.ErrBlocked, res.GateVerdict.Failed())
@@ -110,12 +100,8 @@ a CI assertion.`,
 			}
 			pr, err := c.Prove(cmd.Context(), args[0], partition, actor)
 			if pr != nil {
-				if a.json() {
-					if jerr := a.printJSON(pr); jerr != nil {
-						return jerr
-					}
-				} else {
-					fmt.Fprint(a.stdout, renderProof(pr))
+				if verr := a.view().Proof(pr); verr != nil {
+					return verr
 				}
 			}
 			return err

@@ -57,11 +57,7 @@ downstream of it for these dates".`,
 }
 
 func (a *app) printPlan(plan *refill.Plan, cfg *refill.Config) error {
-	if a.json() {
-		return a.printJSON(plan)
-	}
-	_, err := fmt.Fprint(a.stdout, renderPlan(plan, cfg))
-	return err
+	return a.view().Plan(plan, cfg)
 }
 
 func (a *app) showCmd() *cobra.Command {
@@ -108,14 +104,7 @@ func (a *app) plansCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if a.json() {
-				if list == nil {
-					list = []refill.PlanSummary{}
-				}
-				return a.printJSON(list)
-			}
-			_, err = fmt.Fprint(a.stdout, renderPlans(list))
-			return err
+			return a.view().Plans(list)
 		},
 	}
 	cmd.Flags().StringVar(&status, "status", "", "only plans in this status")
@@ -181,11 +170,7 @@ any Markdown viewer that renders it.`,
 			default:
 				return refill.BadInputf("--format %q: want dot or mermaid", format)
 			}
-			if a.json() {
-				return a.printJSON(map[string]any{"format": format, "datasets": names, "text": text})
-			}
-			_, err = fmt.Fprint(a.stdout, text)
-			return err
+			return a.view().Lineage(format, names, text)
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "dot", "dot or mermaid")

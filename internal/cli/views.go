@@ -1,0 +1,141 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/control"
+)
+
+// view renders what a command has to say, in the one form chosen for the
+// whole invocation by -o: text for a person, or exactly one JSON document
+// for a script (terraform's views). Commands compute; they render only
+// through their method of the view, so the two forms cannot drift apart.
+type view interface {
+	Plan(p *refill.Plan, cfg *refill.Config) error
+	State(s *control.State, cfg *refill.Config) error
+	Plans(list []refill.PlanSummary) error
+	Report(rep control.Report) error
+	History(dataset, partition string, hist []control.Touch) error
+	Check(v refill.GateVerdict, datasets []string, rng refill.Range) error
+	Proof(pr *refill.Proof) error
+	Lineage(format string, datasets []string, text string) error
+	Audit(rep control.AuditCheck, anchorNote string, verr error) error
+	Snapshot(s *control.State, parts []refill.SnapshotPart) error
+	Dropped(planID string, tables []string) error
+	Schema(snap refill.SchemaSnapshot, actor string) error
+}
+
+// view picks the form once, from -o.
+func (a *app) view() view {
+	if a.json() {
+		return jsonView{a}
+	}
+	return textView{a}
+}
+
+type jsonView struct{ a *app }
+
+func (v jsonView) Plan(p *refill.Plan, _ *refill.Config) error    { return v.a.printJSON(p) }
+func (v jsonView) State(s *control.State, _ *refill.Config) error { return v.a.printJSON(stateJSON(s)) }
+func (v jsonView) Plans(list []refill.PlanSummary) error {
+	if list == nil {
+		list = []refill.PlanSummary{}
+	}
+	return v.a.printJSON(list)
+}
+func (v jsonView) Report(rep control.Report) error { return v.a.printJSON(rep) }
+func (v jsonView) History(dataset, partition string, hist []control.Touch) error {
+	return v.a.printJSON(map[string]any{"dataset": dataset, "partition": partition, "plans": hist})
+}
+func (v jsonView) Check(g refill.GateVerdict, _ []string, _ refill.Range) error {
+	return v.a.printJSON(g)
+}
+func (v jsonView) Proof(pr *refill.Proof) error { return v.a.printJSON(pr) }
+func (v jsonView) Lineage(format string, datasets []string, text string) error {
+	return v.a.printJSON(map[string]any{"format": format, "datasets": datasets, "text": text})
+}
+func (v jsonView) Audit(rep control.AuditCheck, _ string, _ error) error {
+	return v.a.printJSON(rep)
+}
+func (v jsonView) Snapshot(s *control.State, parts []refill.SnapshotPart) error {
+	return v.a.printJSON(map[string]any{"plan": stateJSON(s), "partitions": parts})
+}
+func (v jsonView) Dropped(planID string, tables []string) error {
+	return v.a.printJSON(map[string]any{"plan_id": planID, "dropped": tables})
+}
+func (v jsonView) Schema(snap refill.SchemaSnapshot, _ string) error { return v.a.printJSON(snap) }
+
+type textView struct{ a *app }
+
+func (v textView) print(s string) error {
+	_, err := fmt.Fprint(v.a.stdout, s)
+	return err
+}
+
+func (v textView) Plan(p *refill.Plan, cfg *refill.Config) error { return v.print(renderPlan(p, cfg)) }
+func (v textView) State(s *control.State, cfg *refill.Config) error {
+	return v.print(renderPlan(s.Plan, cfg) + renderState(s))
+}
+func (v textView) Plans(list []refill.PlanSummary) error { return v.print(renderPlans(list)) }
+func (v textView) Report(rep control.Report) error       { return v.print(renderReport(rep)) }
+func (v textView) History(dataset, partition string, hist []control.Touch) error {
+	return v.print(renderHistory(dataset, partition, hist))
+}
+func (v textView) Check(g refill.GateVerdict, datasets []string, rng refill.Range) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Checked %s for %s..%s (%d days)\n\n", strings.Join(datasets, ", "), rng.FromString(), rng.ToString(), rng.Days())
+	renderGate(&b, g)
+	if len(g.Findings) == 0 {
+		b.WriteString("  every partition passed every check\n")
+	}
+	return v.print(b.String())
+}
+func (v textView) Proof(pr *refill.Proof) error { return v.print(renderProof(pr)) }
+func (v textView) Lineage(_ string, _ []string, text string) error {
+	return v.print(text)
+}
+func (v textView) Audit(rep control.AuditCheck, anchorNote string, verr error) error {
+	if verr != nil {
+		return nil // the error itself says what is broken
+	}
+	keyed := "unkeyed"
+	if rep.Keyed {
+		keyed = fmt.Sprintf("keyed from entry %d", rep.KeyedFrom)
+	}
+	if err := v.print(fmt.Sprintf("audit log intact: %d entries, %s, head %s; %s\n", rep.Entries, keyed, rep.Head, anchorNote)); err != nil {
+		return err
+	}
+	if rep.Warning != "" {
+		fmt.Fprintf(v.a.stderr, "warning: %s\n", rep.Warning)
+	}
+	return nil
+}
+func (v textView) Snapshot(s *control.State, parts []refill.SnapshotPart) error {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "DATASET\tPARTITION\tROWS\tCHECKSUM\tTABLE")
+	for _, p := range parts {
+		name := p.Dataset
+		if p.Source {
+			name += " (source)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", name, p.Partition, humanize.Comma(p.Digest.Rows), p.Digest.Checksum, p.SnapshotTable)
+	}
+	tw.Flush()
+	return v.print(b.String() + renderState(s))
+}
+func (v textView) Dropped(planID string, tables []string) error {
+	return v.print(fmt.Sprintf("plan %s: dropped %d snapshot table(s): %s\n", planID, len(tables), strings.Join(tables, ", ")))
+}
+func (v textView) Schema(snap refill.SchemaSnapshot, actor string) error {
+	var cols []string
+	for _, col := range snap.Columns {
+		cols = append(cols, col.Name+" "+col.Type)
+	}
+	return v.print(fmt.Sprintf("%s: accepted by %s as the drift baseline (%s)\n  columns: %s\n", snap.Dataset, actor, snap.Reason, strings.Join(cols, ", ")))
+}
