@@ -1,0 +1,103 @@
+package control
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/store"
+)
+
+// TestUnmet is atlantis's apply requirements as a table: one row per rule
+// of "may this plan run now?", each naming what a person reads.
+func TestUnmet(t *testing.T) {
+	users := map[string]refill.User{"bob": {Roles: []string{refill.RoleEngineer}}, "carol": {Roles: []string{refill.RoleLead}}}
+	plan := func(tier refill.Tier, status refill.Status) *refill.Plan {
+		p, _ := sealedFixture()
+		p.Tier, p.Status = tier, status
+		p.Request.RequestedBy = "alice"
+		p.Hash = p.ComputeHash()
+		return p
+	}
+	approve := func(p *refill.Plan, who string) refill.Approval {
+		return refill.Approval{PlanID: p.ID, PlanHash: p.Hash, Actor: who, Decision: refill.DecisionApprove, At: time.Now()}
+	}
+	done := func(items ...refill.ChecklistItem) []refill.ChecklistStep {
+		var out []refill.ChecklistStep
+		for _, it := range items {
+			out = append(out, refill.ChecklistStep{Step: it, Actor: "alice"})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name  string
+		state func() *State
+		users bool
+		want  []string // substrings, one unmet line each; none = may run
+	}{
+		{"auto may run", func() *State { return &State{Plan: plan(refill.TierAuto, refill.StatusReady)} }, true, nil},
+		{"blocked never runs", func() *State { return &State{Plan: plan(refill.TierAuto, refill.StatusBlocked)} }, true, []string{"a blocked plan can never run"}},
+		{"rejected", func() *State { return &State{Plan: plan(refill.TierSemiAuto, refill.StatusRejected)} }, true, []string{"the plan was rejected"}},
+		{"superseded", func() *State { return &State{Plan: plan(refill.TierSemiAuto, refill.StatusSuperseded)} }, true, []string{"a newer plan of the same request superseded"}},
+		{"applied", func() *State { return &State{Plan: plan(refill.TierAuto, refill.StatusApplied)} }, true, []string{"already been applied"}},
+		{"rolled back", func() *State { return &State{Plan: plan(refill.TierAuto, refill.StatusRolledBack)} }, true, []string{"rolled back"}},
+		{"expired", func() *State { return &State{Plan: plan(refill.TierSemiAuto, refill.StatusExpired)} }, true, []string{"the plan expired"}},
+		{"semi-auto needs a second person", func() *State { return &State{Plan: plan(refill.TierSemiAuto, refill.StatusPending)} }, true, []string{"needs one approval by someone other than alice"}},
+		{"self-approval does not count", func() *State {
+			p := plan(refill.TierSemiAuto, refill.StatusApproved)
+			return &State{Plan: p, Approvals: []refill.Approval{approve(p, "alice")}}
+		}, true, []string{"needs one approval"}},
+		{"an approval of other content does not count", func() *State {
+			p := plan(refill.TierSemiAuto, refill.StatusApproved)
+			a := approve(p, "bob")
+			a.PlanHash = "sha256:other"
+			return &State{Plan: p, Approvals: []refill.Approval{a}}
+		}, true, []string{"needs one approval"}},
+		{"semi-auto approved may run", func() *State {
+			p := plan(refill.TierSemiAuto, refill.StatusApproved)
+			return &State{Plan: p, Approvals: []refill.Approval{approve(p, "bob")}}
+		}, true, nil},
+		{"manual needs the whole checklist", func() *State { return &State{Plan: plan(refill.TierManual, refill.StatusPending)} }, true,
+			[]string{"checklist 1/5: snapshot", "checklist 2/5: state the scope", "checklist 3/5: approval by a lead"}},
+		{"manual approved by an engineer", func() *State {
+			p := plan(refill.TierManual, refill.StatusApproved)
+			return &State{Plan: p, Approvals: []refill.Approval{approve(p, "bob")}, Checklist: done(refill.ChecklistSnapshot, refill.ChecklistScope)}
+		}, true, []string{"checklist 3/5: approval by a lead"}},
+		{"manual done may run", func() *State {
+			p := plan(refill.TierManual, refill.StatusApproved)
+			return &State{Plan: p, Approvals: []refill.Approval{approve(p, "carol")}, Checklist: done(refill.ChecklistSnapshot, refill.ChecklistScope)}
+		}, true, nil},
+		{"manual without users", func() *State {
+			p := plan(refill.TierManual, refill.StatusApproved)
+			return &State{Plan: p, Checklist: done(refill.ChecklistSnapshot, refill.ChecklistScope)}
+		}, false, []string{"add users: to refill.yaml", "checklist 3/5"}},
+		{"an older live plan holds partitions", func() *State {
+			p := plan(refill.TierAuto, refill.StatusReady)
+			return &State{Plan: p, Holders: []store.Holder{{PlanID: "p0", Status: refill.StatusPending, Dataset: "agg", Partitions: 2}}}
+		}, true, []string{"plan p0 (pending) holds 2 partition(s) of agg"}},
+		{"stale", func() *State {
+			return &State{Plan: plan(refill.TierAuto, refill.StatusReady), Stale: []string{"the table of agg changed"}}
+		}, true, []string{"the plan is stale"}},
+		{"the log contradicts the store", func() *State {
+			return &State{Plan: plan(refill.TierAuto, refill.StatusReady), Contradiction: "the state store says ready, but the audit log records the plan rejected"}
+		}, true, []string{"the audit log records the plan rejected"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, cfg := sealedFixture()
+			ctl := &Control{Config: cfg()}
+			if c.users {
+				ctl.Config.Users = users
+			}
+			got := ctl.unmet(c.state())
+			if len(got) != len(c.want) {
+				t.Fatalf("unmet = %q, want %d line(s) %q", got, len(c.want), c.want)
+			}
+			for i, w := range c.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("unmet[%d] = %q, want it to contain %q", i, got[i], w)
+				}
+			}
+		})
+	}
+}
