@@ -12,7 +12,20 @@ package refill
 import (
 	"errors"
 	"fmt"
+	"time"
 )
+
+// Clock is a source of "now". A nil Clock is the real clock; REFILL_NOW
+// gives a fixed one, the "as of" time plans and checks run on.
+type Clock func() time.Time
+
+// Now is the clock's time in UTC.
+func (c Clock) Now() time.Time {
+	if c == nil {
+		return time.Now().UTC()
+	}
+	return c().UTC()
+}
 
 // Sentinel errors classify failures so the command line can map them to the
 // exit codes of DESIGN.md §6 in one place. Wrap them with context; callers

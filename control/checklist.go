@@ -154,7 +154,7 @@ func (c *Control) Snapshot(ctx context.Context, id, actor string) (*State, []ref
 	if err := failpoint.Check("snapshot-after-warehouse"); err != nil {
 		return nil, nil, err
 	}
-	now := c.now()
+	now := c.Now.Now()
 	detail := map[string]any{"partitions": len(parts), "not_snapshotted": skipped, "four_eyes_enforced": s.FourEyes}
 	step := refill.ChecklistStep{PlanID: id, Step: refill.ChecklistSnapshot, Actor: actor, At: stamp(), Detail: refill.Detail(detail)}
 	err = c.Store.Update(ctx, func(tx *store.Tx) error {
@@ -325,7 +325,7 @@ func (c *Control) Rollback(ctx context.Context, id, actor, force string) (*State
 	if err := failpoint.Check("rollback-after-warehouse"); err != nil {
 		return nil, nil, err
 	}
-	now := c.now()
+	now := c.Now.Now()
 	err = c.Store.Update(ctx, func(tx *store.Tx) error {
 		if err := tx.SetStatus(ctx, id, p.Status, refill.StatusRolledBack); err != nil {
 			return err
@@ -397,7 +397,7 @@ func (c *Control) Signoff(ctx context.Context, id, actor, note string) (*State, 
 	if rep.Flagged > 0 {
 		return nil, refill.NotPermittedf("plan %s: %d partition(s) of its report differ from the plan's expectation by more than %.0f%%: investigate, or roll back (refill rollback %s)", id, rep.Flagged, 100*rep.Tolerance, id)
 	}
-	now := c.now()
+	now := c.Now.Now()
 	step := refill.ChecklistStep{PlanID: id, Step: refill.ChecklistSignoff, Actor: actor, Note: note, At: stamp()}
 	err = c.Store.Update(ctx, func(tx *store.Tx) error {
 		if err := tx.AddStep(ctx, step); err != nil {

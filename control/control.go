@@ -30,7 +30,7 @@ type Control struct {
 	Warehouse refill.Warehouse
 	// Now is the "as of" clock (REFILL_NOW may move it) that plans and
 	// housekeeping run on; what people do is always dated by the real one.
-	Now func() time.Time
+	Now refill.Clock
 	// Planner makes plans; Prover proves jobs; Executor runs plans (the
 	// run package).
 	Planner  *planner.Planner
@@ -44,13 +44,6 @@ type Control struct {
 // real clock. REFILL_NOW (c.now) moves the planning clock; it is kept beside
 // the real time in the audit entry (as_of), never as when a person acted.
 func stamp() time.Time { return time.Now().UTC() }
-
-func (c *Control) now() time.Time {
-	if c.Now == nil {
-		return time.Now().UTC()
-	}
-	return c.Now().UTC()
-}
 
 // State is a plan with everything that decides whether it may run.
 type State struct {
@@ -353,7 +346,7 @@ func (c *Control) Approve(ctx context.Context, id, actor, note string) (*State, 
 		if err := tx.AddApproval(ctx, a); err != nil {
 			return err
 		}
-		return tx.Append(ctx, &refill.Event{Kind: refill.EventApproval, Actor: actor, PlanID: id, At: c.now(),
+		return tx.Append(ctx, &refill.Event{Kind: refill.EventApproval, Actor: actor, PlanID: id, At: c.Now.Now(),
 			Detail: refill.Detail(map[string]any{"hash": p.Hash, "tier": p.Tier, "note": note, "four_eyes_enforced": s.FourEyes})})
 	})
 	if err != nil {
@@ -390,7 +383,7 @@ func (c *Control) Reject(ctx context.Context, id, actor, note string) (*State, e
 		if err := tx.AddApproval(ctx, a); err != nil {
 			return err
 		}
-		return tx.Append(ctx, &refill.Event{Kind: refill.EventRejection, Actor: actor, PlanID: id, At: c.now(),
+		return tx.Append(ctx, &refill.Event{Kind: refill.EventRejection, Actor: actor, PlanID: id, At: c.Now.Now(),
 			Detail: refill.Detail(map[string]any{"hash": p.Hash, "note": note, "four_eyes_enforced": s.FourEyes})})
 	})
 	if err != nil {
@@ -466,7 +459,7 @@ func (c *Control) Scope(ctx context.Context, id, actor, note string) (*State, er
 		if err := tx.AddStep(ctx, step); err != nil {
 			return err
 		}
-		return tx.Append(ctx, &refill.Event{Kind: refill.EventScope, Actor: actor, PlanID: id, At: c.now(),
+		return tx.Append(ctx, &refill.Event{Kind: refill.EventScope, Actor: actor, PlanID: id, At: c.Now.Now(),
 			Detail: refill.Detail(map[string]any{"note": note, "impact": Impact(s.Plan), "four_eyes_enforced": s.FourEyes})})
 	})
 	if err != nil {

@@ -70,7 +70,7 @@ func (c *Control) Sweep(ctx context.Context) (Swept, error) {
 			if err := tx.SetStatus(ctx, p.ID, p.Status, refill.StatusExpired); err != nil {
 				return err
 			}
-			return tx.Append(ctx, &refill.Event{Kind: refill.EventExpired, Actor: Housekeeper, PlanID: p.ID, At: c.now(),
+			return tx.Append(ctx, &refill.Event{Kind: refill.EventExpired, Actor: Housekeeper, PlanID: p.ID, At: c.Now.Now(),
 				Detail: refill.Detail(map[string]any{"was": p.Status, "plan_ttl": c.planTTL().String()})})
 		})
 		if errors.Is(err, refill.ErrNotPermitted) {
@@ -191,7 +191,7 @@ func (c *Control) dropSnapshot(ctx context.Context, k store.KeptSnapshot, actor,
 		if err := tx.SnapshotDropped(ctx, k.PlanID, stamp()); err != nil {
 			return err
 		}
-		return tx.Append(ctx, &refill.Event{Kind: refill.EventSnapshotDropped, Actor: actor, PlanID: k.PlanID, At: c.now(),
+		return tx.Append(ctx, &refill.Event{Kind: refill.EventSnapshotDropped, Actor: actor, PlanID: k.PlanID, At: c.Now.Now(),
 			Detail: refill.Detail(map[string]any{"tables": k.Tables, "reason": reason, "plan_status": k.Status})})
 	})
 }

@@ -44,7 +44,7 @@ func (c *Control) AcceptSchema(ctx context.Context, dataset, actor, reason strin
 		if err := tx.AcceptSchema(ctx, snap); err != nil {
 			return err
 		}
-		return tx.Append(ctx, &refill.Event{Kind: refill.EventSchemaAccepted, Actor: actor, Dataset: dataset, At: c.now(),
+		return tx.Append(ctx, &refill.Event{Kind: refill.EventSchemaAccepted, Actor: actor, Dataset: dataset, At: c.Now.Now(),
 			Detail: refill.Detail(detail)})
 	})
 	return snap, err

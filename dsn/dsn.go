@@ -110,6 +110,11 @@ type redacted struct {
 func (e *redacted) Error() string { return e.msg }
 func (e *redacted) Unwrap() error { return e.err }
 
+// SQLiteWAL is the connection options every SQLite database of refill's is
+// opened with: WAL, so readers run beside the one writer, and a busy
+// timeout, so a writer waits its turn instead of failing at once.
+const SQLiteWAL = "_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)"
+
 // SQLitePath returns the file a sqlite: DSN names, resolved against baseDir
 // when relative. sqlite:///abs/path (URL style) is accepted as well as
 // sqlite:/abs/path. ok is false, and path "", for any DSN that is not

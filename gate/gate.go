@@ -44,7 +44,7 @@ type Gate struct {
 	Config    *refill.Config
 	Warehouse refill.Warehouse
 	Store     *store.Store
-	Now       func() time.Time
+	Now       refill.Clock
 	// Baseline, when set, is the schema each dataset is judged against
 	// instead of the accepted one in the store: the apply-time re-check
 	// judges against the columns the plan itself saw and sealed.
@@ -162,7 +162,7 @@ func (g *Gate) partitions(ctx context.Context, prof refill.Profiler, d *refill.D
 	c := d.Checks
 	ref := d.Ref()
 	grain := ref.Grain
-	spec := RowSpec(c, g.now())
+	spec := RowSpec(c, g.Now.Now())
 	parts := r.Partitions(grain)
 	profiles, err := prof.Profile(ctx, ref, spec, parts[0], parts[len(parts)-1])
 	if err != nil {
@@ -235,13 +235,6 @@ func RowSpec(c *refill.Checks, now time.Time) refill.ProfileSpec {
 		spec.NotNull = c.NotNull.Columns
 	}
 	return spec
-}
-
-func (g *Gate) now() time.Time {
-	if g.Now == nil {
-		return time.Now().UTC()
-	}
-	return g.Now().UTC()
 }
 
 // volume holds the history a range's partitions are scored against.

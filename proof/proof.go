@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/dustin/go-humanize"
 
@@ -48,7 +47,7 @@ type Prover struct {
 	Config    *refill.Config
 	Warehouse refill.Warehouse
 	Store     *store.Store
-	Now       func() time.Time
+	Now       refill.Clock
 	// Commands builds command jobs against the proof warehouse; nil means
 	// command jobs cannot be proven here.
 	Commands CommandRunner
@@ -92,7 +91,7 @@ func (p *Prover) Prove(ctx context.Context, dataset, partition, actor string) (*
 		return nil, refill.BadInputf("%s declares side_effects: it writes outside the warehouse, so refill never proves it by running it three times, and it is never auto; a person approves each run", dataset)
 	}
 	pr := &refill.Proof{Dataset: dataset, Partition: partition, Kind: d.Job.Kind, Fingerprint: d.Job.Fingerprint(),
-		ProvenBy: actor, ProvenAt: p.now(), Method: refill.ProofMethod}
+		ProvenBy: actor, ProvenAt: p.Now.Now(), Method: refill.ProofMethod}
 
 	var err error
 	switch d.Job.Kind {
@@ -256,13 +255,6 @@ func judge(pr *refill.Proof) error {
 		pr.Message = fmt.Sprintf("all four builds agree, including one over a deliberately stale partition (%s): %s rows, checksum %s", pr.Spoiled, humanize.Comma(a.Rows), a.Checksum)
 	}
 	return nil
-}
-
-func (p *Prover) now() time.Time {
-	if p.Now == nil {
-		return time.Now().UTC()
-	}
-	return p.Now().UTC()
 }
 
 // Status tells the policy whether a dataset's job is proven for its current

@@ -161,6 +161,8 @@ func (w *worker) Timeout(*river.Job[PartitionArgs]) time.Duration {
 // store's pool. River's schema is migrated first.
 func openQueue(ctx context.Context, st *store.Store, cfg queueConfig) (queue, error) {
 	if path := st.SQLitePath(); path != "" {
+		// River's own connection waits twice refill's usual busy timeout:
+		// its elector and producers contend with every publish record.
 		db, err := sql.Open("sqlite", path+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_txlock=immediate")
 		if err != nil {
 			return nil, err

@@ -35,7 +35,7 @@ type Runner struct {
 	Warehouse refill.Warehouse
 	Store     *store.Store
 	Gate      *gate.Gate
-	Now       func() time.Time
+	Now       refill.Clock
 	// Log receives one line per event of the run (partition published,
 	// retries, failures); nil discards them.
 	Log io.Writer
@@ -59,13 +59,6 @@ type Runner struct {
 // LeaseTTL is how long a run's lease lasts unless renewed; the runner
 // renews it every third of that while it lives.
 var LeaseTTL = 30 * time.Second
-
-func (r *Runner) now() time.Time {
-	if r.Now == nil {
-		return time.Now().UTC()
-	}
-	return r.Now().UTC()
-}
 
 func (r *Runner) logf(format string, args ...any) {
 	if r.Log == nil {
@@ -123,7 +116,7 @@ func (r *Runner) Execute(ctx context.Context, p *refill.Plan, actor string) erro
 				return err
 			}
 		}
-		return tx.Append(ctx, &refill.Event{Kind: refill.EventRunStarted, Actor: actor, PlanID: id, At: r.now(),
+		return tx.Append(ctx, &refill.Event{Kind: refill.EventRunStarted, Actor: actor, PlanID: id, At: r.Now.Now(),
 			Detail: refill.Detail(map[string]any{"run": runs + 1, "resumed_from": p.Status, "holder": holder})})
 	})
 	if err != nil {
@@ -157,7 +150,7 @@ func (r *Runner) Execute(ctx context.Context, p *refill.Plan, actor string) erro
 			}
 			accepted = append(accepted, s.Dataset)
 		}
-		return tx.Append(ctx, &refill.Event{Kind: refill.EventRunFinished, Actor: actor, PlanID: id, At: r.now(),
+		return tx.Append(ctx, &refill.Event{Kind: refill.EventRunFinished, Actor: actor, PlanID: id, At: r.Now.Now(),
 			Detail: refill.Detail(map[string]any{"schemas_accepted": accepted})})
 	})
 	if err != nil {
@@ -177,7 +170,7 @@ func (r *Runner) block(ctx context.Context, p *refill.Plan, actor string, res ga
 		if err := tx.SaveFlags(ctx, res.Flags); err != nil {
 			return err
 		}
-		return tx.Append(ctx, &refill.Event{Kind: refill.EventGateResult, Actor: actor, PlanID: p.ID, At: r.now(),
+		return tx.Append(ctx, &refill.Event{Kind: refill.EventGateResult, Actor: actor, PlanID: p.ID, At: r.Now.Now(),
 			Detail: refill.Detail(map[string]any{"passed": false, "failed": failed, "at": "apply", "findings": res.Findings})})
 	})
 	if err != nil {
@@ -197,7 +190,7 @@ func (r *Runner) fail(ctx context.Context, p *refill.Plan, actor, holder string,
 		if err := tx.ReleaseLease(ctx, p.ID, holder); err != nil {
 			return err
 		}
-		return tx.Append(ctx, &refill.Event{Kind: refill.EventRunFailed, Actor: actor, PlanID: p.ID, At: r.now(),
+		return tx.Append(ctx, &refill.Event{Kind: refill.EventRunFailed, Actor: actor, PlanID: p.ID, At: r.Now.Now(),
 			Detail: refill.Detail(map[string]any{"error": cause.Error()})})
 	})
 	if err != nil {
@@ -400,7 +393,7 @@ func (r *Runner) work(ctx context.Context, a PartitionArgs, attempt, maxAttempts
 		bg := context.WithoutCancel(ctx)
 		_ = r.Store.Update(bg, func(tx *store.Tx) error {
 			return tx.Append(bg, &refill.Event{Kind: refill.EventRunFailed, Actor: "refill", PlanID: a.PlanID, Dataset: a.Dataset, Partition: a.Partition,
-				At: r.now(), Detail: refill.Detail(map[string]any{"attempt": attempt, "error": err.Error()})})
+				At: r.Now.Now(), Detail: refill.Detail(map[string]any{"attempt": attempt, "error": err.Error()})})
 		})
 		return river.JobCancel(err)
 	}
@@ -532,7 +525,7 @@ func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error 
 	if err != nil {
 		return err
 	}
-	rec.At = r.now()
+	rec.At = r.Now.Now()
 	err = r.Store.Update(ctx, func(tx *store.Tx) error {
 		if err := tx.RecordPublished(ctx, rec); err != nil {
 			return err
@@ -723,7 +716,7 @@ func (r *Runner) audit(ctx context.Context, tx refill.WarehouseTx, d *refill.Dat
 	if c == nil || (c.NotNull == nil && len(c.TimeOrder) == 0 && len(c.NoFuture) == 0) {
 		return nil
 	}
-	spec := gate.RowSpec(c, r.now())
+	spec := gate.RowSpec(c, r.Now.Now())
 	profiles, err := tx.Profile(ctx, ref, spec, partition, partition)
 	if err != nil {
 		return err

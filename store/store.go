@@ -50,7 +50,7 @@ type Store struct {
 // default in SQLite. _txlock=immediate takes the write lock when a
 // transaction begins rather than at its first write, since a deferred
 // transaction that must upgrade its lock fails without waiting.
-const sqlitePragmas = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_txlock=immediate"
+const sqlitePragmas = dsn.SQLiteWAL + "&_pragma=foreign_keys(1)&_txlock=immediate"
 
 // pgConnectTimeout bounds connecting to a PostgreSQL server when the URL
 // does not say, so that a server that drops packets fails Open in seconds

@@ -20,6 +20,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/dsn"
 	"github.com/refill-dev/refill/warehouse/sqltext"
 )
 
@@ -45,7 +46,7 @@ func Open(path string) (*Warehouse, error) {
 		// The driver would read everything after '?' as its parameters.
 		return nil, refill.BadInputf("sqlite path %q contains %q; rename the file", path, "?")
 	}
-	db, err := sql.Open("sqlite", path+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)")
+	db, err := sql.Open("sqlite", path+"?"+dsn.SQLiteWAL)
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
