@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -54,6 +55,9 @@ type Runner struct {
 	// plans caches the plans this process builds partitions of: a plan
 	// never changes once saved, and its sealed steps are all a job runs.
 	plans sync.Map
+	// storeID is the state store's identity, read once: it never changes,
+	// and every publish writes it beside the audit anchor.
+	storeID atomic.Pointer[string]
 }
 
 // LeaseTTL is how long a run's lease lasts unless renewed; the runner
@@ -462,7 +466,7 @@ func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error 
 		if head, err = r.Store.AuditHead(ctx); err != nil {
 			return err
 		}
-		if head.Store, err = r.Store.ID(ctx); err != nil {
+		if head.Store, err = r.id(ctx); err != nil {
 			return err
 		}
 		marked, stopped := false, false
@@ -612,6 +616,20 @@ var errMarked = errors.New("already published in the warehouse")
 
 // errStopped rolls back a publish whose run stopped while it worked.
 var errStopped = errors.New("the run stopped")
+
+// id is the state store's identity, read once per runner (a failed read
+// is tried again next time).
+func (r *Runner) id(ctx context.Context) (string, error) {
+	if id := r.storeID.Load(); id != nil {
+		return *id, nil
+	}
+	id, err := r.Store.ID(ctx)
+	if err != nil {
+		return "", err
+	}
+	r.storeID.Store(&id)
+	return id, nil
+}
 
 // sealed returns the dataset as plan planID sealed it.
 func (r *Runner) sealed(ctx context.Context, planID, dataset string) (*refill.Dataset, error) {

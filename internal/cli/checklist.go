@@ -19,15 +19,11 @@ func (a *app) warehouseCmd(use, short, long string, act func(c *control.Control,
 		Long:  long,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, actor, err := a.openAs(cmd.Context(), true)
+			e, c, actor, err := a.openControl(cmd.Context(), true)
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			c, err := a.control(e)
-			if err != nil {
-				return err
-			}
 			s, parts, err := act(c, cmd, args[0], actor)
 			if err != nil {
 				return err
@@ -58,15 +54,11 @@ passed. This drops them now, with who and why in the audit log. A plan that
 may still run, or be rolled back, keeps its snapshot.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, actor, err := a.openAs(cmd.Context(), true)
+			e, c, actor, err := a.openControl(cmd.Context(), true)
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			c, err := a.control(e)
-			if err != nil {
-				return err
-			}
 			tables, err := c.DropSnapshot(cmd.Context(), args[0], actor, reason)
 			if err != nil {
 				return err

@@ -19,6 +19,7 @@ import (
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/config"
+	"github.com/refill-dev/refill/control"
 	"github.com/refill-dev/refill/planner"
 	"github.com/refill-dev/refill/proof"
 	"github.com/refill-dev/refill/store"
@@ -189,6 +190,21 @@ func (a *app) openAs(ctx context.Context, needWarehouse bool) (*env, string, err
 		return nil, "", err
 	}
 	return e, actor, nil
+}
+
+// openControl is openAs with the core wired over it: what every command
+// that asks control for a decision starts with.
+func (a *app) openControl(ctx context.Context, needWarehouse bool) (*env, *control.Control, string, error) {
+	e, actor, err := a.openAs(ctx, needWarehouse)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	c, err := a.control(e)
+	if err != nil {
+		e.Close()
+		return nil, nil, "", err
+	}
+	return e, c, actor, nil
 }
 
 // now is the clock: REFILL_NOW (RFC 3339) when set, so tests and demos

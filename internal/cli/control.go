@@ -51,15 +51,11 @@ func (a *app) decisionCmd(use, short, long string, act func(c *control.Control, 
 		Long:  long,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, actor, err := a.openAs(cmd.Context(), false)
+			e, c, actor, err := a.openControl(cmd.Context(), false)
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			c, err := a.control(e)
-			if err != nil {
-				return err
-			}
 			s, err := act(c, cmd, args[0], actor, note)
 			if err != nil {
 				return err
@@ -212,15 +208,11 @@ moves the baseline, so drift cannot be cleared by planning again. Accepting
 needs an identity and a reason, and the audit log keeps both schemas.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, actor, err := a.openAs(cmd.Context(), true)
+			e, c, actor, err := a.openControl(cmd.Context(), true)
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			c, err := a.control(e)
-			if err != nil {
-				return err
-			}
 			snap, err := c.AcceptSchema(cmd.Context(), args[0], actor, reason)
 			if err != nil {
 				return err

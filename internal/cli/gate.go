@@ -86,15 +86,11 @@ a CI assertion.`,
 			if partition == "" {
 				return refill.BadInputf("--partition is required (YYYY-MM-DD)")
 			}
-			e, actor, err := a.openAs(cmd.Context(), true)
+			e, c, actor, err := a.openControl(cmd.Context(), true)
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			c, err := a.control(e)
-			if err != nil {
-				return err
-			}
 			if c.Prover.Commands, err = a.proofCommands(cmd, e); err != nil {
 				return err
 			}

@@ -26,15 +26,11 @@ downstream of it for these dates".`,
 		Example: `  refill plan events_daily --from 2026-11-01 --to 2026-11-03 --reason "schema change broke 72h" --as alice`,
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, actor, err := a.openAs(cmd.Context(), true)
+			e, c, actor, err := a.openControl(cmd.Context(), true)
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			c, err := a.control(e)
-			if err != nil {
-				return err
-			}
 			plan, err := c.Plan(cmd.Context(), actor, planner.Request{Targets: args, From: from, To: to, Reason: reason})
 			if err != nil {
 				return err
