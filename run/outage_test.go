@@ -136,8 +136,17 @@ func TestPostgresConnectionsKilledMidRun(t *testing.T) {
 	defer admin.Close()
 	var killed atomic.Int64
 	go func() {
-		// Kill until three connections died mid-statement, whenever the run
-		// gets going; then let it finish.
+		// The source gate before the run fails closed on a broken
+		// connection, as it should: start killing once the run is going
+		// (the plan is running, past its gate).
+		for ctx.Err() == nil {
+			if p, err := st.Plan(ctx, id); err == nil && p.Status == refill.StatusRunning {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		// Kill until three connections died mid-statement; then let it
+		// finish.
 		for ctx.Err() == nil && killed.Load() < 3 {
 			var n int64
 			// Only this run's warehouse connections, named by their
