@@ -52,6 +52,10 @@ const (
 	// StatusExpired waited longer than policy.plan_ttl without running: it
 	// released its partitions and can no longer be approved or applied.
 	StatusExpired Status = "expired"
+	// StatusCancelled was stopped by a person (refill cancel): no new
+	// partition started after the request, partitions in flight finished
+	// and were published or rolled back, and it can no longer run.
+	StatusCancelled Status = "cancelled"
 )
 
 // Request is "reprocess targets T for partitions from..to, because R".

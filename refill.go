@@ -43,6 +43,10 @@ var (
 	// ErrNotFound is an unknown plan, dataset or stored object. It is bad
 	// input from the user's point of view.
 	ErrNotFound = errors.New("not found")
+	// ErrLocked is a plan refused because another live plan holds some of
+	// its partitions. It is not permitted (exit 4); the server answers it
+	// with 409 Conflict, since it clears when the other plan is done.
+	ErrLocked = errors.New("partitions locked by another plan")
 )
 
 // Exit codes of DESIGN.md §6.
@@ -88,6 +92,11 @@ func NotFoundf(format string, args ...any) error {
 // NotPermittedf returns an error wrapping ErrNotPermitted.
 func NotPermittedf(format string, args ...any) error {
 	return &classified{msg: fmt.Sprintf(format, args...), kind: ErrNotPermitted}
+}
+
+// Lockedf returns an error wrapping both ErrNotPermitted and ErrLocked.
+func Lockedf(format string, args ...any) error {
+	return &classified{msg: fmt.Sprintf(format, args...), kind: errors.Join(ErrNotPermitted, ErrLocked)}
 }
 
 // classified is an error whose text is the user's message alone, while

@@ -84,6 +84,11 @@ func (c *Control) Apply(ctx context.Context, id, actor string) error {
 		return fmt.Errorf("plan %s: %w: it can never run; repair the source and plan again", id, refill.ErrBlocked)
 	}
 	if len(s.Unmet) > 0 {
+		if len(s.Holders) > 0 && len(s.Holders) == len(s.Unmet) {
+			// Only another plan's hold stands in the way: that clears
+			// when the other plan is done.
+			return refill.Lockedf("plan %s may not run yet:\n  - %s", id, strings.Join(s.Unmet, "\n  - "))
+		}
 		return refill.NotPermittedf("plan %s may not run yet:\n  - %s", id, strings.Join(s.Unmet, "\n  - "))
 	}
 	return c.Executor.Execute(ctx, s.Plan, actor)

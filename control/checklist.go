@@ -234,9 +234,9 @@ func (c *Control) Rollback(ctx context.Context, id, actor, force string) (*State
 		return nil, nil, refill.NotPermittedf("plan %s's snapshot tables were dropped (refill history and the audit log say when and why), so there is nothing to restore", id)
 	}
 	switch p.Status {
-	case refill.StatusApplied, refill.StatusFailed:
+	case refill.StatusApplied, refill.StatusFailed, refill.StatusCancelled:
 	default:
-		return nil, nil, refill.NotPermittedf("plan %s is %s: rollback restores partitions after a finished or failed run", id, p.Status)
+		return nil, nil, refill.NotPermittedf("plan %s is %s: rollback restores partitions after a finished, failed or cancelled run", id, p.Status)
 	}
 	// Restoring under a later run would silently undo it.
 	later, err := c.Store.PublishedSince(ctx, id)

@@ -65,6 +65,11 @@ type State struct {
 	Contradiction string `json:"contradiction,omitempty"`
 	// Expired is true when the plan waited past policy.plan_ttl.
 	Expired bool `json:"expired,omitempty"`
+	// Freeze is the freeze in force (refill freeze), if any: it stops
+	// auto plans, which nobody approves.
+	Freeze *refill.Freeze `json:"freeze,omitempty"`
+	// Cancel is the request to stop the plan's run, if one was made.
+	Cancel *refill.CancelRequest `json:"cancel,omitempty"`
 }
 
 // finalFromLog is the status the audit log makes final for a plan — it
@@ -80,6 +85,8 @@ func finalFromLog(evs []refill.Event) refill.Status {
 			final = refill.StatusSuperseded
 		case e.Kind == refill.EventRollback && e.Partition == "":
 			final = refill.StatusRolledBack
+		case e.Kind == refill.EventRunCancelled:
+			final = refill.StatusCancelled
 		}
 	}
 	return final
@@ -130,6 +137,16 @@ func (c *Control) Load(ctx context.Context, id string) (*State, error) {
 		p.Status = final
 	}
 	s.FourEyes = len(c.Config.Users) > 0
+	if f, frozen, err := c.Store.Freeze(ctx); err != nil {
+		return nil, err
+	} else if frozen {
+		s.Freeze = &f
+	}
+	if cr, asked, err := c.Store.CancelRequested(ctx, id); err != nil {
+		return nil, err
+	} else if asked {
+		s.Cancel = &cr
+	}
 	if p.Status.Live() {
 		s.Stale = Stale(p, c.Config)
 	}
@@ -235,6 +252,8 @@ func (c *Control) unmet(s *State) []string {
 		return append(out, "the plan has already been applied")
 	case refill.StatusRolledBack:
 		return append(out, "the plan was rolled back; plan again to reprocess")
+	case refill.StatusCancelled:
+		return append(out, "the plan was cancelled; plan again to reprocess")
 	case refill.StatusExpired:
 		return append(out, fmt.Sprintf("the plan expired: it waited longer than policy.plan_ttl (%s) without running, and released its partitions; plan again", c.planTTL()))
 	}
@@ -243,6 +262,12 @@ func (c *Control) unmet(s *State) []string {
 	// which needs a plan (and approval) of its own.
 	if len(s.Stale) > 0 {
 		out = append(out, fmt.Sprintf("the plan is stale: the config changed in %d way(s) since it was sealed (listed above); plan again to run with the current config", len(s.Stale)))
+	}
+	if s.Cancel != nil && p.Status.Live() {
+		out = append(out, fmt.Sprintf("%s asked to cancel the plan: %s", s.Cancel.Actor, s.Cancel.Reason))
+	}
+	if s.Freeze != nil && p.Tier == refill.TierAuto {
+		out = append(out, fmt.Sprintf("refill is frozen by %s since %s (%s): auto plans wait until a lead runs refill unfreeze", s.Freeze.By, s.Freeze.At.Format(time.RFC3339), s.Freeze.Reason))
 	}
 	switch p.Tier {
 	case refill.TierSemiAuto:
@@ -329,7 +354,7 @@ func (c *Control) Approve(ctx context.Context, id, actor, note string) (*State, 
 	}
 	if len(s.Holders) > 0 {
 		h := s.Holders[0]
-		return nil, refill.NotPermittedf("plan %s is locked: plan %s (%s) holds %d partition(s) of %s; it must finish, be rejected or be superseded first", id, h.PlanID, h.Status, h.Partitions, h.Dataset)
+		return nil, refill.Lockedf("plan %s is locked: plan %s (%s) holds %d partition(s) of %s; it must finish, be rejected or be superseded first", id, h.PlanID, h.Status, h.Partitions, h.Dataset)
 	}
 	a := refill.Approval{PlanID: id, PlanHash: p.Hash, Actor: actor, Decision: refill.DecisionApprove, Note: note, At: stamp()}
 	err = c.Store.Update(ctx, func(tx *store.Tx) error {
@@ -338,7 +363,7 @@ func (c *Control) Approve(ctx context.Context, id, actor, note string) (*State, 
 			return err
 		}
 		if len(held) > 0 {
-			return refill.NotPermittedf("plan %s is locked: plan %s (%s) holds partitions of %s", id, held[0].PlanID, held[0].Status, held[0].Dataset)
+			return refill.Lockedf("plan %s is locked: plan %s (%s) holds partitions of %s", id, held[0].PlanID, held[0].Status, held[0].Dataset)
 		}
 		if err := tx.SetStatus(ctx, id, refill.StatusPending, refill.StatusApproved); err != nil {
 			return err

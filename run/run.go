@@ -131,6 +131,10 @@ func (r *Runner) Execute(ctx context.Context, p *refill.Plan, actor string) erro
 	r.logf("plan %s: run %d, %d datasets (%s..%s)", id, runs+1, len(p.Steps), p.Request.From, p.Request.To)
 	if err := r.execute(runCtx, p, runs+1); err != nil {
 		stopRenew()
+		var stop *cancelled
+		if errors.As(err, &stop) {
+			return r.cancelled(ctx, p, holder, stop)
+		}
 		return r.fail(ctx, p, actor, holder, err)
 	}
 	stopRenew()
@@ -161,6 +165,52 @@ func (r *Runner) Execute(ctx context.Context, p *refill.Plan, actor string) erro
 		return err
 	}
 	r.logf("plan %s: applied", id)
+	return nil
+}
+
+// cancelled is a run stopped by refill cancel: nothing new starts, and
+// what was in flight has finished (or rolled back) when execute returns it.
+type cancelled struct{ req refill.CancelRequest }
+
+func (c *cancelled) Error() string {
+	return fmt.Sprintf("cancelled by %s: %s", c.req.Actor, c.req.Reason)
+}
+
+// cancelRequested returns the plan's cancel request as an error, if one
+// was made.
+func (r *Runner) cancelRequested(ctx context.Context, planID string) error {
+	req, asked, err := r.Store.CancelRequested(ctx, planID)
+	if err != nil {
+		return err
+	}
+	if asked {
+		return &cancelled{req: req}
+	}
+	return nil
+}
+
+// cancelled ends a run that was asked to stop: the plan is cancelled, with
+// what it published kept (refill rollback undoes it).
+func (r *Runner) cancelled(ctx context.Context, p *refill.Plan, holder string, stop *cancelled) error {
+	ctx = context.WithoutCancel(ctx)
+	pubs, err := r.Store.Published(ctx, p.ID)
+	if err != nil {
+		return err
+	}
+	err = r.Store.Update(ctx, func(tx *store.Tx) error {
+		if err := tx.SetStatus(ctx, p.ID, refill.StatusRunning, refill.StatusCancelled); err != nil {
+			return err
+		}
+		if err := tx.ReleaseLease(ctx, p.ID, holder); err != nil {
+			return err
+		}
+		return tx.Append(ctx, &refill.Event{Kind: refill.EventRunCancelled, Actor: stop.req.Actor, PlanID: p.ID, At: r.Now.Now(),
+			Detail: refill.Detail(map[string]any{"reason": stop.req.Reason, "was": refill.StatusRunning, "published": len(pubs)})})
+	})
+	if err != nil {
+		return err
+	}
+	r.logf("plan %s: cancelled by %s (%s); %d partition(s) had been published and are kept", p.ID, stop.req.Actor, stop.req.Reason, len(pubs))
 	return nil
 }
 
@@ -227,8 +277,10 @@ func (r *Runner) execute(ctx context.Context, p *refill.Plan, runNo int) (runErr
 		defer cancel()
 		// A failed run's jobs still in flight are cancelled rather than
 		// awaited: their transactions roll back, and they were not the
-		// current run's to finish.
-		_ = q.stop(stopCtx, runErr != nil)
+		// current run's to finish. A cancelled run's are awaited: they
+		// finish and are published.
+		var stop *cancelled
+		_ = q.stop(stopCtx, runErr != nil && !errors.As(runErr, &stop))
 	}()
 	events, cancel := q.subscribe()
 	defer cancel()
@@ -256,6 +308,9 @@ func (r *Runner) execute(ctx context.Context, p *refill.Plan, runNo int) (runErr
 		}
 		if len(todo) == 0 {
 			continue
+		}
+		if err := r.cancelRequested(ctx, p.ID); err != nil {
+			return err
 		}
 		r.logf("order %d: %d partition(s) to build", level, len(todo))
 		if err := q.insert(ctx, todo, attempts); err != nil {
@@ -300,6 +355,9 @@ func (r *Runner) wait(ctx context.Context, q queue, planID string, runNo int, to
 		}
 		if done {
 			return nil
+		}
+		if err := r.cancelRequested(ctx, planID); err != nil {
+			return err
 		}
 		if failure, err := r.exhausted(ctx, planID); err != nil || failure != "" {
 			if err != nil {
@@ -428,6 +486,15 @@ func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error 
 	if status != refill.StatusRunning || a.Run != runs {
 		r.logf("%s %s: job of run %d of plan %s (now %s, run %d) has nothing to do", a.Dataset, a.Partition, a.Run, a.PlanID, status, runs)
 		return &alreadyPublished{}
+	}
+	// After refill cancel, no new partition starts.
+	if err := r.cancelRequested(ctx, a.PlanID); err != nil {
+		var stop *cancelled
+		if errors.As(err, &stop) {
+			r.logf("%s %s: plan %s was cancelled; not started", a.Dataset, a.Partition, a.PlanID)
+			return &alreadyPublished{}
+		}
+		return err
 	}
 	done, err := r.Store.IsPublished(ctx, a.PlanID, a.Dataset, a.Partition)
 	if err != nil {

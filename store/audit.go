@@ -114,6 +114,11 @@ func (t *Tx) Append(ctx context.Context, e *refill.Event) error {
 	if err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}
+	if t.outbox != nil {
+		if err := t.outbox(ctx, t, e); err != nil {
+			return fmt.Errorf("outbox: %w", err)
+		}
+	}
 	return nil
 }
 

@@ -42,6 +42,8 @@ type Store struct {
 	d    dialect
 	path string // the SQLite file; "" on PostgreSQL
 	key  []byte // the audit chain's key (SetAuditKey)
+	// outbox hears every audit entry in its transaction (SetOutbox).
+	outbox Outbox
 }
 
 // sqlitePragmas are applied to every SQLite connection. WAL lets readers

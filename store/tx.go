@@ -15,9 +15,10 @@ import (
 // can never leave a change without its entry, or an entry without its
 // change (DESIGN.md §9).
 type Tx struct {
-	tx  *sql.Tx
-	d   dialect
-	key []byte // the audit key (SetAuditKey), nil when unkeyed
+	tx     *sql.Tx
+	d      dialect
+	key    []byte // the audit key (SetAuditKey), nil when unkeyed
+	outbox Outbox
 }
 
 // Update runs fn in one transaction and commits it when fn returns nil.
@@ -34,7 +35,7 @@ func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) error {
 			return fmt.Errorf("state store: %w", err)
 		}
 	}
-	if err := fn(&Tx{tx: sqltx, d: s.d, key: s.key}); err != nil {
+	if err := fn(&Tx{tx: sqltx, d: s.d, key: s.key, outbox: s.outbox}); err != nil {
 		return err
 	}
 	if err := sqltx.Commit(); err != nil {

@@ -109,7 +109,9 @@ func stateJSON(s *control.State) any {
 		Unmet     []string               `json:"unmet"`
 		MayRun    bool                   `json:"may_run"`
 		FourEyes  bool                   `json:"four_eyes_enforced"`
-	}{s.Plan, s.Approvals, s.Checklist, nonNil(s.Stale), s.Unmet, len(s.Unmet) == 0, s.FourEyes}
+		Freeze    *refill.Freeze         `json:"freeze,omitempty"`
+		Cancel    *refill.CancelRequest  `json:"cancel,omitempty"`
+	}{s.Plan, s.Approvals, s.Checklist, nonNil(s.Stale), s.Unmet, len(s.Unmet) == 0, s.FourEyes, s.Freeze, s.Cancel}
 }
 
 func nonNil(s []string) []string {
@@ -137,6 +139,9 @@ func renderState(s *control.State) string {
 			}
 			fmt.Fprintf(&b, "  %s  %-8s by %s%s\n", ap.At.Format("2006-01-02 15:04"), ap.Decision, ap.Actor, note)
 		}
+	}
+	if s.Cancel != nil {
+		fmt.Fprintf(&b, "\nCancel requested by %s at %s: %s\n", s.Cancel.Actor, s.Cancel.At.Format("2006-01-02 15:04"), s.Cancel.Reason)
 	}
 	if !s.FourEyes && (len(s.Approvals) > 0 || len(s.Checklist) > 0) {
 		b.WriteString("\nFour-eyes is NOT enforced: refill.yaml names no users:, so anyone may act under any name and these decisions cannot prove a second person.\n")

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/dustin/go-humanize"
 
@@ -28,6 +29,9 @@ type view interface {
 	Snapshot(s *control.State, parts []refill.SnapshotPart) error
 	Dropped(planID string, tables []string) error
 	Schema(snap refill.SchemaSnapshot, actor string) error
+	Token(plain string, tok refill.Token) error
+	Tokens(list []refill.Token) error
+	Freeze(f *refill.Freeze, lifted bool) error
 }
 
 // view picks the form once, from -o.
@@ -69,6 +73,21 @@ func (v jsonView) Dropped(planID string, tables []string) error {
 	return v.a.printJSON(map[string]any{"plan_id": planID, "dropped": tables})
 }
 func (v jsonView) Schema(snap refill.SchemaSnapshot, _ string) error { return v.a.printJSON(snap) }
+func (v jsonView) Token(plain string, tok refill.Token) error {
+	return v.a.printJSON(struct {
+		refill.Token
+		Secret string `json:"token,omitempty"`
+	}{tok, plain})
+}
+func (v jsonView) Tokens(list []refill.Token) error {
+	if list == nil {
+		list = []refill.Token{}
+	}
+	return v.a.printJSON(list)
+}
+func (v jsonView) Freeze(f *refill.Freeze, lifted bool) error {
+	return v.a.printJSON(map[string]any{"frozen": f != nil && !lifted, "freeze": f})
+}
 
 type textView struct{ a *app }
 
@@ -138,4 +157,49 @@ func (v textView) Schema(snap refill.SchemaSnapshot, actor string) error {
 		cols = append(cols, col.Name+" "+col.Type)
 	}
 	return v.print(fmt.Sprintf("%s: accepted by %s as the drift baseline (%s)\n  columns: %s\n", snap.Dataset, actor, snap.Reason, strings.Join(cols, ", ")))
+}
+
+func (v textView) Token(plain string, tok refill.Token) error {
+	expires := "never expires"
+	if !tok.ExpiresAt.IsZero() {
+		expires = "expires " + tok.ExpiresAt.Format("2006-01-02 15:04 MST")
+	}
+	if plain == "" {
+		return v.print(fmt.Sprintf("token %s of %s revoked\n", tok.ID, tok.User))
+	}
+	return v.print(fmt.Sprintf("%s\n\ntoken %s for %s (%s). It is shown this once and only its hash is kept:\nsend it as \"Authorization: Bearer TOKEN\"; revoke it with refill token revoke %s\n", plain, tok.ID, tok.User, expires, tok.ID))
+}
+
+func (v textView) Tokens(list []refill.Token) error {
+	if len(list) == 0 {
+		return v.print("no tokens (refill token create --as USER)\n")
+	}
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tUSER\tCREATED\tEXPIRES\tSTATE")
+	for _, t := range list {
+		exp, state := "never", "live"
+		if !t.ExpiresAt.IsZero() {
+			exp = t.ExpiresAt.Format("2006-01-02 15:04")
+		}
+		switch {
+		case !t.RevokedAt.IsZero():
+			state = "revoked " + t.RevokedAt.Format("2006-01-02 15:04")
+		case !t.Live(time.Now()):
+			state = "expired"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", t.ID, t.User, t.CreatedAt.Format("2006-01-02 15:04"), exp, state)
+	}
+	w.Flush()
+	return v.print(b.String())
+}
+
+func (v textView) Freeze(f *refill.Freeze, lifted bool) error {
+	if lifted {
+		return v.print(fmt.Sprintf("unfrozen: automatic applies run again (frozen by %s since %s: %s)\n", f.By, f.At.Format("2006-01-02 15:04"), f.Reason))
+	}
+	if f == nil {
+		return v.print("not frozen\n")
+	}
+	return v.print(fmt.Sprintf("FROZEN by %s since %s: %s\nno automatic apply (auto plans, the watcher) runs until a lead runs refill unfreeze\n", f.By, f.At.Format("2006-01-02 15:04"), f.Reason))
 }
