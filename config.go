@@ -16,6 +16,7 @@ type Config struct {
 	ProofWarehouse string              `json:"proof_warehouse,omitempty"`
 	Run            RunConfig           `json:"run"`
 	Notify         NotifyConfig        `json:"notify"`
+	Server         ServerConfig        `json:"server"`
 	Policy         Policy              `json:"policy"`
 	Users          map[string]User     `json:"users,omitempty"`
 	Datasets       map[string]*Dataset `json:"datasets"`
@@ -84,6 +85,19 @@ type NotifyConfig struct {
 type SlackConfig struct {
 	WebhookURLEnv    string `json:"webhook_url_env,omitempty"`
 	SigningSecretEnv string `json:"signing_secret_env,omitempty"`
+	// BotTokenEnv names the bot token's variable: with it, messages go
+	// through chat.postMessage to Channel and are updated in place with
+	// each outcome (an incoming webhook cannot update what it posted).
+	BotTokenEnv string `json:"bot_token_env,omitempty"`
+	Channel     string `json:"channel,omitempty"`
+	// APIURL is Slack's Web API base (default https://slack.com/api/).
+	APIURL string `json:"api_url,omitempty"`
+}
+
+// ServerConfig is refill serve's: PublicURL is where people reach it, for
+// links in Slack messages and webhooks.
+type ServerConfig struct {
+	PublicURL string `json:"public_url,omitempty"`
 }
 
 // WebhookConfig is one generic webhook receiver.

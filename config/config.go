@@ -177,6 +177,11 @@ type rawConfig struct {
 	Datasets       map[string]*rawDataset `yaml:"datasets"`
 	MaxRangeDays   *int                   `yaml:"max_range_days"`
 	Audit          *rawAudit              `yaml:"audit"`
+	Server         *rawServer             `yaml:"server"`
+}
+
+type rawServer struct {
+	PublicURL string `yaml:"public_url"`
 }
 
 type rawAudit struct {
@@ -208,6 +213,9 @@ type rawNotify struct {
 type rawSlack struct {
 	WebhookURLEnv    string `yaml:"webhook_url_env"`
 	SigningSecretEnv string `yaml:"signing_secret_env"`
+	BotTokenEnv      string `yaml:"bot_token_env"`
+	Channel          string `yaml:"channel"`
+	APIURL           string `yaml:"api_url"`
 }
 
 type rawWebhook struct {

@@ -106,6 +106,10 @@ func (c *converter) config(raw *rawConfig) *refill.Config {
 	}
 	cfg.Run = c.run(raw.Run)
 	cfg.Notify = c.notify(raw.Notify)
+	if raw.Server != nil && raw.Server.PublicURL != "" {
+		c.httpURL("server.public_url", raw.Server.PublicURL)
+		cfg.Server.PublicURL = strings.TrimRight(raw.Server.PublicURL, "/")
+	}
 	cfg.Policy = c.policy(raw.Policy)
 	cfg.Housekeeping = refill.DefaultHousekeeping()
 	if raw.Policy != nil && raw.Policy.PlanTTL != nil {
@@ -202,7 +206,15 @@ func (c *converter) notify(raw *rawNotify) refill.NotifyConfig {
 	if s := raw.Slack; s != nil {
 		c.env("notify.slack.webhook_url_env", s.WebhookURLEnv)
 		c.env("notify.slack.signing_secret_env", s.SigningSecretEnv)
-		n.Slack = &refill.SlackConfig{WebhookURLEnv: s.WebhookURLEnv, SigningSecretEnv: s.SigningSecretEnv}
+		c.env("notify.slack.bot_token_env", s.BotTokenEnv)
+		if s.BotTokenEnv != "" && s.Channel == "" {
+			c.errorf("notify.slack.channel", "required with bot_token_env: the channel the bot posts to")
+		}
+		if s.APIURL != "" {
+			c.httpURL("notify.slack.api_url", s.APIURL)
+		}
+		n.Slack = &refill.SlackConfig{WebhookURLEnv: s.WebhookURLEnv, SigningSecretEnv: s.SigningSecretEnv,
+			BotTokenEnv: s.BotTokenEnv, Channel: s.Channel, APIURL: s.APIURL}
 	}
 	for i, w := range raw.Webhooks {
 		p := elem("notify.webhooks", i)

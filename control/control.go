@@ -72,6 +72,29 @@ type State struct {
 	Cancel *refill.CancelRequest `json:"cancel,omitempty"`
 }
 
+// StateJSON is the plan of DESIGN.md §6 with its state beside it: what
+// `refill show -o json` prints and the API answers.
+type StateJSON struct {
+	*refill.Plan
+	Approvals []refill.Approval      `json:"approvals"`
+	Checklist []refill.ChecklistStep `json:"checklist"`
+	Stale     []string               `json:"stale"`
+	Unmet     []string               `json:"unmet"`
+	MayRun    bool                   `json:"may_run"`
+	FourEyes  bool                   `json:"four_eyes_enforced"`
+	Freeze    *refill.Freeze         `json:"freeze,omitempty"`
+	Cancel    *refill.CancelRequest  `json:"cancel,omitempty"`
+}
+
+// JSON is the state as StateJSON.
+func (s *State) JSON() StateJSON {
+	stale := s.Stale
+	if stale == nil {
+		stale = []string{}
+	}
+	return StateJSON{s.Plan, s.Approvals, s.Checklist, stale, s.Unmet, len(s.Unmet) == 0, s.FourEyes, s.Freeze, s.Cancel}
+}
+
 // finalFromLog is the status the audit log makes final for a plan — it
 // was rejected, superseded or rolled back — or "" when the log leaves it
 // open.

@@ -248,3 +248,28 @@ func (s *Store) Sent(ctx context.Context, seq int64, target string) (bool, error
 	err := s.db.QueryRowContext(ctx, s.d.rebind(`SELECT count(*) FROM notices_sent WHERE event_seq = ? AND target = ?`), seq, target).Scan(&n)
 	return n > 0, err
 }
+
+// PlanCount is how many plans share a tier and status.
+type PlanCount struct {
+	Tier   refill.Tier
+	Status refill.Status
+	Plans  int
+}
+
+// PlanCounts counts stored plans by tier and status.
+func (s *Store) PlanCounts(ctx context.Context) ([]PlanCount, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT tier, status, count(*) FROM plans GROUP BY tier, status ORDER BY tier, status`)
+	if err != nil {
+		return nil, fmt.Errorf("plan counts: %w", err)
+	}
+	defer rows.Close()
+	var out []PlanCount
+	for rows.Next() {
+		var c PlanCount
+		if err := rows.Scan(&c.Tier, &c.Status, &c.Plans); err != nil {
+			return nil, fmt.Errorf("plan counts: %w", err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}

@@ -100,19 +100,7 @@ func (a *app) printState(s *control.State, cfg *refill.Config) error {
 }
 
 // stateJSON is the plan of DESIGN.md §6 with its state beside it.
-func stateJSON(s *control.State) any {
-	return struct {
-		*refill.Plan
-		Approvals []refill.Approval      `json:"approvals"`
-		Checklist []refill.ChecklistStep `json:"checklist"`
-		Stale     []string               `json:"stale"`
-		Unmet     []string               `json:"unmet"`
-		MayRun    bool                   `json:"may_run"`
-		FourEyes  bool                   `json:"four_eyes_enforced"`
-		Freeze    *refill.Freeze         `json:"freeze,omitempty"`
-		Cancel    *refill.CancelRequest  `json:"cancel,omitempty"`
-	}{s.Plan, s.Approvals, s.Checklist, nonNil(s.Stale), s.Unmet, len(s.Unmet) == 0, s.FourEyes, s.Freeze, s.Cancel}
-}
+func stateJSON(s *control.State) any { return s.JSON() }
 
 func nonNil(s []string) []string {
 	if s == nil {

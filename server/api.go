@@ -1,0 +1,502 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/control"
+	"github.com/refill-dev/refill/lineage"
+	"github.com/refill-dev/refill/planner"
+)
+
+// api registers /api/v1 (DESIGN.md §6a). Every route needs a bearer token
+// and acts as its user, through control: the same rules as the CLI.
+func (s *Server) api() {
+	h := func(pattern string, fn func(w http.ResponseWriter, r *http.Request, user string)) {
+		s.mux.Handle(pattern, s.authed(fn))
+	}
+	h("POST /api/v1/plans", s.createPlan)
+	h("GET /api/v1/plans", s.listPlans)
+	h("GET /api/v1/plans/{id}", s.getPlan)
+	h("POST /api/v1/plans/{id}/approve", s.decide(func(c *control.Control, r *http.Request, id, user, note string) (*control.State, error) {
+		return c.Approve(r.Context(), id, user, note)
+	}))
+	h("POST /api/v1/plans/{id}/reject", s.decide(func(c *control.Control, r *http.Request, id, user, note string) (*control.State, error) {
+		return c.Reject(r.Context(), id, user, note)
+	}))
+	h("POST /api/v1/plans/{id}/scope", s.decide(func(c *control.Control, r *http.Request, id, user, note string) (*control.State, error) {
+		return c.Scope(r.Context(), id, user, note)
+	}))
+	h("POST /api/v1/plans/{id}/signoff", s.decide(func(c *control.Control, r *http.Request, id, user, note string) (*control.State, error) {
+		return c.Signoff(r.Context(), id, user, note)
+	}))
+	h("POST /api/v1/plans/{id}/snapshot", s.decide(func(c *control.Control, r *http.Request, id, user, _ string) (*control.State, error) {
+		st, _, err := c.Snapshot(r.Context(), id, user)
+		return st, err
+	}))
+	h("POST /api/v1/plans/{id}/cancel", s.decide(func(c *control.Control, r *http.Request, id, user, reason string) (*control.State, error) {
+		return c.Cancel(r.Context(), id, user, reason)
+	}))
+	h("POST /api/v1/plans/{id}/rollback", s.rollback)
+	h("POST /api/v1/plans/{id}/apply", s.apply)
+	h("GET /api/v1/plans/{id}/report", s.report)
+	h("GET /api/v1/plans/{id}/lineage.svg", s.planLineage("svg"))
+	h("GET /api/v1/plans/{id}/lineage.dot", s.planLineage("dot"))
+	h("GET /api/v1/lineage", s.lineage)
+	h("GET /api/v1/history", s.history)
+	h("GET /api/v1/freeze", s.getFreeze)
+	h("POST /api/v1/freeze", s.freeze(false))
+	h("DELETE /api/v1/freeze", s.freeze(true))
+	h("POST /api/v1/dags/{dataset}/dagRuns", s.dagRun)
+	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("no route %s %s (see DESIGN.md §6a)", r.Method, r.URL.Path), Code: refill.ExitBadInput})
+	})
+}
+
+// planRequest is the body of POST /api/v1/plans: refill plan's inputs.
+type planRequest struct {
+	Targets []string `json:"targets"`
+	From    string   `json:"from"`
+	To      string   `json:"to"`
+	Reason  string   `json:"reason"`
+}
+
+func (s *Server) createPlan(w http.ResponseWriter, r *http.Request, user string) {
+	var req planRequest
+	if err := decode(w, r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.plan(w, r, user, planner.Request{Targets: req.Targets, From: req.From, To: req.To, Reason: req.Reason}, nil)
+}
+
+// plan makes a plan and answers 201 with it, or 409 with the error and the
+// plan when the source gate blocked it (as the CLI exits 3 after printing
+// it). wrap, when set, shapes the success body.
+func (s *Server) plan(w http.ResponseWriter, r *http.Request, user string, req planner.Request, wrap func(control.StateJSON) any) {
+	if len(req.Targets) == 0 {
+		s.writeError(w, r, refill.BadInputf("targets: name at least one dataset"))
+		return
+	}
+	p, err := s.Control.Plan(r.Context(), user, req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	st, err := s.Control.Load(r.Context(), p.ID)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/api/v1/plans/"+p.ID)
+	if p.Status == refill.StatusBlocked {
+		s.metrics.gate.WithLabelValues("plan").Inc()
+		err := fmt.Errorf("plan %s: %w: %d failed check(s); it can never be approved or applied — fix the source, then plan again", p.ID, refill.ErrBlocked, p.Gate.Failed())
+		writeJSON(w, HTTPStatus(err), struct {
+			apiError
+			Plan control.StateJSON `json:"plan"`
+		}{apiError{err.Error(), refill.ExitCode(err)}, st.JSON()})
+		return
+	}
+	var body any = st.JSON()
+	if wrap != nil {
+		body = wrap(st.JSON())
+	}
+	writeJSON(w, http.StatusCreated, body)
+}
+
+func (s *Server) listPlans(w http.ResponseWriter, r *http.Request, _ string) {
+	q := r.URL.Query()
+	f := refill.PlanFilter{Status: refill.Status(q.Get("status")), Limit: 100}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			s.writeError(w, r, refill.BadInputf("limit %q: want a number from 1 to 1000", v))
+			return
+		}
+		f.Limit = n
+	}
+	list, err := s.Store.Plans(r.Context(), f)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if list == nil {
+		list = []refill.PlanSummary{}
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (s *Server) getPlan(w http.ResponseWriter, r *http.Request, _ string) {
+	st, err := s.Control.Load(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.withProgress(r, st))
+}
+
+// planView is a plan's state with its run's progress.
+type planView struct {
+	control.StateJSON
+	Progress *Progress `json:"progress,omitempty"`
+}
+
+// Progress is how far a plan's run has got.
+type Progress struct {
+	Published  int  `json:"published"`
+	Partitions int  `json:"partitions"`
+	Running    bool `json:"running"`
+}
+
+func (s *Server) progress(r *http.Request, st *control.State) *Progress {
+	p := st.Plan
+	pr := &Progress{Running: p.Status == refill.StatusRunning}
+	for _, step := range p.Steps {
+		pr.Partitions += len(step.Partitions)
+	}
+	pubs, err := s.Store.Published(r.Context(), p.ID)
+	if err == nil {
+		pr.Published = len(pubs)
+	}
+	return pr
+}
+
+func (s *Server) withProgress(r *http.Request, st *control.State) planView {
+	return planView{StateJSON: st.JSON(), Progress: s.progress(r, st)}
+}
+
+// noteBody is the body of decisions: a note (or, for cancel, the reason).
+type noteBody struct {
+	Note   string `json:"note"`
+	Reason string `json:"reason"`
+	Force  bool   `json:"force"`
+}
+
+// readNote reads an optional decision body.
+func readNote(w http.ResponseWriter, r *http.Request) (noteBody, error) {
+	var b noteBody
+	if r.ContentLength == 0 {
+		return b, nil
+	}
+	err := decode(w, r, &b)
+	return b, err
+}
+
+func (s *Server) decide(act func(c *control.Control, r *http.Request, id, user, note string) (*control.State, error)) func(http.ResponseWriter, *http.Request, string) {
+	return func(w http.ResponseWriter, r *http.Request, user string) {
+		b, err := readNote(w, r)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		note := b.Note
+		if note == "" {
+			note = b.Reason
+		}
+		st, err := act(s.Control, r, r.PathValue("id"), user, note)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, s.withProgress(r, st))
+	}
+}
+
+func (s *Server) rollback(w http.ResponseWriter, r *http.Request, user string) {
+	b, err := readNote(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	force := ""
+	if b.Force {
+		if force = b.Reason; strings.TrimSpace(force) == "" {
+			s.writeError(w, r, refill.BadInputf("force needs a reason"))
+			return
+		}
+	}
+	st, parts, err := s.Control.Rollback(r.Context(), r.PathValue("id"), user, force)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"plan": st.JSON(), "restored": parts})
+}
+
+// apply checks that the plan may run now, then starts (or resumes) its run
+// in the background: 202, and the plan's progress shows on GET.
+func (s *Server) apply(w http.ResponseWriter, r *http.Request, user string) {
+	id := r.PathValue("id")
+	st, err := s.Control.Load(r.Context(), id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := s.mayStart(st); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := s.startApply(id, user); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/api/v1/plans/"+id)
+	writeJSON(w, http.StatusAccepted, s.withProgress(r, st))
+}
+
+// mayStart refuses at once what Apply would refuse in the background, so
+// the caller hears it: the same unmet list.
+func (s *Server) mayStart(st *control.State) error {
+	p := st.Plan
+	if p.Status == refill.StatusBlocked {
+		return fmt.Errorf("plan %s: %w: it can never run; repair the source and plan again", p.ID, refill.ErrBlocked)
+	}
+	if len(st.Unmet) > 0 {
+		if len(st.Holders) > 0 && len(st.Holders) == len(st.Unmet) {
+			return refill.Lockedf("plan %s may not run yet:\n  - %s", p.ID, strings.Join(st.Unmet, "\n  - "))
+		}
+		return refill.NotPermittedf("plan %s may not run yet:\n  - %s", p.ID, strings.Join(st.Unmet, "\n  - "))
+	}
+	return nil
+}
+
+func (s *Server) report(w http.ResponseWriter, r *http.Request, _ string) {
+	rep, err := s.Control.Report(r.Context(), r.PathValue("id"))
+	if err != nil && !errors.Is(err, refill.ErrVerification) {
+		s.writeError(w, r, err)
+		return
+	}
+	if err != nil {
+		// Out of tolerance: the report is the evidence; the status says so.
+		writeJSON(w, HTTPStatus(err), struct {
+			apiError
+			Report control.Report `json:"report"`
+		}{apiError{err.Error(), refill.ExitCode(err)}, rep})
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
+}
+
+func (s *Server) history(w http.ResponseWriter, r *http.Request, _ string) {
+	q := r.URL.Query()
+	dataset, partition := q.Get("dataset"), q.Get("partition")
+	if dataset == "" || partition == "" {
+		s.writeError(w, r, refill.BadInputf("dataset and partition are required: /api/v1/history?dataset=D&partition=P"))
+		return
+	}
+	hist, err := s.Control.History(r.Context(), dataset, partition)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if hist == nil {
+		hist = []control.Touch{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"dataset": dataset, "partition": partition, "plans": hist})
+}
+
+// planLineage serves a plan's lineage picture: its datasets highlighted in
+// run order, from what the plan sealed.
+func (s *Server) planLineage(format string) func(http.ResponseWriter, *http.Request, string) {
+	return func(w http.ResponseWriter, r *http.Request, _ string) {
+		st, err := s.Control.Load(r.Context(), r.PathValue("id"))
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		dot, err := PlanDOT(st.Plan, s.Config)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		s.writeLineage(w, r, format, dot)
+	}
+}
+
+// lineage serves the whole lineage, or one dataset's neighbourhood.
+func (s *Server) lineage(w http.ResponseWriter, r *http.Request, _ string) {
+	g, err := lineage.New(s.Config.Datasets)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	names := g.Names()
+	h := lineage.Highlight{Targets: map[string]bool{}}
+	if d := r.URL.Query().Get("dataset"); d != "" {
+		if names, err = g.Neighbourhood(d); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		h.Targets[d] = true
+	}
+	format := r.URL.Query().Get("format")
+	if format == "" {
+		format = "svg"
+	}
+	s.writeLineage(w, r, format, g.DOT(names, h))
+}
+
+func (s *Server) writeLineage(w http.ResponseWriter, r *http.Request, format, dot string) {
+	switch format {
+	case "dot":
+		w.Header().Set("Content-Type", "text/vnd.graphviz; charset=utf-8")
+		_, _ = w.Write([]byte(dot))
+	case "svg":
+		svg, err := lineage.SVG(r.Context(), dot)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		w.Header().Set("Content-Type", "image/svg+xml")
+		w.Header().Set("Cache-Control", "private, max-age=60")
+		_, _ = w.Write(svg)
+	default:
+		s.writeError(w, r, refill.BadInputf("format %q: want svg or dot", format))
+	}
+}
+
+func (s *Server) getFreeze(w http.ResponseWriter, r *http.Request, _ string) {
+	f, err := s.Control.Frozen(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"frozen": f != nil, "freeze": f})
+}
+
+func (s *Server) freeze(lift bool) func(http.ResponseWriter, *http.Request, string) {
+	return func(w http.ResponseWriter, r *http.Request, user string) {
+		b, err := readNote(w, r)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		reason := b.Reason
+		if reason == "" {
+			reason = b.Note
+		}
+		var f refill.Freeze
+		if lift {
+			f, err = s.Control.Unfreeze(r.Context(), user, reason)
+		} else {
+			f, err = s.Control.Freeze(r.Context(), user, reason)
+		}
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"frozen": !lift, "freeze": f})
+	}
+}
+
+// dagRunBody is Airflow's trigger body (v1 DAGRun and v2
+// TriggerDAGRunPostBody): the range comes from conf.start_date/end_date,
+// else from the data interval; the reason from note. Airflow's other
+// fields are accepted and ignored; anything else is refused.
+type dagRunBody struct {
+	Conf              *dagRunConf `json:"conf"`
+	Note              *string     `json:"note"`
+	DataIntervalStart *string     `json:"data_interval_start"`
+	DataIntervalEnd   *string     `json:"data_interval_end"`
+	// Accepted and ignored.
+	DagRunID        any `json:"dag_run_id"`
+	LogicalDate     any `json:"logical_date"`
+	ExecutionDate   any `json:"execution_date"`
+	RunAfter        any `json:"run_after"`
+	PartitionKey    any `json:"partition_key"`
+	DagID           any `json:"dag_id"`
+	State           any `json:"state"`
+	StartDate       any `json:"start_date"`
+	EndDate         any `json:"end_date"`
+	ExternalTrigger any `json:"external_trigger"`
+	RunType         any `json:"run_type"`
+	LastScheduling  any `json:"last_scheduling_decision"`
+}
+
+type dagRunConf struct {
+	StartDate string `json:"start_date"`
+	EndDate   string `json:"end_date"`
+	// Other conf keys are the DAG's own business and are ignored.
+	Extra map[string]any `json:"-"`
+}
+
+func (s *Server) dagRun(w http.ResponseWriter, r *http.Request, user string) {
+	dataset := r.PathValue("dataset")
+	var b dagRunBody
+	if err := decode(w, r, &b); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var from, to string
+	var err error
+	switch {
+	case b.Conf != nil && (b.Conf.StartDate != "" || b.Conf.EndDate != ""):
+		// refill's own convention (its airflow job kind sends the same):
+		// both ends are partitions, included.
+		from, to = b.Conf.StartDate, b.Conf.EndDate
+		if from == "" || to == "" {
+			err = refill.BadInputf("conf: set both start_date and end_date")
+		}
+	case b.DataIntervalStart != nil || b.DataIntervalEnd != nil:
+		from, to, err = dataInterval(deref(b.DataIntervalStart), deref(b.DataIntervalEnd), s.grain(dataset))
+	default:
+		err = refill.BadInputf("no range: set conf.start_date and conf.end_date, or data_interval_start and data_interval_end")
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.plan(w, r, user, planner.Request{Targets: []string{dataset}, From: from, To: to, Reason: deref(b.Note)}, func(st control.StateJSON) any {
+		return map[string]any{"dag_id": dataset, "dag_run_id": "refill__" + st.ID, "state": st.Status, "note": deref(b.Note),
+			"conf": map[string]string{"start_date": from, "end_date": to}, "plan": st}
+	})
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// grain is a dataset's partition grain (day when unknown: the planner
+// reports an unknown dataset).
+func (s *Server) grain(dataset string) refill.Grain {
+	if d, ok := s.Config.Datasets[dataset]; ok && d.Partition.Grain != "" {
+		return d.Partition.Grain
+	}
+	return refill.GrainDay
+}
+
+// dataInterval turns Airflow's data interval — RFC 3339 times, the end
+// excluded — into the first and last partitions it covers: a daily run's
+// interval [11-01T00:00, 11-02T00:00) is the one partition 11-01.
+func dataInterval(start, end string, grain refill.Grain) (string, string, error) {
+	if start == "" || end == "" {
+		return "", "", refill.BadInputf("set both data_interval_start and data_interval_end")
+	}
+	s, err := time.Parse(time.RFC3339, start)
+	if err != nil {
+		return "", "", refill.BadInputf("data_interval_start %q: want an RFC 3339 time such as 2026-11-01T00:00:00Z", start)
+	}
+	e, err := time.Parse(time.RFC3339, end)
+	if err != nil {
+		return "", "", refill.BadInputf("data_interval_end %q: want an RFC 3339 time such as 2026-11-02T00:00:00Z", end)
+	}
+	if !e.After(s) {
+		return "", "", refill.BadInputf("data interval %s..%s is empty: the end is excluded and must come after the start", start, end)
+	}
+	s, e = s.UTC(), e.UTC()
+	step, layout := 24*time.Hour, "2006-01-02"
+	if grain == refill.GrainHour {
+		step, layout = time.Hour, "2006-01-02T15"
+	}
+	last := e.Add(-time.Nanosecond).Truncate(step)
+	return s.Truncate(step).Format(layout), last.Format(layout), nil
+}
