@@ -211,7 +211,8 @@ func (r *Runner) cancelled(ctx context.Context, p *refill.Plan, holder string, s
 		return err
 	}
 	r.logf("plan %s: cancelled by %s (%s); %d partition(s) had been published and are kept", p.ID, stop.req.Actor, stop.req.Reason, len(pubs))
-	return nil
+	return refill.NotPermittedf("plan %s was cancelled by %s (%s) while it ran: %d partition(s) published before it stopped are kept (refill rollback %s undoes them)",
+		p.ID, stop.req.Actor, stop.req.Reason, len(pubs), p.ID)
 }
 
 // block stores a failed re-check: the plan is blocked for good.

@@ -53,6 +53,8 @@ func (s *Server) api() {
 	h("POST /api/v1/freeze", s.freeze(false))
 	h("DELETE /api/v1/freeze", s.freeze(true))
 	h("POST /api/v1/dags/{dataset}/dagRuns", s.dagRun)
+	h("POST /api/v1/datasets/{dataset}/prove", s.prove)
+	h("GET /api/v1/audit/verify", s.verifyAudit)
 	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("no route %s %s (see DESIGN.md §6a)", r.Method, r.URL.Path), Code: refill.ExitBadInput})
 	})
@@ -456,6 +458,49 @@ func (s *Server) dagRun(w http.ResponseWriter, r *http.Request, user string) {
 		return map[string]any{"dag_id": dataset, "dag_run_id": "refill__" + st.ID, "state": st.Status, "note": deref(b.Note),
 			"conf": map[string]string{"start_date": from, "end_date": to}, "plan": st}
 	})
+}
+
+// prove proves a dataset's job on one partition (refill prove): 200 with
+// the evidence, or 422 with it when the proof fails.
+func (s *Server) prove(w http.ResponseWriter, r *http.Request, user string) {
+	var b struct {
+		Partition string `json:"partition"`
+	}
+	if err := decode(w, r, &b); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if b.Partition == "" {
+		s.writeError(w, r, refill.BadInputf("partition is required"))
+		return
+	}
+	pr, err := s.Control.Prove(r.Context(), r.PathValue("dataset"), b.Partition, user)
+	if err != nil && (pr == nil || !errors.Is(err, refill.ErrVerification)) {
+		s.writeError(w, r, err)
+		return
+	}
+	if err != nil {
+		writeJSON(w, HTTPStatus(err), struct {
+			apiError
+			Proof *refill.Proof `json:"proof"`
+		}{apiError{err.Error(), refill.ExitCode(err)}, pr})
+		return
+	}
+	writeJSON(w, http.StatusOK, pr)
+}
+
+// verifyAudit walks the audit chain (refill audit verify): 200 when it
+// holds, 422 when it does not.
+func (s *Server) verifyAudit(w http.ResponseWriter, r *http.Request, _ string) {
+	rep, err := s.Control.VerifyAudit(r.Context())
+	if err != nil {
+		writeJSON(w, HTTPStatus(err), struct {
+			apiError
+			Report control.AuditCheck `json:"report"`
+		}{apiError{err.Error(), refill.ExitCode(err)}, rep})
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
 }
 
 func deref(p *string) string {

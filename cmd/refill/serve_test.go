@@ -1,0 +1,249 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestTokensAreShownOnceAndStoredHashed: the secret is printed once, never
+// listed, and not in the state store; revoking is for its owner or a lead.
+func TestTokensAreShownOnceAndStoredHashed(t *testing.T) {
+	d := setup(t)
+	created := decode[struct {
+		ID    string `json:"id"`
+		User  string `json:"user"`
+		Token string `json:"token"`
+	}](t, step(t, d, 0, "", "token", "create", "--as", "alice", "--expires", "30d", "-o", "json").stdout)
+	if !strings.HasPrefix(created.Token, "rfl_"+created.ID+"_") || created.User != "alice" {
+		t.Fatalf("token create: %+v", created)
+	}
+	list := step(t, d, 0, created.ID, "token", "list")
+	if strings.Contains(list.stdout, created.Token) {
+		t.Error("token list shows the secret")
+	}
+	state, err := os.ReadFile(filepath.Join(d, ".refill", "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wal, _ := os.ReadFile(filepath.Join(d, ".refill", "state.db-wal"))
+	secret := created.Token[len("rfl_"+created.ID+"_"):]
+	if strings.Contains(string(state)+string(wal), secret) {
+		t.Error("the state store holds the token's secret")
+	}
+	step(t, d, 2, "--expires", "token", "create", "--as", "alice", "--expires", "forever")
+	step(t, d, 4, `unknown user "mallory"`, "token", "create", "--as", "mallory")
+	step(t, d, 4, "only they or a lead", "token", "revoke", created.ID, "--as", "bob")
+	step(t, d, 0, "revoked", "token", "revoke", created.ID, "--as", "carol")
+	step(t, d, 2, "revoked already", "token", "revoke", created.ID, "--as", "carol")
+	step(t, d, 2, "no token", "token", "revoke", "nosuchid", "--as", "carol")
+}
+
+// TestFreezeStopsAutoPlansOnly: while frozen, an auto plan (which nobody
+// approves) may not run; a plan a person approved still may. Leads only,
+// audited.
+func TestFreezeStopsAutoPlansOnly(t *testing.T) {
+	d := setup(t)
+	auto := decode[planJSON](t, step(t, d, 0, "", "plan", "sessions", "--from", "2026-11-24", "--to", "2026-11-26", "--reason", "late events", "--as", "alice", "-o", "json").stdout)
+	if auto.Tier != "auto" {
+		t.Fatalf("plan tier %s, want auto (sessions is proven by the demo): %v", auto.Tier, auto.Reasons)
+	}
+	step(t, d, 4, "only a lead", "freeze", "--reason", "quarter close", "--as", "alice")
+	step(t, d, 2, "--reason is required", "freeze", "--as", "carol")
+	step(t, d, 0, "FROZEN by carol", "freeze", "--reason", "quarter close", "--as", "carol")
+	step(t, d, 4, "frozen already", "freeze", "--reason", "again", "--as", "carol")
+	step(t, d, 0, "refill is frozen by carol", "show", auto.ID)
+	step(t, d, 4, "refill is frozen by carol", "apply", auto.ID, "--as", "alice")
+	if n := countRows(t, d, "SELECT count(*) FROM refill_published WHERE plan_id = ?", auto.ID); n != 0 {
+		t.Fatalf("%d partitions published while frozen", n)
+	}
+	step(t, d, 4, "only a lead", "unfreeze", "--as", "bob")
+	step(t, d, 0, "unfrozen", "unfreeze", "--reason", "closed", "--as", "carol")
+	step(t, d, 0, "", "apply", auto.ID, "--as", "alice")
+	audit := step(t, d, 0, "", "audit", "verify")
+	_ = audit
+}
+
+// TestCancelAPlanThatHasNotRun ends it at once; it can never run after.
+func TestCancelAPlanThatHasNotRun(t *testing.T) {
+	d := setup(t)
+	p := decode[planJSON](t, step(t, d, 0, "", "plan", "sessions", "--from", "2026-11-10", "--to", "2026-11-23", "--reason", "two weeks", "--as", "alice", "-o", "json").stdout)
+	step(t, d, 2, "--reason is required", "cancel", p.ID, "--as", "alice")
+	step(t, d, 4, "only the requester", "cancel", p.ID, "--as", "bob", "--reason", "not mine")
+	r := step(t, d, 0, "", "cancel", p.ID, "--as", "alice", "--reason", "wrong range", "-o", "json")
+	if st := decode[struct {
+		Status string `json:"status"`
+		Cancel struct {
+			Actor, Reason string
+		} `json:"cancel"`
+	}](t, r.stdout); st.Status != "cancelled" || st.Cancel.Reason != "wrong range" {
+		t.Errorf("after cancel: %+v", st)
+	}
+	step(t, d, 4, "cancelled", "approve", p.ID, "--as", "bob")
+	step(t, d, 4, "cancelled", "apply", p.ID, "--as", "alice")
+	step(t, d, 4, "nothing to cancel", "cancel", p.ID, "--as", "alice", "--reason", "again")
+}
+
+func countRows(t *testing.T, dir, q string, args ...any) int {
+	t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(dir, "warehouse.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(q, args...).Scan(&n); err != nil {
+		if strings.Contains(err.Error(), "no such table") {
+			return 0
+		}
+		t.Fatal(err)
+	}
+	return n
+}
+
+// served is a running `refill serve`.
+type served struct {
+	cmd  *exec.Cmd
+	url  string
+	logs *strings.Builder
+	done chan error
+}
+
+// serve starts the binary's server on a free port and waits until it
+// listens.
+func serve(t *testing.T, dir string, args ...string) *served {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "REFILL_NOW="+demoNow, "REFILL_USER=", "REFILL_CONFIG=")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &served{cmd: cmd, logs: &strings.Builder{}, done: make(chan error, 1)}
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		re := regexp.MustCompile(`refill serve: (http://\S+) `)
+		for sc.Scan() {
+			line := sc.Text()
+			s.logs.WriteString(line + "\n")
+			if m := re.FindStringSubmatch(line); m != nil {
+				urls <- m[1]
+			}
+		}
+		s.done <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+		}
+	})
+	select {
+	case s.url = <-urls:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("refill serve did not start:\n%s", s.logs)
+	}
+	return s
+}
+
+func (s *served) do(t *testing.T, token, method, path, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, s.url+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	_ = json.Unmarshal(b, &out)
+	return resp.StatusCode, out
+}
+
+func token(t *testing.T, dir, user string) string {
+	t.Helper()
+	return decode[struct {
+		Token string `json:"token"`
+	}](t, step(t, dir, 0, "", "token", "create", "--as", user, "-o", "json").stdout).Token
+}
+
+// TestServeRunsWhatTheBrowserApproves drives the real binary: a plan made
+// at the CLI is approved and applied over the API with the same rules, the
+// run needs no terminal, and SIGTERM stops the server cleanly.
+func TestServeRunsWhatTheBrowserApproves(t *testing.T) {
+	d := setup(t)
+	alice, bob := token(t, d, "alice"), token(t, d, "bob")
+	p := decode[planJSON](t, step(t, d, 0, "", "plan", "sessions", "--from", "2026-11-10", "--to", "2026-11-23", "--reason", "two weeks", "--as", "alice", "-o", "json").stdout)
+	s := serve(t, d)
+	if st, _ := s.do(t, "", "GET", "/healthz", ""); st != http.StatusOK {
+		t.Fatalf("healthz: %d", st)
+	}
+	if st, res := s.do(t, alice, "POST", "/api/v1/plans/"+p.ID+"/approve", ""); st != http.StatusForbidden || res["code"] != float64(4) {
+		t.Fatalf("self-approval over the API: %d %v", st, res)
+	}
+	if st, res := s.do(t, bob, "POST", "/api/v1/plans/"+p.ID+"/approve", `{"note":"ok"}`); st != http.StatusOK {
+		t.Fatalf("approve: %d %v", st, res)
+	}
+	if st, res := s.do(t, bob, "POST", "/api/v1/plans/"+p.ID+"/apply", ""); st != http.StatusAccepted {
+		t.Fatalf("apply: %d %v", st, res)
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		_, res := s.do(t, bob, "GET", "/api/v1/plans/"+p.ID, "")
+		if res["status"] == "applied" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run did not finish: %v\n%s", res["status"], s.logs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	step(t, d, 0, "applied", "show", p.ID)
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Fatalf("serve exited with %v after SIGTERM\n%s", err, s.logs)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("serve did not stop on SIGTERM\n%s", s.logs)
+	}
+	// Structured logs: every line after the banner is one JSON object.
+	for _, line := range strings.Split(strings.TrimSpace(s.logs.String()), "\n") {
+		if strings.HasPrefix(line, "refill serve:") {
+			continue
+		}
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil || rec["msg"] == nil {
+			t.Errorf("a log line that is not slog JSON: %q", line)
+		}
+	}
+	if !strings.Contains(s.logs.String(), `"msg":"stopped"`) {
+		t.Errorf("no clean stop in the logs:\n%s", s.logs)
+	}
+	_ = context.Background
+}
