@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
@@ -30,8 +32,13 @@ type demoRun struct {
 	Runs       []control.Report `json:"runs"`
 	RolledBack string           `json:"rolled_back"`
 	Redo       string           `json:"redo"`
-	History    []control.Touch  `json:"history"`
-	Audit      int              `json:"audit_entries"`
+	// Serve is the one command that serves the demo's web UI, and a
+	// token (valid for a day) to sign in with as bob.
+	Serve     string          `json:"serve"`
+	SignInAs  string          `json:"sign_in_as"`
+	SignInKey string          `json:"sign_in_token"`
+	History   []control.Touch `json:"history"`
+	Audit     int             `json:"audit_entries"`
 }
 
 func (a *app) demoCmd() *cobra.Command {
@@ -170,11 +177,16 @@ func (a *app) demo(ctx context.Context, dir string) error {
 	if err := a.demoRuns(ctx, sc, &out, say, title); err != nil {
 		return err
 	}
+	if err := a.demoSignIn(ctx, sc, &out); err != nil {
+		return err
+	}
 	if a.json() {
 		return a.printJSON(out)
 	}
-	say("Try it yourself:\n  cd %s\n  refill plans\n  refill show %s\n  refill check events_raw --from %s --to %s\n  refill lineage --format mermaid\n",
-		dir, out.Plans[len(out.Plans)-1].ID, sc.Day(14), sc.Day(1))
+	say("Try it yourself:\n  cd %s\n  refill plans\n  refill show %s\n  refill check events_raw --from %s --to %s\n  refill lineage --format mermaid\n\n",
+		shellQuote(dir), out.Plans[len(out.Plans)-1].ID, sc.Day(14), sc.Day(1))
+	say("See it in the browser — the web UI, the API and the workers, until Ctrl-C:\n  %s\nthen open http://127.0.0.1:8080 and sign in as %s with this token (valid for a day):\n  %s\n",
+		out.Serve, out.SignInAs, out.SignInKey)
 	return nil
 }
 
@@ -319,4 +331,35 @@ func (a *app) demoRuns(ctx context.Context, sc *demo.Scenario, out *demoRun, say
 	out.Audit = rep.Entries
 	say("$ refill audit verify\naudit log intact: %d entries, head %s\n\n", rep.Entries, rep.Head)
 	return nil
+}
+
+// demoSignIn makes the one command that serves the demo, and a token to
+// sign in with: bob reviews plans in the story.
+func (a *app) demoSignIn(ctx context.Context, sc *demo.Scenario, out *demoRun) error {
+	e, err := a.open(ctx, false, true)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	c, err := a.control(e)
+	if err != nil {
+		return err
+	}
+	tok, _, err := c.CreateToken(ctx, "bob", 24*time.Hour)
+	if err != nil {
+		return err
+	}
+	out.Serve = "refill --config " + shellQuote(sc.Config) + " serve"
+	out.SignInAs, out.SignInKey = "bob", tok
+	return nil
+}
+
+// shellQuote quotes a path for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '/' || r == '.' || r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
