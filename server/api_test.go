@@ -23,7 +23,7 @@ import (
 
 // apiEnv is a served demo project and a token per demo user.
 type apiEnv struct {
-	t      *testing.T
+	t      testing.TB
 	p      *project.Project
 	sc     *demo.Scenario
 	srv    *server.Server
@@ -33,7 +33,10 @@ type apiEnv struct {
 
 // apiServe writes the demo, opens it (on a PostgreSQL state store when
 // stateDSN is set) and serves it.
-func apiServe(t *testing.T, stateDSN string) *apiEnv {
+func apiServe(t *testing.T, stateDSN string) *apiEnv { return apiServeB(t, stateDSN) }
+
+// apiServeB is apiServe for tests and benchmarks.
+func apiServeB(t testing.TB, stateDSN string) *apiEnv {
 	t.Helper()
 	ctx := context.Background()
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -74,6 +77,11 @@ func apiServe(t *testing.T, stateDSN string) *apiEnv {
 		e.tokens[u] = tok
 	}
 	return e
+}
+
+// callB is call on behalf of a benchmark.
+func (e *apiEnv) callB(_ testing.TB, user, method, path, body string) (int, map[string]any) {
+	return e.call(user, method, path, body)
 }
 
 // call sends a request as user ("" for none) and decodes a JSON answer.

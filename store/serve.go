@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -272,4 +274,22 @@ func (s *Store) PlanCounts(ctx context.Context) ([]PlanCount, error) {
 		out = append(out, c)
 	}
 	return out, rows.Err()
+}
+
+// WebSecret returns the web UI's signing secret, made the first time it is
+// asked for and shared from then on by every process on this store.
+func (s *Store) WebSecret(ctx context.Context) ([]byte, error) {
+	var fresh [32]byte
+	if _, err := rand.Read(fresh[:]); err != nil {
+		return nil, err
+	}
+	if _, err := s.db.ExecContext(ctx, s.d.rebind(`INSERT INTO web_secret (id, secret) VALUES (1, ?) ON CONFLICT (id) DO NOTHING`),
+		hex.EncodeToString(fresh[:])); err != nil {
+		return nil, fmt.Errorf("web secret: %w", err)
+	}
+	var h string
+	if err := s.db.QueryRowContext(ctx, `SELECT secret FROM web_secret WHERE id = 1`).Scan(&h); err != nil {
+		return nil, fmt.Errorf("web secret: %w", err)
+	}
+	return hex.DecodeString(h)
 }

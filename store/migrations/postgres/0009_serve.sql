@@ -51,3 +51,11 @@ CREATE TABLE notices_sent (
     sent_at   timestamptz NOT NULL,
     PRIMARY KEY (event_seq, target)
 );
+
+-- The web UI's signing secret (CSRF tokens, flash messages), shared by
+-- every replica serving this store so a form made by one is accepted by
+-- another, and kept across restarts.
+CREATE TABLE web_secret (
+    id     integer PRIMARY KEY CHECK (id = 1),
+    secret text NOT NULL
+);

@@ -1,0 +1,81 @@
+package server
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/control"
+)
+
+// decide runs one of the plan page's buttons through control as the
+// signed-in user. Done, it redirects to the plan page (303) with a flash
+// message. Refused, it shows the plan page at once with the refusal and
+// its status (403 for a decision the user may not take, 409 for a lock):
+// the refusal is control's, whatever the page offered.
+func (ui *webUI) decide(w http.ResponseWriter, r *http.Request, v *view) {
+	id, act := r.PathValue("id"), r.PathValue("action")
+	note := strings.TrimSpace(r.PostForm.Get("note"))
+	c, ctx, user := ui.s.Control, r.Context(), v.User
+	var msg string
+	var err error
+	switch act {
+	case "approve":
+		_, err = c.Approve(ctx, id, user, note)
+		msg = "You approved the plan."
+	case "reject":
+		_, err = c.Reject(ctx, id, user, note)
+		msg = "You rejected the plan."
+	case "snapshot":
+		var parts []refill.SnapshotPart
+		_, parts, err = c.Snapshot(ctx, id, user)
+		msg = fmt.Sprintf("Snapshot taken: %d partition(s) copied.", len(parts))
+	case "scope":
+		_, err = c.Scope(ctx, id, user, note)
+		msg = "Scope recorded."
+	case "signoff":
+		_, err = c.Signoff(ctx, id, user, note)
+		msg = "You signed off the run."
+	case "cancel":
+		var st *control.State
+		if st, err = c.Cancel(ctx, id, user, note); err == nil {
+			msg = "The plan is cancelled."
+			if st.Plan.Status == refill.StatusRunning {
+				msg = "The run was asked to stop: no new partition starts, and those in flight finish first."
+			}
+		}
+	case "apply":
+		var st *control.State
+		if st, err = c.Load(ctx, id); err == nil {
+			if err = ui.s.mayStart(st); err == nil {
+				err = ui.s.startApply(id, user)
+			}
+		}
+		msg = "The run started."
+	default:
+		ui.fail(w, r, v, refill.NotFoundf("no action %q on a plan (approve, reject, apply, cancel, snapshot, scope, signoff)", act))
+		return
+	}
+	if err != nil {
+		ui.s.Log.InfoContext(ctx, "web action refused", slog.String("plan", id), slog.String("action", act),
+			slog.String("user", user), slog.String("error", err.Error()))
+		st, lerr := c.Load(ctx, id)
+		if lerr != nil {
+			ui.fail(w, r, v, err)
+			return
+		}
+		status, text := HTTPStatus(err), err.Error()
+		if status == http.StatusInternalServerError {
+			ui.s.Log.ErrorContext(ctx, "internal error", slog.String("path", r.URL.Path), slog.String("error", text))
+			text = "Internal error: the server log has the details."
+		}
+		v.Flash = &flash{Kind: "error", Msg: text}
+		ui.renderPlan(w, r, v, st, status)
+		return
+	}
+	ui.setFlash(w, r, flash{Kind: "ok", Msg: msg})
+	http.Redirect(w, r, "/plans/"+url.PathEscape(id), http.StatusSeeOther)
+}

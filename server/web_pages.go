@@ -1,0 +1,517 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/control"
+	"github.com/refill-dev/refill/lineage"
+	"github.com/refill-dev/refill/store"
+)
+
+var webFuncs = template.FuncMap{
+	// rows is a row count for a person, or a dash when it is unknown.
+	"rows": func(n *int64) string {
+		if n == nil {
+			return "—"
+		}
+		return humanize.Comma(*n)
+	},
+	"when": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format("2006-01-02 15:04 UTC")
+	},
+	"pct": func(f *float64) string {
+		if f == nil {
+			return ""
+		}
+		return fmt.Sprintf("%+.1f%%", 100**f)
+	},
+	"percent": func(f float64) string { return strconv.FormatFloat(100*f, 'f', -1, 64) + "%" },
+	"num":     func(f float64) string { return strconv.FormatFloat(f, 'g', 4, 64) },
+	"join":    strings.Join,
+	"short": func(s string) string {
+		if len(s) > 19 {
+			return s[:19] + "…"
+		}
+		return s
+	},
+}
+
+// allStatuses are the statuses the plans list filters by, in life order.
+var allStatuses = []refill.Status{refill.StatusPending, refill.StatusReady, refill.StatusApproved, refill.StatusRunning,
+	refill.StatusApplied, refill.StatusFailed, refill.StatusBlocked, refill.StatusRejected, refill.StatusSuperseded,
+	refill.StatusRolledBack, refill.StatusExpired, refill.StatusCancelled}
+
+// The plans list.
+
+type plansData struct {
+	Plans    []refill.PlanSummary
+	Status   refill.Status
+	Statuses []refill.Status
+	Limit    int
+}
+
+func (ui *webUI) plans(w http.ResponseWriter, r *http.Request, v *view) {
+	q := r.URL.Query()
+	d := plansData{Status: refill.Status(q.Get("status")), Statuses: allStatuses, Limit: 100}
+	if d.Status != "" && !slices.Contains(allStatuses, d.Status) {
+		ui.fail(w, r, v, refill.BadInputf("status %q: want one of %s", d.Status, statusNames()))
+		return
+	}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 1000 {
+			ui.fail(w, r, v, refill.BadInputf("limit %q: want a number from 1 to 1000", s))
+			return
+		}
+		d.Limit = n
+	}
+	var err error
+	if d.Plans, err = ui.s.Store.Plans(r.Context(), refill.PlanFilter{Status: d.Status, Limit: d.Limit}); err != nil {
+		ui.fail(w, r, v, err)
+		return
+	}
+	v.Title, v.Nav, v.Data = "Plans", "plans", d
+	ui.render(w, r, http.StatusOK, "plans", v)
+}
+
+func statusNames() string {
+	var s []string
+	for _, st := range allStatuses {
+		s = append(s, string(st))
+	}
+	return strings.Join(s, ", ")
+}
+
+// One plan.
+
+// planData is what the plan page shows.
+type planData struct {
+	P         *refill.Plan
+	St        *control.State
+	Impact    string
+	Progress  *Progress
+	Report    *control.Report
+	ReportErr string
+	Steps     []stepView
+	Checklist []checkItem
+	Failed    int
+	May       mayDo
+	// Running is true while the run is in progress: the page follows it.
+	Running      bool
+	ShowProgress bool
+}
+
+// mayDo says which buttons the page shows the signed-in user. It mirrors
+// control's rules so that nobody is offered a button that will refuse
+// them; control still decides every press.
+type mayDo struct {
+	Approve, Reject, Apply, Cancel, Snapshot, Scope, Signoff bool
+}
+
+type stepView struct {
+	Dataset    string
+	Order      int
+	Kind       refill.JobKind
+	Tags       []string
+	Target     bool
+	Partitions []partitionView
+}
+
+// partitionView is one partition of a step: the plan's counts, and after
+// the run what it found and left.
+type partitionView struct {
+	Partition      string
+	Current        *int64
+	Expected       *int64
+	ExpectedMethod refill.ExpectedMethod
+	Published      bool
+	Before, After  *int64
+	Deviation      *float64
+	// Flagged: after differs from expected beyond the tolerance.
+	// Changed: the content changed (checksums differ).
+	Flagged, Changed bool
+}
+
+// checkItem is one line of the manual checklist.
+type checkItem struct {
+	N      int
+	Name   string
+	Done   bool
+	By     string
+	At     time.Time
+	Note   string
+	Action string // the form that does it, when the user may now
+	Wait   string // what it waits for, when not done
+}
+
+func (ui *webUI) plan(w http.ResponseWriter, r *http.Request, v *view) {
+	st, err := ui.s.Control.Load(r.Context(), r.PathValue("id"))
+	if err != nil {
+		ui.fail(w, r, v, err)
+		return
+	}
+	ui.renderPlan(w, r, v, st, http.StatusOK)
+}
+
+// renderPlan shows a plan's page with status: 200, or the status of a
+// refused action whose refusal v.Flash carries.
+func (ui *webUI) renderPlan(w http.ResponseWriter, r *http.Request, v *view, st *control.State, status int) {
+	p := st.Plan
+	d := planData{P: p, St: st, Impact: control.Impact(p), Progress: ui.s.progress(r, st), Failed: p.Gate.Failed(),
+		Running: p.Status == refill.StatusRunning}
+	rep, err := ui.s.Control.Report(r.Context(), p.ID)
+	switch {
+	case err == nil || errors.Is(err, refill.ErrVerification):
+		d.Report = &rep
+		if err != nil {
+			d.ReportErr = err.Error()
+		}
+	default:
+		ui.fail(w, r, v, err)
+		return
+	}
+	byKey := map[string]control.PartitionReport{}
+	for _, pr := range rep.Partitions {
+		byKey[pr.Dataset+"\x00"+pr.Partition] = pr
+	}
+	for _, s := range p.Steps {
+		sv := stepView{Dataset: s.Dataset, Order: s.Order, Kind: s.Kind, Tags: s.Tags, Target: slices.Contains(p.Request.Targets, s.Dataset)}
+		for _, pp := range s.Partitions {
+			pv := partitionView{Partition: pp.Partition, Current: pp.CurrentRows, Expected: pp.ExpectedRows, ExpectedMethod: pp.ExpectedMethod}
+			if pr, ok := byKey[s.Dataset+"\x00"+pp.Partition]; ok && pr.Published {
+				pv.Published, pv.Deviation, pv.Flagged = true, pr.Deviation, pr.Flagged
+				if pr.Before != nil {
+					pv.Before = &pr.Before.Rows
+				}
+				if pr.After != nil {
+					pv.After = &pr.After.Rows
+				}
+				pv.Changed = pr.Before == nil || pr.After == nil || pr.Before.Checksum != pr.After.Checksum
+			}
+			sv.Partitions = append(sv.Partitions, pv)
+		}
+		d.Steps = append(d.Steps, sv)
+	}
+	d.May = ui.mayDo(st, v.User, d.Report)
+	if p.Tier == refill.TierManual {
+		d.Checklist = ui.checklist(st, d.May)
+	}
+	v.Refresh = d.Running
+	switch p.Status {
+	case refill.StatusRunning, refill.StatusApplied, refill.StatusFailed, refill.StatusCancelled, refill.StatusRolledBack:
+		d.ShowProgress = true
+	default:
+		d.ShowProgress = d.Progress.Published > 0
+	}
+	v.Title, v.Nav, v.Data = "Plan "+p.ID, "plans", d
+	ui.render(w, r, status, "plan", v)
+}
+
+func (ui *webUI) isLead(user string) bool {
+	u, ok := ui.s.Config.Users[user]
+	return ok && u.HasRole(refill.RoleLead)
+}
+
+// mayDo mirrors control's rules for the buttons (control.Approve, Reject,
+// Snapshot, Scope, Signoff, Cancel and Server.mayStart).
+func (ui *webUI) mayDo(st *control.State, user string, rep *control.Report) mayDo {
+	p := st.Plan
+	_, snapped := st.Done(refill.ChecklistSnapshot)
+	_, scoped := st.Done(refill.ChecklistScope)
+	_, signed := st.Done(refill.ChecklistSignoff)
+	clear := len(st.Stale) == 0 && len(st.Holders) == 0
+	manual := p.Tier == refill.TierManual
+	var m mayDo
+	// Approval: pending, not the requester's own, current, and for a
+	// manual plan a lead after snapshot and scope. Rejection is offered to
+	// the same reviewers (the requester withdraws with cancel).
+	reviewer := user != p.Request.RequestedBy && (!manual || (len(ui.s.Config.Users) > 0 && ui.isLead(user)))
+	m.Approve = p.Status == refill.StatusPending && reviewer && clear && (!manual || (snapped && scoped))
+	m.Reject = p.Status == refill.StatusPending && reviewer
+	m.Apply = len(st.Unmet) == 0 && p.Status != refill.StatusRunning && p.Status.Live()
+	switch p.Status {
+	case refill.StatusPending, refill.StatusApproved, refill.StatusReady, refill.StatusRunning:
+		m.Cancel = st.Cancel == nil && ui.s.Control.MayCancel(st, user)
+	}
+	if manual {
+		switch p.Status {
+		case refill.StatusPending, refill.StatusReady, refill.StatusApproved:
+			m.Snapshot = !snapped && clear
+		}
+		m.Scope = p.Status == refill.StatusPending && snapped && !scoped && clear
+		m.Signoff = p.Status == refill.StatusApplied && user != p.Request.RequestedBy && !signed && rep != nil && rep.Flagged == 0
+	}
+	return m
+}
+
+// checklist is the manual checklist in control's order and numbering.
+func (ui *webUI) checklist(st *control.State, may mayDo) []checkItem {
+	p := st.Plan
+	item := func(n int, name string, step refill.ChecklistItem, action bool, form, wait string) checkItem {
+		c := checkItem{N: n, Name: name, Wait: wait}
+		if s, ok := st.Done(step); ok {
+			c.Done, c.By, c.At, c.Note = true, s.Actor, s.At, s.Note
+		} else if action {
+			c.Action = form
+		}
+		return c
+	}
+	out := []checkItem{
+		item(1, "Snapshot the partitions it will overwrite", refill.ChecklistSnapshot, may.Snapshot, "snapshot", "open to anyone, before approval"),
+		item(2, "State the scope", refill.ChecklistScope, may.Scope, "scope", "waits for the snapshot"),
+	}
+	approval := checkItem{N: 3, Name: "Approval by a lead other than " + p.Request.RequestedBy, Wait: "waits for a lead, after snapshot and scope"}
+	for _, a := range st.Approvals {
+		if a.Decision == refill.DecisionApprove && a.PlanHash == p.Hash && a.Actor != p.Request.RequestedBy && ui.isLead(a.Actor) {
+			approval.Done, approval.By, approval.At, approval.Note = true, a.Actor, a.At, a.Note
+		}
+	}
+	if !approval.Done && may.Approve {
+		approval.Action = "approve"
+	}
+	run := checkItem{N: 4, Name: "Run", Wait: "waits for the first three steps"}
+	switch p.Status {
+	case refill.StatusApplied:
+		run.Done = true
+	case refill.StatusRunning:
+		run.Wait = "running now"
+	}
+	if may.Apply {
+		run.Action = "apply"
+	}
+	out = append(out, approval, run,
+		item(5, "Sign off the report", refill.ChecklistSignoff, may.Signoff, "signoff", "waits for a second person's review of the report, after the run"))
+	if !p.Status.Live() && p.Status != refill.StatusApplied {
+		// A blocked, rejected, superseded, expired, cancelled or rolled
+		// back plan waits for nothing: its open steps are closed.
+		for i := range out {
+			if !out[i].Done {
+				out[i].Wait = "closed: the plan is " + string(p.Status)
+			}
+		}
+	}
+	return out
+}
+
+// planLineage is the plan's lineage picture for the page's <img>.
+func (ui *webUI) planLineage(w http.ResponseWriter, r *http.Request, _ string) {
+	st, err := ui.s.Control.Load(r.Context(), r.PathValue("id"))
+	if err != nil {
+		http.Error(w, err.Error(), HTTPStatus(err))
+		return
+	}
+	dot, err := PlanDOT(st.Plan, ui.s.Config)
+	if err != nil {
+		ui.s.writeError(w, r, err)
+		return
+	}
+	ui.svg(w, r, dot)
+}
+
+func (ui *webUI) datasetLineage(w http.ResponseWriter, r *http.Request, _ string) {
+	name := r.PathValue("name")
+	g, err := lineage.New(ui.s.Config.Datasets)
+	if err != nil {
+		ui.s.writeError(w, r, err)
+		return
+	}
+	names, err := g.Neighbourhood(name)
+	if err != nil {
+		http.Error(w, err.Error(), HTTPStatus(err))
+		return
+	}
+	ui.svg(w, r, g.DOT(names, lineage.Highlight{Targets: map[string]bool{name: true}}))
+}
+
+func (ui *webUI) svg(w http.ResponseWriter, r *http.Request, dot string) {
+	svg, err := lineage.SVG(r.Context(), dot)
+	if err != nil {
+		ui.s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "image/svg+xml")
+	w.Header().Set("Cache-Control", "private, max-age=60")
+	_, _ = w.Write(svg)
+}
+
+// planProgress is the run's progress as JSON, for the page's refresher.
+func (ui *webUI) planProgress(w http.ResponseWriter, r *http.Request, _ string) {
+	st, err := ui.s.Control.Load(r.Context(), r.PathValue("id"))
+	if err != nil {
+		ui.s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, struct {
+		Status refill.Status `json:"status"`
+		*Progress
+	}{st.Plan.Status, ui.s.progress(r, st)})
+}
+
+// One dataset.
+
+type datasetData struct {
+	D          *refill.Dataset
+	Downstream []string
+	Checks     string
+	Touches    []touchView
+	More       bool
+}
+
+// touchView is one plan's dealings with one partition, from the audit log.
+type touchView struct {
+	Partition  string
+	PlanID     string
+	Status     refill.Status
+	By, Reason string
+	Events     []refill.Event
+	RowsBefore *int64
+	RowsAfter  *int64
+}
+
+// maxTouches bounds the dataset page's history table.
+const maxTouches = 500
+
+func (ui *webUI) dataset(w http.ResponseWriter, r *http.Request, v *view) {
+	name := r.PathValue("name")
+	d, ok := ui.s.Config.Datasets[name]
+	if !ok {
+		ui.fail(w, r, v, refill.NotFoundf("unknown dataset %q (known: %s)", name, strings.Join(ui.s.Config.DatasetNames(), ", ")))
+		return
+	}
+	g, err := lineage.New(ui.s.Config.Datasets)
+	if err != nil {
+		ui.fail(w, r, v, err)
+		return
+	}
+	data := datasetData{D: d, Downstream: g.Downstream(name)}
+	if d.Checks != nil {
+		b, _ := json.MarshalIndent(d.Checks, "", "  ")
+		data.Checks = string(b)
+	}
+	evs, err := ui.s.Store.Audit(r.Context(), store.AuditFilter{Dataset: name})
+	if err != nil {
+		ui.fail(w, r, v, err)
+		return
+	}
+	// Group the partition-level entries by partition and plan, newest
+	// partition first.
+	idx := map[string]int{}
+	for _, e := range evs {
+		if e.Partition == "" || e.PlanID == "" {
+			continue
+		}
+		k := e.Partition + "\x00" + e.PlanID
+		i, ok := idx[k]
+		if !ok {
+			i = len(data.Touches)
+			idx[k] = i
+			data.Touches = append(data.Touches, touchView{Partition: e.Partition, PlanID: e.PlanID})
+		}
+		t := &data.Touches[i]
+		t.Events = append(t.Events, e)
+		if e.Kind == refill.EventPartitionPublished {
+			var det struct {
+				RowsBefore *int64 `json:"rows_before"`
+				RowsAfter  *int64 `json:"rows_after"`
+			}
+			if json.Unmarshal(e.Detail, &det) == nil {
+				t.RowsBefore, t.RowsAfter = det.RowsBefore, det.RowsAfter
+			}
+		}
+	}
+	slices.SortStableFunc(data.Touches, func(a, b touchView) int {
+		if c := strings.Compare(b.Partition, a.Partition); c != 0 {
+			return c
+		}
+		return int(a.Events[0].Seq - b.Events[0].Seq)
+	})
+	if len(data.Touches) > maxTouches {
+		data.Touches, data.More = data.Touches[:maxTouches], true
+	}
+	plans := map[string]*refill.Plan{}
+	for i := range data.Touches {
+		t := &data.Touches[i]
+		p, ok := plans[t.PlanID]
+		if !ok {
+			if p, err = ui.s.Store.Plan(r.Context(), t.PlanID); err != nil && !errors.Is(err, refill.ErrNotFound) {
+				ui.fail(w, r, v, err)
+				return
+			}
+			plans[t.PlanID] = p
+		}
+		if p != nil {
+			t.Status, t.By, t.Reason = p.Status, p.Request.RequestedBy, p.Request.Reason
+		}
+	}
+	v.Title, v.Nav, v.Data = "Dataset "+name, "", data
+	ui.render(w, r, http.StatusOK, "dataset", v)
+}
+
+// The audit log.
+
+type auditData struct {
+	Entries []refill.Event
+	Limit   int
+	Before  int64
+	// Older is the seq to page on from, when there are older entries.
+	Older                int64
+	Plan, Dataset, Event string
+	Filtered             bool
+}
+
+func (ui *webUI) audit(w http.ResponseWriter, r *http.Request, v *view) {
+	q := r.URL.Query()
+	d := auditData{Limit: 50, Plan: q.Get("plan"), Dataset: q.Get("dataset"), Event: q.Get("event")}
+	d.Filtered = d.Plan != "" || d.Dataset != "" || d.Event != ""
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 500 {
+			ui.fail(w, r, v, refill.BadInputf("limit %q: want a number from 1 to 500", s))
+			return
+		}
+		d.Limit = n
+	}
+	if s := q.Get("before"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 1 {
+			ui.fail(w, r, v, refill.BadInputf("before %q: want an entry number (seq)", s))
+			return
+		}
+		d.Before = n
+	}
+	// The store reads the log in order; the page is its newest entries
+	// before d.Before.
+	evs, err := ui.s.Store.Audit(r.Context(), store.AuditFilter{PlanID: d.Plan, Dataset: d.Dataset, Kind: refill.EventKind(d.Event)})
+	if err != nil {
+		ui.fail(w, r, v, err)
+		return
+	}
+	for i := len(evs) - 1; i >= 0; i-- {
+		e := evs[i]
+		if d.Before > 0 && e.Seq >= d.Before {
+			continue
+		}
+		if len(d.Entries) == d.Limit {
+			d.Older = d.Entries[len(d.Entries)-1].Seq
+			break
+		}
+		d.Entries = append(d.Entries, e)
+	}
+	v.Title, v.Nav, v.Data = "Audit log", "audit", d
+	ui.render(w, r, http.StatusOK, "audit", v)
+}
