@@ -47,24 +47,35 @@ func (c *Control) History(ctx context.Context, dataset, partition string) ([]Tou
 	if err != nil {
 		return nil, err
 	}
-	// Plans whose gate flagged the partition changed what later gates
-	// accept (a flagged partition leaves volume history): they belong in
-	// its history too, with who asked for them and why.
-	flags, err := c.Store.Audit(ctx, store.AuditFilter{Kind: refill.EventGateResult, Dataset: dataset, Partition: partition})
+	evs, err := c.Store.Audit(ctx, store.AuditFilter{Dataset: dataset, Partition: partition})
 	if err != nil {
 		return nil, err
 	}
-	for _, f := range flags {
-		if f.PlanID != "" && !slices.Contains(ids, f.PlanID) {
+	// Plans whose gate flagged the partition changed what later gates
+	// accept (a flagged partition leaves volume history): they belong in
+	// its history too, with who asked for them and why.
+	for _, f := range evs {
+		if f.Kind == refill.EventGateResult && f.PlanID != "" && !slices.Contains(ids, f.PlanID) {
 			ids = append(ids, f.PlanID)
 		}
 	}
+	// Four queries whatever the number of plans: the plans, the
+	// partition's audit entries, their bodies and their decisions.
+	plans, err := c.Store.PlansByID(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	decisions, err := c.Store.ApprovalsOf(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	events := map[string][]refill.Event{}
+	for _, e := range evs {
+		events[e.PlanID] = append(events[e.PlanID], e)
+	}
 	out := []Touch{}
-	for _, id := range ids {
-		p, err := c.Store.Plan(ctx, id)
-		if err != nil {
-			return nil, err
-		}
+	for i, id := range ids {
+		p := plans[i]
 		t := Touch{PlanID: id, Status: p.Status, Tier: p.Tier, RequestedBy: p.Request.RequestedBy, Reason: p.Request.Reason,
 			Range: p.Request.From + ".." + p.Request.To, PlannedAt: p.CreatedAt, ApprovedBy: []string{}}
 		for _, st := range p.Steps {
@@ -77,17 +88,14 @@ func (c *Control) History(ctx context.Context, dataset, partition string) ([]Tou
 				}
 			}
 		}
-		aps, err := c.Store.Approvals(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		for _, a := range aps {
+		for _, a := range decisions[id] {
 			if a.Decision == refill.DecisionApprove {
 				t.ApprovedBy = append(t.ApprovedBy, a.Actor)
 			}
 		}
-		if t.Events, err = c.Store.Audit(ctx, store.AuditFilter{PlanID: id, Dataset: dataset, Partition: partition}); err != nil {
-			return nil, err
+		t.Events = events[id]
+		if t.Events == nil {
+			t.Events = []refill.Event{}
 		}
 		for _, e := range t.Events {
 			if e.Kind != refill.EventPartitionPublished {

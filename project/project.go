@@ -22,6 +22,7 @@ import (
 	"github.com/refill-dev/refill/config"
 	"github.com/refill-dev/refill/control"
 	"github.com/refill-dev/refill/gate"
+	"github.com/refill-dev/refill/notify"
 	"github.com/refill-dev/refill/planner"
 	"github.com/refill-dev/refill/proof"
 	"github.com/refill-dev/refill/run"
@@ -53,6 +54,8 @@ type Project struct {
 	Store     *store.Store
 	Control   *control.Control
 	Runner    *run.Runner
+	// Notifier queues and delivers Slack messages and webhooks.
+	Notifier *notify.Notifier
 }
 
 // Open loads the config, opens the warehouse and the state store (keyed
@@ -82,6 +85,14 @@ func Open(ctx context.Context, o Options) (*Project, error) {
 		return nil, err
 	}
 	p.Runner.Log = o.Log
+	// Slack messages and webhooks are queued in the transaction of the
+	// change they tell of; Notifier.Run (refill serve, refill worker)
+	// delivers them.
+	p.Notifier = notify.New(cfg, p.Store, getenv)
+	if err := p.Notifier.Install(ctx); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("notify: %w", err)
+	}
 	return p, nil
 }
 

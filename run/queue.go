@@ -230,6 +230,9 @@ func startRiver[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], mi
 	if err := river.AddWorkerSafely(workers, &worker{work: cfg.work, timeout: timeout}); err != nil {
 		return nil, fmt.Errorf("river: %w", err)
 	}
+	if err := river.AddWorkerSafely(workers, &StandIn[notifyStandIn]{Limit: NotifyTimeout}); err != nil {
+		return nil, fmt.Errorf("river: %w", err)
+	}
 	rc := &river.Config{
 		Logger:               cfg.logger,
 		Workers:              workers,

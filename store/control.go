@@ -49,6 +49,34 @@ func (s *Store) Approvals(ctx context.Context, planID string) ([]refill.Approval
 	return out, rows.Err()
 }
 
+// ApprovalsOf returns the approvals and rejections of several plans in
+// one query, by plan, each in the order they were made.
+func (s *Store) ApprovalsOf(ctx context.Context, planIDs []string) (map[string][]refill.Approval, error) {
+	out := map[string][]refill.Approval{}
+	if len(planIDs) == 0 {
+		return out, nil
+	}
+	args := make([]any, len(planIDs))
+	for i, id := range planIDs {
+		args[i] = id
+	}
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT plan_id, plan_hash, actor, decision, note, at FROM approvals WHERE plan_id IN (`+placeholders(len(planIDs))+`) ORDER BY seq`), args...)
+	if err != nil {
+		return nil, fmt.Errorf("approvals: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var a refill.Approval
+		var at timestamp
+		if err := rows.Scan(&a.PlanID, &a.PlanHash, &a.Actor, &a.Decision, &a.Note, &at); err != nil {
+			return nil, fmt.Errorf("approvals: %w", err)
+		}
+		a.At = at.Time
+		out[a.PlanID] = append(out[a.PlanID], a)
+	}
+	return out, rows.Err()
+}
+
 // AddStep records a manual checklist step; each step happens once per plan.
 func (t *Tx) AddStep(ctx context.Context, st refill.ChecklistStep) error {
 	detail := string(st.Detail)

@@ -59,6 +59,10 @@ const sqlitePragmas = dsn.SQLiteWAL + "&_pragma=foreign_keys(1)&_txlock=immediat
 // instead of hanging until the caller gives up.
 const pgConnectTimeout = 10 * time.Second
 
+// pgMaxConns bounds the state store's connections to PostgreSQL unless the
+// DSN's pool_max_conns says otherwise.
+const pgMaxConns = 16
+
 // Open opens the state store named by dsn and brings its schema up to date.
 //
 // dsn is "sqlite:PATH" or a "postgres://" or "postgresql://" URL, as in
@@ -141,6 +145,12 @@ func openPostgres(ctx context.Context, dsn string) (*Store, error) {
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = pgConnectTimeout
+	}
+	// pgxpool's default (four connections on a small machine) starves a
+	// server answering many clients at once; pool_max_conns in the DSN
+	// still decides when given.
+	if !strings.Contains(dsn, "pool_max_conns") {
+		cfg.MaxConns = pgMaxConns
 	}
 	where := fmt.Sprintf("PostgreSQL at %s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -274,6 +284,12 @@ func (s *Store) Plan(ctx context.Context, id string) (*refill.Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("plan %s: %w", id, err)
 	}
+	return decodePlan(id, hash, status, body)
+}
+
+// decodePlan reads a stored plan's body and checks it is the plan stored
+// under id and hash.
+func decodePlan(id, hash, status, body string) (*refill.Plan, error) {
 	var p refill.Plan
 	if err := json.Unmarshal([]byte(body), &p); err != nil {
 		return nil, verificationf("plan %s was altered in the state store: its body is not a plan (%v); do not apply it, make a new plan", id, err)
@@ -286,6 +302,50 @@ func (s *Store) Plan(ctx context.Context, id string) (*refill.Plan, error) {
 	}
 	p.Status = refill.Status(status)
 	return &p, nil
+}
+
+// PlansByID loads several plans in one query, each checked as Plan checks
+// it, in the order of ids. An id with no plan is refill.ErrNotFound.
+func (s *Store) PlansByID(ctx context.Context, ids []string) ([]*refill.Plan, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT id, hash, status, body FROM plans WHERE id IN (`+placeholders(len(ids))+`)`), args...)
+	if err != nil {
+		return nil, fmt.Errorf("plans: %w", err)
+	}
+	defer rows.Close()
+	byID := map[string]*refill.Plan{}
+	for rows.Next() {
+		var id, hash, status, body string
+		if err := rows.Scan(&id, &hash, &status, &body); err != nil {
+			return nil, fmt.Errorf("plans: %w", err)
+		}
+		p, err := decodePlan(id, hash, status, body)
+		if err != nil {
+			return nil, err
+		}
+		byID[id] = p
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("plans: %w", err)
+	}
+	out := make([]*refill.Plan, len(ids))
+	for i, id := range ids {
+		if out[i] = byID[id]; out[i] == nil {
+			return nil, refill.NotFoundf("no plan %q in the state store", id)
+		}
+	}
+	return out, nil
+}
+
+// placeholders is "?, ?, …" for n values.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
 }
 
 // Plans lists plans newest first; plans made in the same instant (as under

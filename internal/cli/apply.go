@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -170,7 +171,19 @@ its jobs return to the queue, and a partition is recorded published once.`,
 			r.Log = a.stderr
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return r.Work(ctx)
+			c, err := a.control(e)
+			if err != nil {
+				return err
+			}
+			// A worker also delivers the Slack messages and webhooks any
+			// door queued.
+			notified := make(chan error, 1)
+			go func() {
+				notified <- e.notifier.Run(ctx, c, slog.New(slog.NewTextHandler(a.stderr, nil)).With(slog.String("component", "notify")))
+			}()
+			err = r.Work(ctx)
+			stop()
+			return errors.Join(err, <-notified)
 		},
 	}
 }

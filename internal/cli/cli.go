@@ -22,6 +22,7 @@ import (
 	"github.com/refill-dev/refill/control"
 	"github.com/refill-dev/refill/planner"
 	"github.com/refill-dev/refill/proof"
+	"github.com/refill-dev/refill/notify"
 	"github.com/refill-dev/refill/store"
 	"github.com/refill-dev/refill/warehouse"
 )
@@ -119,9 +120,10 @@ func wrapArgs(v cobra.PositionalArgs) cobra.PositionalArgs {
 
 // env is the project a command works in: its config, warehouse and store.
 type env struct {
-	cfg     *refill.Config
-	wh      refill.Warehouse
-	st      *store.Store
+	cfg      *refill.Config
+	wh       refill.Warehouse
+	st       *store.Store
+	notifier *notify.Notifier
 	closers []func() error
 }
 
@@ -172,6 +174,13 @@ func (a *app) open(ctx context.Context, needWarehouse, needStore bool) (*env, er
 		// The audit chain's key lives outside the state store, in the
 		// environment variable the config names.
 		e.st.SetAuditKey([]byte(a.getenv(cfg.Audit.KeyEnv)))
+		// Slack messages and webhooks are queued in the transaction of
+		// the change they tell of, whichever door made it.
+		e.notifier = notify.New(cfg, e.st, a.getenv)
+		if err := e.notifier.Install(ctx); err != nil {
+			e.Close()
+			return nil, fmt.Errorf("notify: %w", err)
+		}
 	}
 	return e, nil
 }

@@ -59,7 +59,8 @@ and refill apply resumes them.`,
 				return err
 			}
 			r.Log = slogWriter{log: log}
-			srv := server.New(&server.Server{Config: e.cfg, Store: e.st, Control: c, Runner: r, Log: log, Version: Version})
+			srv := server.New(&server.Server{Config: e.cfg, Store: e.st, Control: c, Runner: r, Log: log, Version: Version,
+				Slack: e.notifier.Interactions(c, log.With(slog.String("component", "slack")))})
 			workers, err := a.serveWorkers(ctx, e, c, r, srv, log)
 			if err != nil {
 				return err

@@ -24,5 +24,12 @@ func (a *app) serveWorkers(ctx context.Context, e *env, c *control.Control, r *r
 			}
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := e.notifier.Run(ctx, c, log.With(slog.String("component", "notify"))); err != nil {
+			log.Error("notifier stopped", slog.String("error", err.Error()))
+		}
+	}()
 	return wg.Wait, nil
 }

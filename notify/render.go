@@ -1,0 +1,498 @@
+package notify
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/slack-go/slack"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/control"
+)
+
+// Action IDs of the buttons refill puts on its messages. Each button's
+// value is the plan's ID.
+const (
+	ActionApprove = "refill_approve"
+	ActionReject  = "refill_reject"
+	ActionCancel  = "refill_cancel"
+)
+
+// actionsBlockID names the block that holds the buttons.
+const actionsBlockID = "refill_actions"
+
+// Limits of Block Kit that a long plan could pass: text beyond them makes
+// Slack refuse the whole message, so it is cut with an ellipsis instead.
+const (
+	maxHeader  = 150
+	maxText    = 3000
+	maxField   = 2000
+	maxSteps   = 10
+	maxParts   = 5
+	maxFinding = 5
+	maxContext = 10
+)
+
+// Message is the Slack message about a plan, as Block Kit: what it is for
+// and who asked, the range, the datasets in run order with the rows each
+// partition has and is expected to have, the gate's verdict, what has been
+// decided and what it still needs, links to its page and lineage picture,
+// and the buttons that fit its status (Approve and Reject while it waits,
+// Cancel while it runs). Everything shown comes from the stored plan, so
+// the same plan always renders the same message; publicURL is
+// server.public_url, "" when unset.
+func Message(s *control.State, publicURL string) []slack.Block {
+	p := s.Plan
+	blocks := []slack.Block{
+		slack.NewHeaderBlock(plain(fmt.Sprintf("%s Backfill plan %s · %s", statusEmoji(p.Status), p.ID, p.Tier))),
+		slack.NewSectionBlock(md(escape(control.Impact(p))), nil, nil),
+		slack.NewSectionBlock(nil, []*slack.TextBlockObject{
+			field("Requested by", escape(p.Request.RequestedBy)),
+			field("Range", fmt.Sprintf("%s → %s (%s)", escape(p.Request.From), escape(p.Request.To), plural(p.Request.Days, "day"))),
+			field("Status", string(p.Status)),
+			field("Tier", tierText(p)),
+		}, nil),
+		slack.NewSectionBlock(md(datasetsText(p)), nil, nil),
+		slack.NewSectionBlock(md(gateText(p.Gate)), nil, nil),
+	}
+	if lines := stateLines(s); len(lines) > 0 {
+		blocks = append(blocks, contextBlock(lines...))
+	}
+	blocks = append(blocks, links(p.ID, publicURL))
+	if b := buttons(s); b != nil {
+		blocks = append(blocks, b)
+	}
+	return blocks
+}
+
+// Outcome is the short message that tells a plan's news — a decision, its
+// run starting or stopping — where the plan's own message cannot be
+// updated in place (an incoming webhook cannot edit what it posted).
+func Outcome(e *refill.Event, s *control.State, publicURL string) []slack.Block {
+	id := "`" + escape(e.PlanID) + "`"
+	actor := "*" + escape(e.Actor) + "*"
+	var text string
+	switch e.Kind {
+	case refill.EventApproval:
+		text = fmt.Sprintf(":white_check_mark: *Plan %s approved* by %s%s", id, actor, colon(detail(e, "note")))
+	case refill.EventRejection:
+		text = fmt.Sprintf(":no_entry_sign: *Plan %s rejected* by %s%s", id, actor, colon(detail(e, "note")))
+	case refill.EventRunStarted:
+		text = fmt.Sprintf(":arrows_counterclockwise: *Plan %s is running*, started by %s", id, actor)
+	case refill.EventCancelRequested:
+		text = fmt.Sprintf(":black_square_for_stop: *Cancel of plan %s requested* by %s%s. Partitions in flight finish first.", id, actor, colon(detail(e, "reason")))
+	case refill.EventRunCancelled:
+		text = fmt.Sprintf(":black_square_for_stop: *Plan %s cancelled* by %s%s", id, actor, colon(detail(e, "reason")))
+	case refill.EventRunFinished:
+		text = fmt.Sprintf(":heavy_check_mark: *Plan %s applied*", id)
+	default:
+		text = fmt.Sprintf("*Plan %s*: %s by %s", id, escape(string(e.Kind)), actor)
+	}
+	if s != nil {
+		text += "\n" + escape(control.Impact(s.Plan))
+	}
+	blocks := []slack.Block{slack.NewSectionBlock(md(text), nil, nil), links(e.PlanID, publicURL)}
+	if s != nil {
+		if b := buttons(s); b != nil {
+			blocks = append(blocks, b)
+		}
+	}
+	return blocks
+}
+
+// Alert is a message of its own about something that needs a person: a
+// run blocked by the gate as it began, a run that failed, a finished run
+// whose report is out of tolerance (rep), and a freeze or its end. s is
+// the plan, nil for a freeze.
+func Alert(e *refill.Event, s *control.State, rep *control.Report, publicURL string) []slack.Block {
+	var title, text string
+	switch e.Kind {
+	case refill.EventGateResult:
+		var d struct {
+			Failed   int              `json:"failed"`
+			Findings []refill.Finding `json:"findings"`
+		}
+		_ = json.Unmarshal(e.Detail, &d) // a detail that does not decode shows no findings
+		title = fmt.Sprintf(":rotating_light: Plan %s blocked at apply", e.PlanID)
+		text = fmt.Sprintf("The source gate failed when the run began: %s. Nothing was written, and the plan can never run: repair the source and plan again.",
+			plural(d.Failed, "check"))
+		if lines := findingLines(d.Findings); lines != "" {
+			text += "\n" + lines
+		}
+	case refill.EventRunFailed:
+		title = fmt.Sprintf(":rotating_light: Plan %s: run failed", e.PlanID)
+		text = fmt.Sprintf("```%s```\nPublished partitions are kept. `refill apply %s` resumes the run; `refill rollback %s` undoes what it wrote.",
+			strings.ReplaceAll(escape(detail(e, "error")), "```", "'''"), escape(e.PlanID), escape(e.PlanID))
+	case refill.EventRunFinished:
+		flagged := 0
+		var lines []string
+		if rep != nil {
+			flagged = rep.Flagged
+			for _, r := range rep.Partitions {
+				if !r.Flagged {
+					continue
+				}
+				if len(lines) == maxFinding {
+					lines = append(lines, fmt.Sprintf("• … and %d more", flagged-maxFinding))
+					break
+				}
+				lines = append(lines, "• "+flaggedLine(r))
+			}
+		}
+		title = fmt.Sprintf(":rotating_light: Plan %s: %s off expectation", e.PlanID, plural(flagged, "partition"))
+		tol := 0.0
+		if rep != nil {
+			tol = rep.Tolerance
+		}
+		text = fmt.Sprintf("The run finished, and its report finds %s further than ±%.0f%% from what the plan expected:\n%s\nLook at them, and roll back if they are wrong: `refill rollback %s`.",
+			plural(flagged, "partition"), 100*tol, strings.Join(lines, "\n"), escape(e.PlanID))
+	case refill.EventFreeze:
+		title = ":rotating_light: refill is frozen"
+		text = fmt.Sprintf("*%s* froze automatic applies%s. Auto plans and the watcher wait until `refill unfreeze`; approved plans may still be applied by hand.",
+			escape(e.Actor), colon(detail(e, "reason")))
+	case refill.EventUnfreeze:
+		title = ":arrow_forward: refill is unfrozen"
+		text = fmt.Sprintf("*%s* lifted the freeze%s. Automatic applies run again.", escape(e.Actor), colon(detail(e, "reason")))
+	default:
+		title = fmt.Sprintf(":rotating_light: %s", e.Kind)
+		text = escape(string(e.Detail))
+	}
+	blocks := []slack.Block{slack.NewHeaderBlock(plain(title)), slack.NewSectionBlock(md(text), nil, nil)}
+	if s != nil {
+		blocks = append(blocks, contextBlock(escape(control.Impact(s.Plan))), links(s.Plan.ID, publicURL))
+	}
+	return blocks
+}
+
+// fallback is a message's top-level text: what notifications and screen
+// readers show, since they do not render blocks. Slack reads it as mrkdwn
+// too, so it is escaped like the blocks.
+func fallback(e *refill.Event, s *control.State) string {
+	return escape(fallbackText(e, s))
+}
+
+func fallbackText(e *refill.Event, s *control.State) string {
+	switch {
+	case e.Kind == refill.EventPlanCreated && s != nil:
+		p := s.Plan
+		verb := "was planned"
+		if p.Status == refill.StatusPending {
+			verb = "waits for approval"
+		}
+		return fmt.Sprintf("Backfill plan %s (%s) by %s %s: %s", p.ID, p.Tier, p.Request.RequestedBy, verb, control.Impact(p))
+	case e.PlanID != "":
+		return fmt.Sprintf("refill: plan %s: %s by %s", e.PlanID, strings.ReplaceAll(string(e.Kind), "_", " "), e.Actor)
+	}
+	return fmt.Sprintf("refill: %s by %s", e.Kind, e.Actor)
+}
+
+func statusEmoji(st refill.Status) string {
+	switch st {
+	case refill.StatusPending:
+		return ":hourglass_flowing_sand:"
+	case refill.StatusReady, refill.StatusApproved:
+		return ":white_check_mark:"
+	case refill.StatusRunning:
+		return ":arrows_counterclockwise:"
+	case refill.StatusApplied:
+		return ":heavy_check_mark:"
+	case refill.StatusBlocked, refill.StatusFailed:
+		return ":x:"
+	case refill.StatusRejected:
+		return ":no_entry_sign:"
+	case refill.StatusCancelled:
+		return ":black_square_for_stop:"
+	}
+	return ":card_index_dividers:"
+}
+
+func tierText(p *refill.Plan) string {
+	t := string(p.Tier)
+	if len(p.Reasons) > 0 {
+		rs := make([]string, len(p.Reasons))
+		for i, r := range p.Reasons {
+			rs[i] = escape(r)
+		}
+		t += ": " + strings.Join(rs, "; ")
+	}
+	return t
+}
+
+// datasetsText lists the plan's datasets in run order, each with its
+// partitions and the rows they hold now and are expected to hold after.
+func datasetsText(p *refill.Plan) string {
+	steps := slices.Clone(p.Steps)
+	slices.SortStableFunc(steps, func(a, b refill.Step) int { return cmp.Compare(a.Order, b.Order) })
+	var b strings.Builder
+	b.WriteString("*Rows to rewrite, in run order*")
+	for i, st := range steps {
+		if i == maxSteps {
+			fmt.Fprintf(&b, "\n… and %s more", plural(len(steps)-maxSteps, "dataset"))
+			break
+		}
+		var cur, exp int64
+		var curUnknown, expUnknown int
+		for _, pp := range st.Partitions {
+			if pp.CurrentRows != nil {
+				cur += *pp.CurrentRows
+			} else {
+				curUnknown++
+			}
+			if pp.ExpectedRows != nil {
+				exp += *pp.ExpectedRows
+			} else {
+				expUnknown++
+			}
+		}
+		fmt.Fprintf(&b, "\n%d. *%s* (%s) · %s · %s → %s rows", i+1, escape(st.Dataset), escape(string(st.Kind)),
+			plural(len(st.Partitions), "partition"), control.Total(cur, curUnknown), control.Total(exp, expUnknown))
+		for j, pp := range st.Partitions {
+			if j == maxParts {
+				fmt.Fprintf(&b, "\n      • … and %d more", len(st.Partitions)-maxParts)
+				break
+			}
+			fmt.Fprintf(&b, "\n      • `%s` %s → %s", escape(pp.Partition), rows(pp.CurrentRows), rows(pp.ExpectedRows))
+			if m := pp.ExpectedMethod; m != "" && m != refill.ExpectedQuery && pp.ExpectedRows != nil {
+				fmt.Fprintf(&b, " (%s)", strings.ReplaceAll(string(m), "_", " "))
+			}
+		}
+	}
+	return b.String()
+}
+
+func rows(n *int64) string {
+	if n == nil {
+		return "?"
+	}
+	return control.Total(*n, 0)
+}
+
+// gateText is the source gate's verdict: passed, or its failed findings.
+func gateText(g refill.GateVerdict) string {
+	var warnings []refill.Finding
+	var failed []refill.Finding
+	for _, f := range g.Findings {
+		switch {
+		case f.Warning:
+			warnings = append(warnings, f)
+		case !f.Passed:
+			failed = append(failed, f)
+		}
+	}
+	var b strings.Builder
+	if g.Passed && len(failed) == 0 {
+		b.WriteString(":white_check_mark: *Source gate passed*")
+		if len(g.Checked) > 0 {
+			names := make([]string, len(g.Checked))
+			for i, c := range g.Checked {
+				names[i] = "`" + escape(c) + "`"
+			}
+			b.WriteString(" · checked " + strings.Join(names, ", "))
+		}
+	} else {
+		fmt.Fprintf(&b, ":x: *Source gate failed: %s*", plural(len(failed), "finding"))
+		if lines := findingLines(failed); lines != "" {
+			b.WriteString("\n" + lines)
+		}
+	}
+	if len(warnings) > 0 {
+		fmt.Fprintf(&b, "\n:warning: %s (shown, not blocking):\n%s", plural(len(warnings), "warning"), findingLines(warnings))
+	}
+	return b.String()
+}
+
+func findingLines(fs []refill.Finding) string {
+	var lines []string
+	for i, f := range fs {
+		if i == maxFinding {
+			lines = append(lines, fmt.Sprintf("• … and %d more", len(fs)-maxFinding))
+			break
+		}
+		check := escape(f.Check)
+		if f.Column != "" {
+			check += "(" + escape(f.Column) + ")"
+		}
+		msg := escape(f.Message)
+		if msg == "" {
+			msg = fmt.Sprintf("observed %g, limit %g", f.Observed, f.Limit)
+		}
+		where := "`" + escape(f.Dataset) + "`"
+		if f.Partition != "" {
+			where += " " + escape(f.Partition)
+		}
+		lines = append(lines, fmt.Sprintf("• %s · %s: %s", where, check, msg))
+	}
+	return strings.Join(lines, "\n")
+}
+
+func flaggedLine(r control.PartitionReport) string {
+	after := "?"
+	if r.After != nil {
+		after = control.Total(r.After.Rows, 0)
+	}
+	dev := ""
+	if r.Deviation != nil {
+		dev = fmt.Sprintf(" (%+.1f%%)", 100**r.Deviation)
+	}
+	return fmt.Sprintf("`%s` %s: expected %s, got %s%s", escape(r.Dataset), escape(r.Partition), rows(r.Expected), after, dev)
+}
+
+// stateLines say what has happened to the plan and what it still needs.
+func stateLines(s *control.State) []string {
+	p := s.Plan
+	var lines []string
+	for _, a := range s.Approvals {
+		switch a.Decision {
+		case refill.DecisionApprove:
+			lines = append(lines, fmt.Sprintf(":white_check_mark: Approved by *%s*%s", escape(a.Actor), colon(a.Note)))
+		case refill.DecisionReject:
+			lines = append(lines, fmt.Sprintf(":no_entry_sign: Rejected by *%s*%s", escape(a.Actor), colon(a.Note)))
+		}
+	}
+	if c := s.Cancel; c != nil {
+		verb := "Cancel requested by"
+		if p.Status == refill.StatusCancelled {
+			verb = "Cancelled by"
+		}
+		lines = append(lines, fmt.Sprintf(":black_square_for_stop: %s *%s*%s", verb, escape(c.Actor), colon(c.Reason)))
+	}
+	if len(s.Stale) > 0 {
+		lines = append(lines, ":warning: The config changed since this plan was sealed: it is stale and cannot be approved or applied; plan again.")
+	}
+	if s.Expired {
+		lines = append(lines, ":hourglass: It waited past policy.plan_ttl and expired.")
+	}
+	if !s.FourEyes {
+		lines = append(lines, ":warning: refill.yaml names no users:, so four-eyes is not enforced.")
+	}
+	switch p.Status {
+	case refill.StatusPending, refill.StatusApproved, refill.StatusReady:
+		if s.Freeze != nil && p.Tier == refill.TierAuto {
+			lines = append(lines, fmt.Sprintf(":rotating_light: refill is frozen by *%s*%s", escape(s.Freeze.By), colon(s.Freeze.Reason)))
+		}
+		if len(s.Unmet) > 0 {
+			need := make([]string, 0, len(s.Unmet))
+			for i, u := range s.Unmet {
+				if i == maxFinding {
+					need = append(need, fmt.Sprintf("… and %d more", len(s.Unmet)-maxFinding))
+					break
+				}
+				need = append(need, "• "+escape(strings.ReplaceAll(u, "\n", " ")))
+			}
+			lines = append(lines, "*Before it may run:*\n"+strings.Join(need, "\n"))
+		}
+	}
+	if len(lines) > maxContext {
+		lines = append(lines[:maxContext-1], fmt.Sprintf("… and %d more", len(lines)-maxContext+1))
+	}
+	return lines
+}
+
+// links point at the plan's page and its lineage picture. The picture is a
+// link, not an image block: Slack fetches images itself, renders no SVG,
+// and could not pass the API's bearer token.
+func links(id, publicURL string) slack.Block {
+	if publicURL == "" {
+		return contextBlock(fmt.Sprintf("Links to the plan need `server.public_url` in refill.yaml. Meanwhile: `refill show %s`", escape(id)))
+	}
+	base := strings.TrimRight(publicURL, "/")
+	return slack.NewSectionBlock(md(fmt.Sprintf("%s · %s",
+		link(base+"/plans/"+id, "Open plan "+id),
+		link(base+"/api/v1/plans/"+id+"/lineage.svg", "Lineage picture"))), nil, nil)
+}
+
+// buttons are the decisions the plan's status allows: Approve and Reject
+// while it waits (Approve not while it is stale), Cancel while it runs.
+// Whether the person pressing one may take it is control's decision, made
+// when the press arrives.
+func buttons(s *control.State) slack.Block {
+	p := s.Plan
+	var els []slack.BlockElement
+	switch p.Status {
+	case refill.StatusPending:
+		if len(s.Stale) == 0 {
+			els = append(els, slack.NewButtonBlockElement(ActionApprove, p.ID, plain("Approve")).WithStyle(slack.StylePrimary))
+		}
+		els = append(els, slack.NewButtonBlockElement(ActionReject, p.ID, plain("Reject")).WithStyle(slack.StyleDanger).
+			WithConfirm(slack.NewConfirmationBlockObject(plain("Reject plan "+p.ID+"?"),
+				plain("A rejected plan can never run; plan again if it should."), plain("Reject"), plain("Keep it"))))
+	case refill.StatusRunning:
+		if s.Cancel != nil {
+			return nil
+		}
+		els = append(els, slack.NewButtonBlockElement(ActionCancel, p.ID, plain("Cancel run")).WithStyle(slack.StyleDanger).
+			WithConfirm(slack.NewConfirmationBlockObject(plain("Cancel plan "+p.ID+"?"),
+				plain("No new partition starts; partitions in flight finish and are kept (refill rollback undoes them)."), plain("Cancel run"), plain("Let it run"))))
+	default:
+		return nil
+	}
+	return slack.NewActionBlock(actionsBlockID, els...)
+}
+
+func contextBlock(lines ...string) slack.Block {
+	els := make([]slack.MixedElement, len(lines))
+	for i, l := range lines {
+		els[i] = slack.NewTextBlockObject(slack.MarkdownType, clip(l, maxField), false, false)
+	}
+	return slack.NewContextBlock("", els...)
+}
+
+func plain(s string) *slack.TextBlockObject {
+	return slack.NewTextBlockObject(slack.PlainTextType, clip(s, maxHeader), true, false)
+}
+
+func md(s string) *slack.TextBlockObject {
+	return slack.NewTextBlockObject(slack.MarkdownType, clip(s, maxText), false, false)
+}
+
+func field(name, value string) *slack.TextBlockObject {
+	return slack.NewTextBlockObject(slack.MarkdownType, clip("*"+name+"*\n"+value, maxField), false, false)
+}
+
+// escape makes text safe in Slack's mrkdwn: a reason or a note can then
+// never mention @channel or forge a link.
+func escape(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+func link(url, text string) string {
+	return "<" + escape(url) + "|" + strings.ReplaceAll(escape(text), "|", "¦") + ">"
+}
+
+// clip cuts s to at most n characters, ending it with an ellipsis.
+func clip(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// colon appends a note or reason after a colon, or nothing.
+func colon(note string) string {
+	if strings.TrimSpace(note) == "" {
+		return ""
+	}
+	return ": " + escape(note)
+}
+
+// detail reads one string of an audit entry's detail.
+func detail(e *refill.Event, key string) string {
+	var d map[string]any
+	if json.Unmarshal(e.Detail, &d) != nil {
+		return ""
+	}
+	s, _ := d[key].(string)
+	return s
+}

@@ -1,0 +1,166 @@
+package notify_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slack-go/slack"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/control"
+	"github.com/refill-dev/refill/notify"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+func n64(v int64) *int64 { return &v }
+
+// fixedPlan is a representative plan with fixed IDs and counts: two
+// datasets in run order, one partition of unknown expectation, more
+// partitions than a message lists, and a gate warning — and a reason that
+// tries to ping the channel.
+func fixedPlan(status refill.Status, tier refill.Tier) *control.State {
+	day := func(d int) string { return time.Date(2026, 11, d, 0, 0, 0, 0, time.UTC).Format("2006-01-02") }
+	var daily []refill.PartitionPlan
+	for d := 1; d <= 7; d++ {
+		daily = append(daily, refill.PartitionPlan{Partition: day(d), CurrentRows: n64(int64(1000 + d)), ExpectedRows: n64(int64(1100 + d)), ExpectedMethod: refill.ExpectedQuery})
+	}
+	daily[6].CurrentRows = nil
+	revenue := []refill.PartitionPlan{
+		{Partition: day(1), CurrentRows: n64(1), ExpectedRows: n64(1), ExpectedMethod: refill.ExpectedHistory},
+		{Partition: day(2), CurrentRows: n64(1), ExpectedRows: nil, ExpectedMethod: refill.ExpectedUnknown},
+	}
+	p := &refill.Plan{
+		ID: "3fa9c2d1", Hash: "sha256:00", Status: status, Tier: tier,
+		Reasons: []string{"orders_daily is tagged aggregate", "revenue_daily is tagged billing"},
+		Request: refill.Request{Targets: []string{"orders"}, From: day(1), To: day(7), Days: 7,
+			Reason: "late orders <!channel> & friends", RequestedBy: "alice"},
+		Steps: []refill.Step{
+			{Dataset: "orders_daily", Order: 1, Kind: refill.JobQuery, Partitions: daily},
+			{Dataset: "revenue_daily", Order: 2, Kind: refill.JobSQL, Partitions: revenue},
+		},
+		Sources: []string{"orders"},
+		Gate: refill.GateVerdict{Passed: true, Checked: []string{"orders"}, Findings: []refill.Finding{
+			{Dataset: "orders", Partition: day(3), Check: "volume", Passed: true, Warning: true, Message: "insufficient history: 2 same-weekday points"},
+		}},
+	}
+	return &control.State{Plan: p, FourEyes: true}
+}
+
+func golden(t *testing.T, name string, blocks []slack.Block) {
+	t.Helper()
+	// Unescaped, so the golden shows <links> and &amp; as Slack gets them.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(map[string]any{"blocks": blocks}); err != nil {
+		t.Fatal(err)
+	}
+	got := buf.Bytes()
+	// Slack's own types read the message back: it is well-formed Block Kit.
+	var back struct {
+		Blocks slack.Blocks `json:"blocks"`
+	}
+	if err := json.Unmarshal(got, &back); err != nil || len(back.Blocks.BlockSet) != len(blocks) {
+		t.Errorf("%s: slack-go reads back %d of %d blocks: %v", name, len(back.Blocks.BlockSet), len(blocks), err)
+	}
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./notify -run Golden -update to write it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from %s (go test ./notify -run Golden -update rewrites it):\n%s", name, path, got)
+	}
+}
+
+// TestGoldenMessages pins the Slack messages a person reads.
+func TestGoldenMessages(t *testing.T) {
+	pending := fixedPlan(refill.StatusPending, refill.TierSemiAuto)
+	pending.Unmet = []string{"an approval by someone other than alice"}
+	golden(t, "plan-pending", notify.Message(pending, "https://refill.example.com"))
+
+	running := fixedPlan(refill.StatusRunning, refill.TierManual)
+	running.Approvals = []refill.Approval{{Actor: "carol", Decision: refill.DecisionApprove, Note: "checked with finance"}}
+	golden(t, "plan-running-no-public-url", notify.Message(running, ""))
+
+	blocked := fixedPlan(refill.StatusBlocked, refill.TierSemiAuto)
+	blocked.Plan.Gate = refill.GateVerdict{Passed: false, Checked: []string{"orders"}, Findings: []refill.Finding{
+		{Dataset: "orders", Partition: "2026-11-02", Check: "not_null", Column: "amount", Observed: 0.4, Limit: 0.01},
+		{Dataset: "orders", Partition: "2026-11-03", Check: "volume", Message: "0 rows against a median of 1,000"},
+	}}
+	golden(t, "plan-blocked", notify.Message(blocked, "https://refill.example.com"))
+
+	approved := fixedPlan(refill.StatusApproved, refill.TierSemiAuto)
+	golden(t, "outcome-approved", notify.Outcome(&refill.Event{Kind: refill.EventApproval, Actor: "bob", PlanID: "3fa9c2d1",
+		Detail: refill.Detail(map[string]any{"note": "approved via Slack"})}, approved, "https://refill.example.com"))
+
+	golden(t, "alert-blocked-at-apply", notify.Alert(&refill.Event{Kind: refill.EventGateResult, Actor: "alice", PlanID: "3fa9c2d1",
+		Detail: refill.Detail(map[string]any{"passed": false, "at": "apply", "failed": 1, "findings": blocked.Plan.Gate.Findings[:1]})},
+		fixedPlan(refill.StatusBlocked, refill.TierSemiAuto), nil, "https://refill.example.com"))
+
+	dev := 0.3
+	rep := &control.Report{PlanID: "3fa9c2d1", Status: refill.StatusApplied, Tolerance: 0.1, Total: 9, Published: 9, Flagged: 1,
+		Partitions: []control.PartitionReport{{Dataset: "orders_daily", Partition: "2026-11-02", Expected: n64(1102),
+			After: &refill.Digest{Rows: 1433}, Published: true, Deviation: &dev, Flagged: true}}}
+	golden(t, "alert-off-tolerance", notify.Alert(&refill.Event{Kind: refill.EventRunFinished, Actor: "alice", PlanID: "3fa9c2d1"},
+		fixedPlan(refill.StatusApplied, refill.TierSemiAuto), rep, "https://refill.example.com"))
+
+	golden(t, "alert-freeze", notify.Alert(&refill.Event{Kind: refill.EventFreeze, Actor: "carol",
+		Detail: refill.Detail(map[string]any{"reason": "warehouse migration"})}, nil, nil, ""))
+}
+
+// TestMessageButtons checks the buttons follow the plan's status, and
+// carry the plan's ID.
+func TestMessageButtons(t *testing.T) {
+	for _, c := range []struct {
+		status refill.Status
+		stale  bool
+		want   []string
+	}{
+		{refill.StatusPending, false, []string{notify.ActionApprove, notify.ActionReject}},
+		{refill.StatusPending, true, []string{notify.ActionReject}},
+		{refill.StatusRunning, false, []string{notify.ActionCancel}},
+		{refill.StatusApproved, false, nil},
+		{refill.StatusApplied, false, nil},
+		{refill.StatusBlocked, false, nil},
+	} {
+		s := fixedPlan(c.status, refill.TierSemiAuto)
+		if c.stale {
+			s.Stale = []string{"orders_daily: the job changed"}
+		}
+		var got []string
+		for _, b := range notify.Message(s, "") {
+			a, ok := b.(*slack.ActionBlock)
+			if !ok {
+				continue
+			}
+			for _, el := range a.Elements.ElementSet {
+				btn := el.(*slack.ButtonBlockElement)
+				if btn.Value != s.Plan.ID {
+					t.Errorf("%s: button %s has value %q, want the plan ID", c.status, btn.ActionID, btn.Value)
+				}
+				got = append(got, btn.ActionID)
+			}
+		}
+		if strings.Join(got, ",") != strings.Join(c.want, ",") {
+			t.Errorf("%s (stale %v): buttons %v, want %v", c.status, c.stale, got, c.want)
+		}
+	}
+}

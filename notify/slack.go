@@ -1,0 +1,115 @@
+package notify
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/slack-go/slack"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/control"
+)
+
+// slackTargetName is how store.MarkSent records Slack.
+const slackTargetName = "slack"
+
+// slackTarget is where Slack messages go. With a bot token, messages are
+// posted to channel through chat.postMessage and each plan's message is
+// updated in place as it moves (the notices table keeps its channel and
+// ts); with only an incoming webhook, every piece of news is a new message,
+// since a webhook cannot edit what it posted.
+type slackTarget struct {
+	token, channel string
+	webhookURL     string
+	apiURL         string
+}
+
+func (t *slackTarget) bot() bool { return t.token != "" }
+
+func (n *Notifier) slackAPI() *slack.Client {
+	opts := []slack.Option{slack.OptionHTTPClient(n.HTTPClient)}
+	if api := n.slack.apiURL; api != "" {
+		// slack-go joins method names onto the base: it must end in /.
+		if !strings.HasSuffix(api, "/") {
+			api += "/"
+		}
+		opts = append(opts, slack.OptionAPIURL(api))
+	}
+	return slack.New(n.slack.token, opts...)
+}
+
+// post sends a new message.
+func (n *Notifier) post(ctx context.Context, text string, blocks []slack.Block) (channel, ts string, err error) {
+	t := n.slack
+	if t.bot() {
+		channel, ts, err = n.slackAPI().PostMessageContext(ctx, t.channel, slack.MsgOptionText(text, false), slack.MsgOptionBlocks(blocks...))
+		if err != nil {
+			return "", "", fmt.Errorf("chat.postMessage to %s: %w", t.channel, err)
+		}
+		return channel, ts, nil
+	}
+	err = slack.PostWebhookCustomHTTPContext(ctx, t.webhookURL, n.HTTPClient, &slack.WebhookMessage{Text: text, Blocks: &slack.Blocks{BlockSet: blocks}})
+	if err != nil {
+		// The URL is a secret: say which variable held it, not what it is.
+		return "", "", fmt.Errorf("the Slack incoming webhook ($%s): %w", n.cfg.Notify.Slack.WebhookURLEnv, err)
+	}
+	return "", "", nil
+}
+
+// update replaces a message the bot posted.
+func (n *Notifier) update(ctx context.Context, channel, ts, text string, blocks []slack.Block) error {
+	if _, _, _, err := n.slackAPI().UpdateMessageContext(ctx, channel, ts, slack.MsgOptionText(text, false), slack.MsgOptionBlocks(blocks...)); err != nil {
+		return fmt.Errorf("chat.update of %s in %s: %w", ts, channel, err)
+	}
+	return nil
+}
+
+// refresh updates the plan's message in place to show it as it is now,
+// and reports whether there was a message to update (bot mode only).
+func (n *Notifier) refresh(ctx context.Context, e *refill.Event, s *control.State) (bool, error) {
+	if !n.slack.bot() || s == nil {
+		return false, nil
+	}
+	note, ok, err := n.st.Notice(ctx, s.Plan.ID, slackTargetName)
+	if err != nil || !ok {
+		return false, err
+	}
+	return true, n.update(ctx, note.Channel, note.TS, fallback(e, s), Message(s, n.cfg.Server.PublicURL))
+}
+
+// sendSlack tells Slack about one audit entry.
+func (n *Notifier) sendSlack(ctx context.Context, nt *notice) error {
+	e, s, pub := nt.event, nt.state, n.cfg.Server.PublicURL
+	switch e.Kind {
+	case refill.EventPlanCreated:
+		channel, ts, err := n.post(ctx, fallback(e, s), Message(s, pub))
+		if err != nil {
+			return err
+		}
+		if ts != "" {
+			return n.st.SaveNotice(ctx, refill.Notice{PlanID: s.Plan.ID, Target: slackTargetName, Channel: channel, TS: ts})
+		}
+		return nil
+	case refill.EventApproval, refill.EventRejection, refill.EventRunStarted, refill.EventCancelRequested, refill.EventRunCancelled:
+		updated, err := n.refresh(ctx, e, s)
+		if err != nil || updated {
+			return err
+		}
+		_, _, err = n.post(ctx, fallback(e, s), Outcome(e, s, pub))
+		return err
+	case refill.EventRunFinished:
+		if _, err := n.refresh(ctx, e, s); err != nil {
+			return err
+		}
+		if !nt.offTolerance {
+			return nil
+		}
+	case refill.EventRunFailed, refill.EventGateResult:
+		if _, err := n.refresh(ctx, e, s); err != nil {
+			return err
+		}
+	}
+	_, _, err := n.post(ctx, fallback(e, s), Alert(e, s, nt.report, pub))
+	return err
+}
