@@ -85,7 +85,14 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request, user string, req p
 		s.writeError(w, r, refill.BadInputf("targets: name at least one dataset"))
 		return
 	}
+	select {
+	case s.planning <- struct{}{}:
+	case <-r.Context().Done():
+		s.writeError(w, r, r.Context().Err())
+		return
+	}
 	p, err := s.Control.Plan(r.Context(), user, req)
+	<-s.planning
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -41,6 +42,9 @@ type Server struct {
 
 	metrics *metrics
 	mux     *http.ServeMux
+	// planning bounds dry runs in progress: each scans the warehouse, and
+	// on a small machine a burst of them would starve every other request.
+	planning chan struct{}
 
 	// Applies started through the server run in the background, under
 	// base; Shutdown waits for them.
@@ -59,6 +63,7 @@ func New(s *Server) *Server {
 	}
 	s.base, s.stop = context.WithCancel(context.Background())
 	s.applying = map[string]bool{}
+	s.planning = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
 	s.metrics = newMetrics(s)
 	s.mux = http.NewServeMux()
 	s.routes()

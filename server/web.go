@@ -84,6 +84,7 @@ func (s *Server) web() {
 	m.HandleFunc("GET /plans/{id}/lineage.svg", ui.asset(ui.planLineage))
 	m.HandleFunc("GET /plans/{id}/progress", ui.asset(ui.planProgress))
 	m.HandleFunc("POST /plans/{id}/{action}", ui.action(ui.decide))
+	m.HandleFunc("POST /plans", ui.action(ui.newPlan))
 	m.HandleFunc("GET /datasets/{name}", ui.page(ui.dataset))
 	m.HandleFunc("GET /datasets/{name}/lineage.svg", ui.asset(ui.datasetLineage))
 	m.HandleFunc("GET /audit", ui.page(ui.audit))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/control"
+	"github.com/refill-dev/refill/planner"
 )
 
 // decide runs one of the plan page's buttons through control as the
@@ -78,4 +79,47 @@ func (ui *webUI) decide(w http.ResponseWriter, r *http.Request, v *view) {
 	}
 	ui.setFlash(w, r, flash{Kind: "ok", Msg: msg})
 	http.Redirect(w, r, "/plans/"+url.PathEscape(id), http.StatusSeeOther)
+}
+
+// newPlan makes a plan from the plans page's form (refill plan), as the
+// signed-in user, and shows it. A refused request shows the form again
+// with what was typed and why; a plan the source gate blocked is stored
+// and shown, as the CLI prints it.
+func (ui *webUI) newPlan(w http.ResponseWriter, r *http.Request, v *view) {
+	f := planForm{Targets: r.PostForm["targets"], From: strings.TrimSpace(r.PostForm.Get("from")),
+		To: strings.TrimSpace(r.PostForm.Get("to")), Reason: strings.TrimSpace(r.PostForm.Get("reason"))}
+	var p *refill.Plan
+	err := refill.BadInputf("choose at least one dataset to rebuild")
+	if len(f.Targets) > 0 {
+		select {
+		case ui.s.planning <- struct{}{}:
+			p, err = ui.s.Control.Plan(r.Context(), v.User, planner.Request{Targets: f.Targets, From: f.From, To: f.To, Reason: f.Reason})
+			<-ui.s.planning
+		case <-r.Context().Done():
+			err = r.Context().Err()
+		}
+	}
+	if err != nil {
+		list, lerr := ui.s.Store.Plans(r.Context(), refill.PlanFilter{Limit: 100})
+		if lerr != nil {
+			ui.fail(w, r, v, err)
+			return
+		}
+		status, text := HTTPStatus(err), err.Error()
+		if status == http.StatusInternalServerError {
+			ui.s.Log.ErrorContext(r.Context(), "internal error", slog.String("path", r.URL.Path), slog.String("error", text))
+			text = "Internal error: the server log has the details."
+		}
+		v.Flash = &flash{Kind: "error", Msg: text}
+		v.Title, v.Nav = "Plans", "plans"
+		v.Data = plansData{Plans: list, Statuses: allStatuses, Limit: 100, Datasets: ui.s.Config.DatasetNames(), Form: f}
+		ui.render(w, r, status, "plans", v)
+		return
+	}
+	msg, kind := fmt.Sprintf("Planned: %s, %s.", p.Tier, p.Status), "ok"
+	if p.Status == refill.StatusBlocked {
+		msg, kind = fmt.Sprintf("The source gate blocked this plan (%d failed check(s)): it can never run; repair the source and plan again.", p.Gate.Failed()), "error"
+	}
+	ui.setFlash(w, r, flash{Kind: kind, Msg: msg})
+	http.Redirect(w, r, "/plans/"+url.PathEscape(p.ID), http.StatusSeeOther)
 }

@@ -20,6 +20,8 @@ import (
 )
 
 var webFuncs = template.FuncMap{
+	// has reports whether list holds s.
+	"has": func(list []string, s string) bool { return slices.Contains(list, s) },
 	// rows is a row count for a person, or a dash when it is unknown.
 	"rows": func(n *int64) string {
 		if n == nil {
@@ -62,11 +64,22 @@ type plansData struct {
 	Status   refill.Status
 	Statuses []refill.Status
 	Limit    int
+	// Datasets are the configured datasets, for the new-plan form; Form
+	// holds what was typed when a request was refused.
+	Datasets []string
+	Form     planForm
+}
+
+// planForm is the new-plan form: refill plan's inputs.
+type planForm struct {
+	Targets  []string
+	From, To string
+	Reason   string
 }
 
 func (ui *webUI) plans(w http.ResponseWriter, r *http.Request, v *view) {
 	q := r.URL.Query()
-	d := plansData{Status: refill.Status(q.Get("status")), Statuses: allStatuses, Limit: 100}
+	d := plansData{Status: refill.Status(q.Get("status")), Statuses: allStatuses, Limit: 100, Datasets: ui.s.Config.DatasetNames()}
 	if d.Status != "" && !slices.Contains(allStatuses, d.Status) {
 		ui.fail(w, r, v, refill.BadInputf("status %q: want one of %s", d.Status, statusNames()))
 		return

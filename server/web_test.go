@@ -608,3 +608,53 @@ func TestWebStatic(t *testing.T) {
 		}
 	}
 }
+
+// TestWebNewPlan plans from the browser as the CLI would: the plan is the
+// signed-in user's request; bad input shows the form again with what was
+// typed and changes nothing; a blocked plan is stored and shown.
+func TestWebNewPlan(t *testing.T) {
+	e := webSetup(t)
+	csrf := e.csrf(t, "alice")
+	r := e.post(t, "/plans", "alice", url.Values{"csrf": {csrf}, "targets": {"sessions"},
+		"from": {e.sc.Day(12)}, "to": {e.sc.Day(10)}, "reason": {"late sessions"}})
+	if r.StatusCode != http.StatusSeeOther || !strings.HasPrefix(r.Header.Get("Location"), "/plans/") {
+		t.Fatalf("new plan: %d to %q\n%s", r.StatusCode, r.Header.Get("Location"), r.body)
+	}
+	id := strings.TrimPrefix(r.Header.Get("Location"), "/plans/")
+	st, err := e.ctl.Load(e.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Plan.Request.RequestedBy != "alice" || st.Plan.Request.Reason != "late sessions" || st.Plan.Status != refill.StatusPending {
+		t.Errorf("planned %+v, %s", st.Plan.Request, st.Plan.Status)
+	}
+	before, err := e.ctl.Store.Plans(e.ctx, refill.PlanFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = e.post(t, "/plans", "alice", url.Values{"csrf": {csrf}, "targets": {"sessions"},
+		"from": {"2026-13-40"}, "to": {e.sc.Day(10)}, "reason": {"typo"}})
+	if r.StatusCode != http.StatusBadRequest || !strings.Contains(text(r.body, "flash"), "2026-13-40") || !strings.Contains(r.body, `value="typo"`) {
+		t.Errorf("bad dates: %d, flash %q", r.StatusCode, text(r.body, "flash"))
+	}
+	r = e.post(t, "/plans", "alice", url.Values{"targets": {"sessions"}, "from": {e.sc.Day(12)}, "to": {e.sc.Day(10)}, "reason": {"no csrf"}})
+	if r.StatusCode != http.StatusForbidden {
+		t.Errorf("new plan without CSRF: %d", r.StatusCode)
+	}
+	after, err := e.ctl.Store.Plans(e.ctx, refill.PlanFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(before) {
+		t.Errorf("refused requests made plans: %d -> %d", len(before), len(after))
+	}
+	r = e.post(t, "/plans", "alice", url.Values{"csrf": {csrf}, "targets": {"events_raw"},
+		"from": {e.sc.BrokenFrom}, "to": {e.sc.BrokenTo}, "reason": {"the incident"}})
+	if r.StatusCode != http.StatusSeeOther {
+		t.Fatalf("blocked plan: %d", r.StatusCode)
+	}
+	page := e.do(t, http.MethodGet, r.Header.Get("Location"), "alice", nil, nil, r.cookie("refill_flash"))
+	if text(page.body, "status") != "blocked" || !strings.Contains(page.body, "source gate blocked") {
+		t.Errorf("blocked plan page: status %q", text(page.body, "status"))
+	}
+}
