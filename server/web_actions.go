@@ -48,6 +48,17 @@ func (ui *webUI) decide(w http.ResponseWriter, r *http.Request, v *view) {
 				msg = "The run was asked to stop: no new partition starts, and those in flight finish first."
 			}
 		}
+	case "rollback":
+		force := ""
+		if r.PostForm.Get("force") != "" {
+			if force = note; force == "" {
+				err = refill.BadInputf("a forced rollback needs a reason")
+				break
+			}
+		}
+		var parts []refill.SnapshotPart
+		_, parts, err = c.Rollback(ctx, id, user, force)
+		msg = fmt.Sprintf("Rolled back: %d partition(s) restored from the snapshot.", len(parts))
 	case "apply":
 		var st *control.State
 		if st, err = c.Load(ctx, id); err == nil {
@@ -57,7 +68,7 @@ func (ui *webUI) decide(w http.ResponseWriter, r *http.Request, v *view) {
 		}
 		msg = "The run started."
 	default:
-		ui.fail(w, r, v, refill.NotFoundf("no action %q on a plan (approve, reject, apply, cancel, snapshot, scope, signoff)", act))
+		ui.fail(w, r, v, refill.NotFoundf("no action %q on a plan (approve, reject, apply, cancel, snapshot, scope, signoff, rollback)", act))
 		return
 	}
 	if err != nil {

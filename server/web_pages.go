@@ -133,6 +133,9 @@ type planData struct {
 // them; control still decides every press.
 type mayDo struct {
 	Approve, Reject, Apply, Cancel, Snapshot, Scope, Signoff bool
+	// Rollback restores the snapshot after a run; Force is a lead's
+	// rollback over partitions another plan wrote since.
+	Rollback, Force bool
 }
 
 type stepView struct {
@@ -259,6 +262,13 @@ func (ui *webUI) mayDo(st *control.State, user string, rep *control.Report) mayD
 	switch p.Status {
 	case refill.StatusPending, refill.StatusApproved, refill.StatusReady, refill.StatusRunning:
 		m.Cancel = st.Cancel == nil && ui.s.Control.MayCancel(st, user)
+	}
+	switch p.Status {
+	case refill.StatusApplied, refill.StatusFailed, refill.StatusCancelled:
+		// Only a plan with a snapshot can be rolled back: control says
+		// so when there is none, but the page need not offer it.
+		_, m.Rollback = st.Done(refill.ChecklistSnapshot)
+		m.Force = m.Rollback && len(ui.s.Config.Users) > 0 && ui.isLead(user)
 	}
 	if manual {
 		switch p.Status {

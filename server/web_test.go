@@ -528,6 +528,23 @@ func TestWebManualChecklist(t *testing.T) {
 	if r := e.post(t, path+"/frobnicate", "carol", url.Values{"csrf": {e.csrf(t, "carol")}}); r.StatusCode != http.StatusNotFound {
 		t.Errorf("unknown action: %d, want 404", r.StatusCode)
 	}
+	// Run it, then roll it back from the page: a lead is offered force.
+	if err := e.ctl.Apply(e.ctx, p.ID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if page := e.get(t, path, "carol"); !has(page.body, "rollback") || !strings.Contains(page.body, `name="force"`) {
+		t.Error("carol is not offered the rollback with force")
+	}
+	if page := e.get(t, path, "bob"); !has(page.body, "rollback") || strings.Contains(page.body, `name="force"`) {
+		t.Error("bob should be offered the rollback without force")
+	}
+	r = e.post(t, path+"/rollback", "carol", url.Values{"csrf": {e.csrf(t, "carol")}, "force": {"1"}})
+	if r.StatusCode != http.StatusBadRequest || e.status(t, p.ID) != refill.StatusApplied {
+		t.Errorf("forced rollback without a reason: %d, plan %s", r.StatusCode, e.status(t, p.ID))
+	}
+	if r := e.post(t, path+"/rollback", "bob", url.Values{"csrf": {e.csrf(t, "bob")}}); r.StatusCode != http.StatusSeeOther || e.status(t, p.ID) != refill.StatusRolledBack {
+		t.Errorf("rollback: %d %q, plan %s", r.StatusCode, text(r.body, "flash"), e.status(t, p.ID))
+	}
 }
 
 func TestWebListsAndFreeze(t *testing.T) {
