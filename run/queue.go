@@ -110,8 +110,12 @@ func (q *riverQueue[TTx]) stop(ctx context.Context, cancel bool) error {
 	var err error
 	if cancel {
 		err = q.client.StopAndCancel(ctx)
-	} else {
-		err = q.client.Stop(ctx)
+	} else if err = q.client.Stop(ctx); err != nil {
+		// The jobs in flight had their time: River goes on stopping,
+		// and now cancels them (their transactions roll back).
+		hard, stop := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer stop()
+		err = q.client.StopAndCancel(hard)
 	}
 	if q.closer != nil {
 		q.closer()

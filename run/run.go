@@ -58,6 +58,45 @@ type Runner struct {
 	// storeID is the state store's identity, read once: it never changes,
 	// and every publish writes it beside the audit anchor.
 	storeID atomic.Pointer[string]
+	// draining is closed by Drain: the process is shutting down.
+	drainOnce sync.Once
+	draining  chan struct{}
+}
+
+// Drain tells the runner its process is shutting down: runs in progress
+// start no new partition, let the ones in flight finish and publish, and
+// then stop, leaving their plans failed for refill apply to resume.
+func (r *Runner) Drain() {
+	r.drainOnce.Do(func() {
+		r.mu.Lock()
+		if r.draining == nil {
+			r.draining = make(chan struct{})
+		}
+		r.mu.Unlock()
+		close(r.draining)
+	})
+}
+
+// drainC is the channel Drain closes.
+func (r *Runner) drainC() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.draining == nil {
+		r.draining = make(chan struct{})
+	}
+	return r.draining
+}
+
+// errDrained ends a run whose process is shutting down.
+var errDrained = errors.New("refill stopped (its process is shutting down) before the run finished: the partitions in flight finished and were published; refill apply resumes the rest")
+
+func (r *Runner) drained() bool {
+	select {
+	case <-r.drainC():
+		return true
+	default:
+		return false
+	}
 }
 
 // LeaseTTL is how long a run's lease lasts unless renewed; the runner
@@ -274,14 +313,21 @@ func (r *Runner) execute(ctx context.Context, p *refill.Plan, runNo int) (runErr
 		return err
 	}
 	defer func() {
-		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
 		// A failed run's jobs still in flight are cancelled rather than
 		// awaited: their transactions roll back, and they were not the
-		// current run's to finish. A cancelled run's are awaited: they
-		// finish and are published.
+		// current run's to finish. A cancelled or drained run's are
+		// awaited — they finish and are published — until the caller's
+		// context ends (a server's shutdown grace): then they too are
+		// cancelled and roll back.
 		var stop *cancelled
-		_ = q.stop(stopCtx, runErr != nil && !errors.As(runErr, &stop))
+		graceful := runErr == nil || errors.As(runErr, &stop) || errors.Is(runErr, errDrained)
+		base := context.WithoutCancel(ctx)
+		if graceful {
+			base = ctx
+		}
+		stopCtx, cancel := context.WithTimeout(base, 30*time.Second)
+		defer cancel()
+		_ = q.stop(stopCtx, !graceful)
 	}()
 	events, cancel := q.subscribe()
 	defer cancel()
@@ -312,6 +358,9 @@ func (r *Runner) execute(ctx context.Context, p *refill.Plan, runNo int) (runErr
 		}
 		if err := r.cancelRequested(ctx, p.ID); err != nil {
 			return err
+		}
+		if r.drained() {
+			return errDrained
 		}
 		r.logf("order %d: %d partition(s) to build", level, len(todo))
 		if err := q.insert(ctx, todo, attempts); err != nil {
@@ -382,6 +431,8 @@ func (r *Runner) wait(ctx context.Context, q queue, planID string, runNo int, to
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-r.drainC():
+			return errDrained
 		case <-tick.C:
 		case <-events:
 		}
@@ -486,6 +537,12 @@ func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error 
 	}
 	if status != refill.StatusRunning || a.Run != runs {
 		r.logf("%s %s: job of run %d of plan %s (now %s, run %d) has nothing to do", a.Dataset, a.Partition, a.Run, a.PlanID, status, runs)
+		return &alreadyPublished{}
+	}
+	// A process shutting down starts no new partition: the job is left
+	// for the run's resume.
+	if r.drained() {
+		r.logf("%s %s: shutting down; not started", a.Dataset, a.Partition)
 		return &alreadyPublished{}
 	}
 	// After refill cancel, no new partition starts.

@@ -306,13 +306,17 @@ func (s *Server) Running(id string) bool {
 	return s.applying[id]
 }
 
-// Shutdown stops taking new runs and waits for those in progress to finish,
-// until ctx ends; then it stops them, and their partitions in flight roll
-// back and go back to the queue (the plan can be resumed with apply).
+// Shutdown stops taking new runs; runs in progress start no new
+// partition, and the partitions in flight may finish and publish until ctx
+// ends. Then they are stopped: their transactions roll back. Either way
+// the plans are left failed, and refill apply resumes them.
 func (s *Server) Shutdown(ctx context.Context) {
 	s.mu.Lock()
 	s.closing = true
 	s.mu.Unlock()
+	if s.Runner != nil {
+		s.Runner.Drain()
+	}
 	done := make(chan struct{})
 	go func() { s.applies.Wait(); close(done) }()
 	select {

@@ -247,3 +247,79 @@ func TestServeRunsWhatTheBrowserApproves(t *testing.T) {
 	}
 	_ = context.Background
 }
+
+// TestServeShutdownDrainsRuns: SIGTERM in the middle of a run started in
+// the browser lets the partition in flight finish and publish, starts no
+// new one, and leaves the plan for refill apply to resume — which builds
+// only what is left.
+func TestServeShutdownDrainsRuns(t *testing.T) {
+	dir := smallProject(t, `version: 1
+warehouse: sqlite:wh.db
+run: {max_active: 1, max_active_total: 1}
+datasets:
+  slow:
+    job:
+      command: ["sh", "-c", "sleep 0.7; echo {{partition}} >> built.log"]
+      timeout: 30s
+`)
+	p := decode[planJSON](t, step(t, dir, 0, "", "plan", "slow", "--from", "2026-11-01", "--to", "2026-11-06", "--reason", "r", "--as", "alice", "-o", "json").stdout)
+	step(t, dir, 0, "", "approve", p.ID, "--as", "bob")
+	tok := token(t, dir, "bob")
+	s := serve(t, dir, "--grace", "20s")
+	if st, res := s.do(t, tok, "POST", "/api/v1/plans/"+p.ID+"/apply", ""); st != http.StatusAccepted {
+		t.Fatalf("apply: %d %v", st, res)
+	}
+	built := func() []string {
+		b, _ := os.ReadFile(filepath.Join(dir, "built.log"))
+		return strings.Fields(string(b))
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for len(built()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing was built\n%s", s.logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Fatalf("serve exited with %v\n%s", err, s.logs)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("serve did not stop\n%s", s.logs)
+	}
+	first := built()
+	shown := decode[struct {
+		Status string `json:"status"`
+	}](t, step(t, dir, 0, "", "show", p.ID, "-o", "json").stdout)
+	if shown.Status != "failed" || len(first) == 0 || len(first) >= 6 {
+		t.Fatalf("after shutdown: plan %s with %d of 6 built, want failed with some built\n%s", shown.Status, len(first), s.logs)
+	}
+	pubs := countPublished(t, dir, p.ID)
+	if pubs != len(first) {
+		t.Errorf("%d partitions built but %d published: a partition in flight was lost or half-done", len(first), pubs)
+	}
+	step(t, dir, 0, "", "apply", p.ID, "--as", "alice")
+	all := built()
+	if len(all) != 6 {
+		t.Errorf("after resuming: %d builds %v, want each of 6 partitions built once", len(all), all)
+	}
+}
+
+// countPublished counts a plan's published partitions in the state store.
+func countPublished(t *testing.T, dir, id string) int {
+	t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(dir, ".refill", "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM run_partitions WHERE plan_id = ?`, id).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
