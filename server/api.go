@@ -165,7 +165,9 @@ type Progress struct {
 
 func (s *Server) progress(r *http.Request, st *control.State) *Progress {
 	p := st.Plan
-	pr := &Progress{Running: p.Status == refill.StatusRunning}
+	// A run this server just started may not have marked the plan
+	// running yet.
+	pr := &Progress{Running: p.Status == refill.StatusRunning || (s.Running(p.ID) && p.Status.Live())}
 	for _, step := range p.Steps {
 		pr.Partitions += len(step.Partitions)
 	}

@@ -187,8 +187,10 @@ func (ui *webUI) plan(w http.ResponseWriter, r *http.Request, v *view) {
 // refused action whose refusal v.Flash carries.
 func (ui *webUI) renderPlan(w http.ResponseWriter, r *http.Request, v *view, st *control.State, status int) {
 	p := st.Plan
-	d := planData{P: p, St: st, Impact: control.Impact(p), Progress: ui.s.progress(r, st), Failed: p.Gate.Failed(),
-		Running: p.Status == refill.StatusRunning}
+	d := planData{P: p, St: st, Impact: control.Impact(p), Progress: ui.s.progress(r, st), Failed: p.Gate.Failed()}
+	// A run this server just started may not have marked the plan
+	// running yet: the page follows it all the same.
+	d.Running = d.Progress.Running
 	rep, err := ui.s.Control.Report(r.Context(), p.ID)
 	switch {
 	case err == nil || errors.Is(err, refill.ErrVerification):
@@ -231,7 +233,7 @@ func (ui *webUI) renderPlan(w http.ResponseWriter, r *http.Request, v *view, st 
 	case refill.StatusRunning, refill.StatusApplied, refill.StatusFailed, refill.StatusCancelled, refill.StatusRolledBack:
 		d.ShowProgress = true
 	default:
-		d.ShowProgress = d.Progress.Published > 0
+		d.ShowProgress = d.Running || d.Progress.Published > 0
 	}
 	v.Title, v.Nav, v.Data = "Plan "+p.ID, "plans", d
 	ui.render(w, r, status, "plan", v)

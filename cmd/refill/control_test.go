@@ -164,7 +164,7 @@ func TestManualChecklist(t *testing.T) {
 	if s.Status != "approved" || !s.MayRun {
 		t.Errorf("after the lead's approval: %s, unmet %q", s.Status, s.Unmet)
 	}
-	step(t, d, 4, "after a finished or failed run", "rollback", manual, "--as", "carol")
+	step(t, d, 4, "after a finished, failed or cancelled run", "rollback", manual, "--as", "carol")
 
 	h := step(t, d, 0, "", "history", "events_daily", "--partition", "2026-11-22")
 	for _, want := range []string{"was in 4 plan(s)", "plan " + manual + "  manual  approved", "upstream schema change broke 72h of events (INC-4711)", "approved   by carol", "snapshot by alice", "planned    5 -> 5 rows"} {

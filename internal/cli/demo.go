@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -349,7 +350,7 @@ func (a *app) demoSignIn(ctx context.Context, sc *demo.Scenario, out *demoRun) e
 	if err != nil {
 		return err
 	}
-	out.Serve = "refill --config " + shellQuote(sc.Config) + " serve"
+	out.Serve = selfCommand() + " --config " + shellQuote(sc.Config) + " serve"
 	out.SignInAs, out.SignInKey = "bob", tok
 	return nil
 }
@@ -362,4 +363,14 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// selfCommand is how the user ran refill: "go run ./cmd/refill" when the
+// binary is one go run built in a temporary directory, else "refill".
+func selfCommand() string {
+	exe, err := os.Executable()
+	if err == nil && strings.Contains(filepath.ToSlash(exe), "/go-build") {
+		return "go run ./cmd/refill"
+	}
+	return "refill"
 }

@@ -1,5 +1,6 @@
 // Follows a plan's run on its page: polls the run's progress while it is
-// running and reloads the page when the run ends. Without JavaScript a
+// running (or about to: the server has started it) and reloads the page
+// when the run ends. Without JavaScript a
 // <noscript> refresh does the same, more bluntly.
 (function () {
   "use strict";
@@ -26,7 +27,7 @@
         if (count) {
           count.textContent = p.published + " of " + p.partitions + " partitions published";
         }
-        if (p.status !== "running") {
+        if (!p.running) {
           window.location.reload();
           return;
         }
