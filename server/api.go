@@ -444,21 +444,7 @@ func (s *Server) dagRun(w http.ResponseWriter, r *http.Request, user string) {
 		s.writeError(w, r, err)
 		return
 	}
-	var from, to string
-	var err error
-	switch {
-	case b.Conf != nil && (b.Conf.StartDate != "" || b.Conf.EndDate != ""):
-		// refill's own convention (its airflow job kind sends the same):
-		// both ends are partitions, included.
-		from, to = b.Conf.StartDate, b.Conf.EndDate
-		if from == "" || to == "" {
-			err = refill.BadInputf("conf: set both start_date and end_date")
-		}
-	case b.DataIntervalStart != nil || b.DataIntervalEnd != nil:
-		from, to, err = dataInterval(deref(b.DataIntervalStart), deref(b.DataIntervalEnd), s.grain(dataset))
-	default:
-		err = refill.BadInputf("no range: set conf.start_date and conf.end_date, or data_interval_start and data_interval_end")
-	}
+	from, to, err := dagRunRange(b, s.grain(dataset))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -510,6 +496,23 @@ func (s *Server) verifyAudit(w http.ResponseWriter, r *http.Request, _ string) {
 		return
 	}
 	writeJSON(w, http.StatusOK, rep)
+}
+
+// dagRunRange is the partition range an Airflow trigger body asks for.
+func dagRunRange(b dagRunBody, grain refill.Grain) (from, to string, err error) {
+	switch {
+	case b.Conf != nil && (b.Conf.StartDate != "" || b.Conf.EndDate != ""):
+		// refill's own convention (its airflow job kind sends the same):
+		// both ends are partitions, included.
+		from, to = b.Conf.StartDate, b.Conf.EndDate
+		if from == "" || to == "" {
+			return "", "", refill.BadInputf("conf: set both start_date and end_date")
+		}
+		return from, to, nil
+	case b.DataIntervalStart != nil || b.DataIntervalEnd != nil:
+		return dataInterval(deref(b.DataIntervalStart), deref(b.DataIntervalEnd), grain)
+	}
+	return "", "", refill.BadInputf("no range: set conf.start_date and conf.end_date, or data_interval_start and data_interval_end")
 }
 
 func deref(p *string) string {
