@@ -17,6 +17,7 @@ type Config struct {
 	Run            RunConfig           `json:"run"`
 	Notify         NotifyConfig        `json:"notify"`
 	Server         ServerConfig        `json:"server"`
+	Watch          WatchConfig         `json:"watch"`
 	Policy         Policy              `json:"policy"`
 	Users          map[string]User     `json:"users,omitempty"`
 	Datasets       map[string]*Dataset `json:"datasets"`
@@ -125,6 +126,9 @@ func (c *Config) Actor(as, fallback string) (string, error) {
 	name := as
 	if name == "" && len(c.Users) == 0 {
 		name = fallback
+	}
+	if name == Watcher {
+		return "", NotPermittedf("%q is refill's own identity (the watcher plans and applies as it): nobody may act as it", Watcher)
 	}
 	if name == "" {
 		if len(c.Users) > 0 {

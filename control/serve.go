@@ -51,6 +51,9 @@ func (c *Control) CreateToken(ctx context.Context, user string, expires time.Dur
 	if err := c.BeforeWrite(ctx); err != nil {
 		return "", refill.Token{}, err
 	}
+	if user == refill.Watcher {
+		return "", refill.Token{}, refill.NotPermittedf("%q is refill's own identity: nobody may act as it, with a token or otherwise", user)
+	}
 	if len(c.Config.Users) > 0 {
 		if _, ok := c.Config.Users[user]; !ok {
 			return "", refill.Token{}, refill.NotPermittedf("%s is not in users: of %s", user, c.Config.Name())

@@ -268,6 +268,21 @@ func (s *Scenario) Repair(ctx context.Context) (int64, error) {
 	return res.RowsAffected()
 }
 
+// MissDay deletes one day of events_daily, as a load that never ran
+// would leave it: the gap the watcher finds.
+func (s *Scenario) MissDay(ctx context.Context, day string) (int64, error) {
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(s.Dir, "warehouse.db")+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	res, err := db.ExecContext(ctx, `DELETE FROM events_daily WHERE day = ?`, day)
+	if err != nil {
+		return 0, fmt.Errorf("events_daily %s: %w", day, err)
+	}
+	return res.RowsAffected()
+}
+
 // exportScript is the partner export: it writes one file per day for the
 // partner to collect and records the delivery in partner_feed of the
 // warehouse refill names in REFILL_WAREHOUSE (the proof warehouse during a
@@ -328,6 +343,7 @@ datasets:
     partition: {column: day}
     upstream: [events_raw]
     tags: [aggregate]
+    schedule: {every: day, lag: 2h, horizon: 35}
     job:
       query: |
         SELECT event_date AS day, event_type, count(*) AS events,

@@ -184,7 +184,7 @@ type consumer interface {
 // returned func), its pgx driver on the store's pool. River's schema is
 // migrated first, so a process that runs notices without having installed
 // them still works.
-func startConsumer(ctx context.Context, st *store.Store, deliver func(context.Context, Args) error, rescueAfter time.Duration, log *slog.Logger) (consumer, func(), error) {
+func startConsumer(ctx context.Context, st *store.Store, deliver func(context.Context, Args) error, rescueAfter time.Duration, periodic []*river.PeriodicJob, log *slog.Logger) (consumer, func(), error) {
 	if err := migrate(ctx, st); err != nil {
 		return nil, nil, err
 	}
@@ -194,21 +194,21 @@ func startConsumer(ctx context.Context, st *store.Store, deliver func(context.Co
 		if err != nil {
 			return nil, nil, err
 		}
-		c, err := startRiver(ctx, riversqlite.New(db), w, rescueAfter, log)
+		c, err := startRiver(ctx, riversqlite.New(db), w, rescueAfter, periodic, log)
 		if err != nil {
 			db.Close()
 			return nil, nil, err
 		}
 		return c, func() { db.Close() }, nil
 	}
-	c, err := startRiver[pgx.Tx](ctx, riverpgxv5.New(st.Pool()), w, rescueAfter, log)
+	c, err := startRiver[pgx.Tx](ctx, riverpgxv5.New(st.Pool()), w, rescueAfter, periodic, log)
 	if err != nil {
 		return nil, nil, err
 	}
 	return c, func() {}, nil
 }
 
-func startRiver[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], w *worker, rescueAfter time.Duration, log *slog.Logger) (*river.Client[TTx], error) {
+func startRiver[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], w *worker, rescueAfter time.Duration, periodic []*river.PeriodicJob, log *slog.Logger) (*river.Client[TTx], error) {
 	workers := river.NewWorkers()
 	if err := river.AddWorkerSafely(workers, w); err != nil {
 		return nil, fmt.Errorf("river: %w", err)
@@ -216,6 +216,9 @@ func startRiver[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], w 
 	// If this client leads River, its rescuer must retry the runner's
 	// stuck partition jobs, not discard them (see run.StandIn).
 	if err := run.AddPartitionStandIn(workers, rescueAfter); err != nil {
+		return nil, fmt.Errorf("river: %w", err)
+	}
+	if err := run.AddWatchStandIn(workers); err != nil {
 		return nil, fmt.Errorf("river: %w", err)
 	}
 	timeout := min(jobTimeout, rescueAfter*9/10)
@@ -230,6 +233,8 @@ func startRiver[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], w 
 		RescueStuckJobsAfter: rescueAfter,
 		FetchCooldown:        fetchCool,
 		FetchPollInterval:    fetchPoll,
+		// Whichever client leads River enqueues the watcher's ticks.
+		PeriodicJobs: periodic,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("river: %w", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/refill-dev/refill/run"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -46,7 +47,7 @@ func (n *Notifier) Run(ctx context.Context, c *control.Control, log *slog.Logger
 	// River speaks at info level about its own housekeeping; only its
 	// warnings and errors are refill's business.
 	riverLog := slog.New(atLeast{Handler: log.Handler(), min: slog.LevelWarn})
-	q, closeDB, err := startConsumer(ctx, n.st, deliver, rescueAfter, riverLog)
+	q, closeDB, err := startConsumer(ctx, n.st, deliver, rescueAfter, run.WatchPeriodic(n.cfg), riverLog)
 	if err != nil {
 		return fmt.Errorf("notify: %w", err)
 	}

@@ -133,6 +133,12 @@ func (p retryPolicy) NextRetry(job *rivertype.JobRow) time.Time {
 
 // queueConfig is how River runs partition jobs.
 type queueConfig struct {
+	// periodic are the watcher's ticks (run.WatchPeriodic).
+	periodic []*river.PeriodicJob
+	// register, when set, adds another service's workers instead of the
+	// partition worker, and queues are the queues it works.
+	register func(*river.Workers) error
+	queues   map[string]int
 	// datasets get a queue each, worked by up to perDataset at a time.
 	datasets    []string
 	perDataset  int
@@ -231,11 +237,25 @@ func startRiver[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], mi
 	}
 	workers := river.NewWorkers()
 	timeout := cfg.rescueAfter * 9 / 10
-	if err := river.AddWorkerSafely(workers, &worker{work: cfg.work, timeout: timeout}); err != nil {
-		return nil, fmt.Errorf("river: %w", err)
-	}
-	if err := river.AddWorkerSafely(workers, &StandIn[notifyStandIn]{Limit: NotifyTimeout}); err != nil {
-		return nil, fmt.Errorf("river: %w", err)
+	if cfg.register != nil {
+		// Another of refill's services (StartService): its own workers,
+		// and a stand-in for partitions.
+		if err := cfg.register(workers); err != nil {
+			return nil, fmt.Errorf("river: %w", err)
+		}
+		if err := AddPartitionStandIn(workers, cfg.rescueAfter); err != nil {
+			return nil, fmt.Errorf("river: %w", err)
+		}
+	} else {
+		if err := river.AddWorkerSafely(workers, &worker{work: cfg.work, timeout: timeout}); err != nil {
+			return nil, fmt.Errorf("river: %w", err)
+		}
+		if err := AddNotifyStandIn(workers); err != nil {
+			return nil, fmt.Errorf("river: %w", err)
+		}
+		if err := AddWatchStandIn(workers); err != nil {
+			return nil, fmt.Errorf("river: %w", err)
+		}
 	}
 	rc := &river.Config{
 		Logger:               cfg.logger,
@@ -245,11 +265,16 @@ func startRiver[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], mi
 		JobTimeout:           timeout,
 		FetchCooldown:        10 * time.Millisecond,
 		FetchPollInterval:    50 * time.Millisecond,
+		// Whichever client leads River enqueues the watcher's ticks.
+		PeriodicJobs: cfg.periodic,
 	}
 	if !cfg.insertOnly {
 		rc.Queues = map[string]river.QueueConfig{}
 		for _, d := range cfg.datasets {
 			rc.Queues[queueName(d)] = river.QueueConfig{MaxWorkers: max(cfg.perDataset, 1)}
+		}
+		for q, n := range cfg.queues {
+			rc.Queues[q] = river.QueueConfig{MaxWorkers: max(n, 1)}
 		}
 	}
 	client, err := river.NewClient(driver, rc)

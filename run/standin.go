@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/refill-dev/refill"
 )
 
 // River elects one client per database to lead maintenance, and its
@@ -46,6 +49,61 @@ type notifyStandIn struct{}
 
 // Kind implements river.JobArgs.
 func (notifyStandIn) Kind() string { return NotifyKind }
+
+// WatchKind is the watcher's tick job, and WatchQueue its queue: refill
+// serve works it; every refill River client enqueues it (River's leader
+// does, whichever client that is) every watch.interval, so replicas never
+// tick twice.
+const (
+	WatchKind  = "refill_watch"
+	WatchQueue = "refill-watch"
+)
+
+// WatchTimeout bounds one tick.
+const WatchTimeout = 10 * time.Minute
+
+// WatchArgs is one watcher tick.
+type WatchArgs struct{}
+
+// Kind implements river.JobArgs.
+func (WatchArgs) Kind() string { return WatchKind }
+
+// InsertOpts implements river.JobArgsWithInsertOpts: one tick at a time,
+// in its own queue; a tick that fails is not retried (the next one comes).
+func (WatchArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: WatchQueue, MaxAttempts: 1, UniqueOpts: river.UniqueOpts{
+		ByState: []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
+			rivertype.JobStateRetryable, rivertype.JobStateScheduled},
+	}}
+}
+
+// WatchPeriodic is the watcher's periodic job for cfg, or nil when no
+// dataset has a schedule.
+func WatchPeriodic(cfg *refill.Config) []*river.PeriodicJob {
+	if cfg == nil || time.Duration(cfg.Watch.Interval) <= 0 {
+		return nil
+	}
+	for _, d := range cfg.Datasets {
+		if d.Schedule != nil {
+			return []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(time.Duration(cfg.Watch.Interval)),
+				func() (river.JobArgs, *river.InsertOpts) { return WatchArgs{}, nil },
+				&river.PeriodicJobOpts{ID: WatchKind, RunOnStart: true})}
+		}
+	}
+	return nil
+}
+
+// AddWatchStandIn registers on a client that does not tick a stand-in for
+// the watcher's jobs.
+func AddWatchStandIn(workers *river.Workers) error {
+	return river.AddWorkerSafely(workers, &StandIn[WatchArgs]{Limit: WatchTimeout})
+}
+
+// AddNotifyStandIn registers on a client that does not deliver notices a
+// stand-in for them.
+func AddNotifyStandIn(workers *river.Workers) error {
+	return river.AddWorkerSafely(workers, &StandIn[notifyStandIn]{Limit: NotifyTimeout})
+}
 
 // AddPartitionStandIn registers on a client that does not work partitions
 // a stand-in for them, with the runner's attempt timeout for rescueAfter

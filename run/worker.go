@@ -71,6 +71,7 @@ func (r *Runner) queueConfig(datasets []string) queueConfig {
 	perDataset := r.settings().MaxActive
 	return queueConfig{
 		datasets: datasets, perDataset: perDataset, backoff: r.Backoff, rescueAfter: r.RescueAfter,
+		periodic: WatchPeriodic(r.Config),
 		logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		work: func(ctx context.Context, job *river.Job[PartitionArgs]) error {
 			return r.work(ctx, job.Args, job.Attempt, job.MaxAttempts)

@@ -328,3 +328,7 @@ func (s *Server) Shutdown(ctx context.Context) {
 	}
 	s.stop()
 }
+
+// StartApply starts (or resumes) plan id as user in the background, as the
+// API's apply does: the watcher in refill serve runs its auto plans so.
+func (s *Server) StartApply(id, user string) error { return s.startApply(id, user) }

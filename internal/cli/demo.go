@@ -17,6 +17,7 @@ import (
 	"github.com/refill-dev/refill/demo"
 	"github.com/refill-dev/refill/planner"
 	"github.com/refill-dev/refill/proof"
+	"github.com/refill-dev/refill/watch"
 )
 
 // demoRun is what the walkthrough did, for -o json and for tests.
@@ -40,6 +41,8 @@ type demoRun struct {
 	SignInKey string          `json:"sign_in_token"`
 	History   []control.Touch `json:"history"`
 	Audit     int             `json:"audit_entries"`
+	// Watch is the watcher's tick over the day whose load never ran.
+	Watch watch.Report `json:"watch"`
 }
 
 func (a *app) demoCmd() *cobra.Command {
@@ -318,6 +321,18 @@ func (a *app) demoRuns(ctx context.Context, sc *demo.Scenario, out *demoRun, say
 		return err
 	}
 	say("\n")
+
+	title("a load that never ran: the watcher, not blind catch-up",
+		"events_daily has a schedule (every day, 2h lag, 35 days back). Its load for one\nday never ran. The watcher finds the gap and plans it as \"watcher\"; it would\nrun the plan on its own only if it were auto with a passing gate. Billing and\nthe partner export are downstream, so it asks instead.")
+	if _, err := sc.MissDay(ctx, sc.Day(2)); err != nil {
+		return err
+	}
+	say("$ refill watch --once\n\n")
+	w := &watch.Watcher{Config: e.cfg, Store: e.st, Warehouse: e.wh, Control: c, Now: c.Now}
+	if out.Watch, err = w.Tick(ctx); err != nil {
+		return err
+	}
+	say("%s\n", renderWatch(out.Watch))
 
 	title("months later: why was this date reprocessed?", "")
 	say("$ refill history revenue_daily --partition %s\n\n", sc.Day(8))

@@ -5,9 +5,11 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/control"
 	"github.com/refill-dev/refill/run"
 	"github.com/refill-dev/refill/server"
+	"github.com/refill-dev/refill/watch"
 )
 
 // serveWorkers starts what serve runs beside the HTTP server: partition
@@ -24,6 +26,19 @@ func (a *app) serveWorkers(ctx context.Context, e *env, c *control.Control, r *r
 			}
 		}()
 	}
+	now, err := a.now()
+	if err != nil {
+		return nil, err
+	}
+	w := &watch.Watcher{Config: e.cfg, Store: e.st, Warehouse: e.wh, Control: c, Now: now,
+		Apply: func(_ context.Context, id string) error { return srv.StartApply(id, refill.Watcher) }}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := w.Serve(ctx, log.With(slog.String("component", "watch"))); err != nil {
+			log.Error("watcher stopped", slog.String("error", err.Error()))
+		}
+	}()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()

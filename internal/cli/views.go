@@ -10,6 +10,7 @@ import (
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/control"
+	"github.com/refill-dev/refill/watch"
 )
 
 // view renders what a command has to say, in the one form chosen for the
@@ -32,6 +33,7 @@ type view interface {
 	Token(plain string, tok refill.Token) error
 	Tokens(list []refill.Token) error
 	Freeze(f *refill.Freeze, lifted bool) error
+	Watch(rep watch.Report) error
 }
 
 // view picks the form once, from -o.
@@ -85,6 +87,7 @@ func (v jsonView) Tokens(list []refill.Token) error {
 	}
 	return v.a.printJSON(list)
 }
+func (v jsonView) Watch(rep watch.Report) error { return v.a.printJSON(rep) }
 func (v jsonView) Freeze(f *refill.Freeze, lifted bool) error {
 	return v.a.printJSON(map[string]any{"frozen": f != nil && !lifted, "freeze": f})
 }
@@ -203,3 +206,5 @@ func (v textView) Freeze(f *refill.Freeze, lifted bool) error {
 	}
 	return v.print(fmt.Sprintf("FROZEN by %s since %s: %s\nno automatic apply (auto plans, the watcher) runs until a lead runs refill unfreeze\n", f.By, f.At.Format("2006-01-02 15:04"), f.Reason))
 }
+
+func (v textView) Watch(rep watch.Report) error { return v.print(renderWatch(rep)) }

@@ -1,0 +1,455 @@
+// Package watch is refill's answer to blind catch-up: a watcher that finds
+// the gaps and failures of scheduled datasets, turns each into a plan as the
+// reserved identity "watcher", and runs it only when the plan is auto and
+// its gate passes — otherwise it asks people, through the plan's own
+// notice. Every decision is audited, once.
+package watch
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/control"
+	"github.com/refill-dev/refill/planner"
+	"github.com/refill-dev/refill/store"
+)
+
+// historyDays is how far back before a partition the watcher looks to
+// decide whether it should hold rows.
+const historyDays = 28
+
+// Watcher finds gaps and acts on them.
+type Watcher struct {
+	Config    *refill.Config
+	Store     *store.Store
+	Warehouse refill.Warehouse
+	Control   *control.Control
+	// Now is the "as of" clock (REFILL_NOW): what "due" means.
+	Now refill.Clock
+	// Apply runs a plan the watcher decided to run or resume. nil runs it
+	// with Control.Apply, to completion (refill watch --once); refill
+	// serve starts it in the background instead.
+	Apply func(ctx context.Context, id string) error
+	// DAGRuns, when set, reports the partitions of an airflow dataset in
+	// [from, to] whose DAG run failed or never ran (the orchestrator's own
+	// view of the gaps).
+	DAGRuns func(ctx context.Context, d *refill.Dataset, from, to string) (failed, missing []string, err error)
+}
+
+// Gap is a contiguous run of partitions of one dataset that are due and
+// missing, or whose last run failed.
+type Gap struct {
+	Dataset string   `json:"dataset"`
+	From    string   `json:"from"`
+	To      string   `json:"to"`
+	Missing []string `json:"missing,omitempty"`
+	Failed  []string `json:"failed,omitempty"`
+}
+
+// Reason is the gap in words, the reason of the plan the watcher makes.
+func (g Gap) Reason() string {
+	var parts []string
+	if n := len(g.Missing); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d partition%s missing", n, plural(n)))
+	}
+	if n := len(g.Failed); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d partition%s failed", n, plural(n)))
+	}
+	rng := g.From
+	if g.To != g.From {
+		rng += ".." + g.To
+	}
+	return strings.Join(parts, ", ") + ": " + rng
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// Action is what the watcher did about a gap.
+type Action string
+
+// Actions.
+const (
+	// Planned: a new plan, which now waits for people (or was blocked).
+	Planned Action = "planned"
+	// Applied: a new auto plan whose gate passed, run.
+	Applied Action = "applied"
+	// Resumed: a failed auto plan, run again.
+	Resumed Action = "resumed"
+	// Waiting: a plan for the gap is pending, approved, ready or running.
+	Waiting Action = "waiting"
+	// Asked: a plan for the gap needs people (failed and not auto).
+	Asked Action = "asked"
+	// Unchanged: a plan for the gap was blocked, rejected or cancelled, and
+	// neither the source's data nor the config changed since.
+	Unchanged Action = "unchanged"
+	// Frozen: an auto plan that the freeze keeps from running.
+	Frozen Action = "frozen"
+)
+
+// Decision is the watcher's decision about one gap.
+type Decision struct {
+	Gap
+	Action Action        `json:"action"`
+	PlanID string        `json:"plan_id,omitempty"`
+	Status refill.Status `json:"status,omitempty"`
+	Tier   refill.Tier   `json:"tier,omitempty"`
+	Why    string        `json:"why"`
+	// Err is what went wrong running the plan, if it did.
+	Err string `json:"error,omitempty"`
+}
+
+// Report is one tick.
+type Report struct {
+	At        time.Time      `json:"at"`
+	Datasets  int            `json:"datasets"`
+	Gaps      []Gap          `json:"gaps"`
+	Decisions []Decision     `json:"decisions"`
+	Freeze    *refill.Freeze `json:"freeze,omitempty"`
+}
+
+// Tick finds the gaps of every scheduled dataset and decides about each.
+func (w *Watcher) Tick(ctx context.Context) (Report, error) {
+	rep := Report{At: w.Now.Now(), Gaps: []Gap{}, Decisions: []Decision{}}
+	f, err := w.Control.Frozen(ctx)
+	if err != nil {
+		return rep, err
+	}
+	rep.Freeze = f
+	gaps, n, err := w.Gaps(ctx)
+	if err != nil {
+		return rep, err
+	}
+	rep.Datasets, rep.Gaps = n, gaps
+	for _, g := range gaps {
+		d, err := w.decide(ctx, g, f != nil)
+		if err != nil {
+			return rep, fmt.Errorf("watch: %s %s..%s: %w", g.Dataset, g.From, g.To, err)
+		}
+		rep.Decisions = append(rep.Decisions, d)
+	}
+	return rep, nil
+}
+
+// Gaps finds, for every dataset with a schedule and a job, the partitions
+// within its horizon that are due and missing (no rows where the same
+// weekday — at hour grain the same hour of the same weekday — held rows in
+// the four weeks before), or whose last run failed; contiguous ones form a
+// gap. Each dataset costs one grouped count in the warehouse and one query
+// of the audit log, never one per partition. It returns how many datasets
+// it looked at.
+func (w *Watcher) Gaps(ctx context.Context) ([]Gap, int, error) {
+	now := w.Now.Now()
+	var out []Gap
+	n := 0
+	for _, name := range w.Config.DatasetNames() {
+		d := w.Config.Datasets[name]
+		if d.Schedule == nil || d.Job == nil {
+			continue
+		}
+		n++
+		due := Due(d, now)
+		if len(due) == 0 {
+			continue
+		}
+		bad := map[string]string{}
+		if d.Table != "" {
+			ref := d.Ref()
+			start, err := refill.PartitionTime(due[0], ref.Grain)
+			if err != nil {
+				return nil, n, err
+			}
+			from := refill.FormatPartition(start.AddDate(0, 0, -historyDays), ref.Grain)
+			counts, err := w.Warehouse.PartitionCounts(ctx, ref, from, due[len(due)-1])
+			if err != nil {
+				return nil, n, fmt.Errorf("watch: %s: %w", name, err)
+			}
+			for _, p := range due {
+				if counts[p] == 0 && expected(counts, p, ref.Grain) {
+					bad[p] = "missing"
+				}
+			}
+		}
+		outcomes, err := w.Store.LastOutcomes(ctx, name, due[0], due[len(due)-1])
+		if err != nil {
+			return nil, n, err
+		}
+		for p, o := range outcomes {
+			if o == store.OutcomeFailed {
+				bad[p] = "failed"
+			}
+		}
+		if w.DAGRuns != nil && d.Job.Kind == refill.JobAirflow {
+			failed, missing, err := w.DAGRuns(ctx, d, due[0], due[len(due)-1])
+			if err != nil {
+				return nil, n, fmt.Errorf("watch: %s: asking Airflow: %w", name, err)
+			}
+			for _, p := range missing {
+				if _, ok := bad[p]; !ok && slices.Contains(due, p) {
+					bad[p] = "missing"
+				}
+			}
+			for _, p := range failed {
+				if slices.Contains(due, p) {
+					bad[p] = "failed"
+				}
+			}
+		}
+		out = append(out, group(name, due, bad)...)
+	}
+	return out, n, nil
+}
+
+// Due lists the partitions of d within its schedule's horizon that should
+// exist at now: those that ended at least schedule.lag ago, the newest
+// first-to-last over horizon days.
+func Due(d *refill.Dataset, now time.Time) []string {
+	s := d.Schedule
+	g := d.Ref().Grain
+	step := 24 * time.Hour
+	if g == refill.GrainHour {
+		step = time.Hour
+	}
+	end := now.UTC().Add(-time.Duration(s.Lag))
+	last := end.Truncate(step).Add(-step)
+	if g == refill.GrainDay {
+		y, m, dd := end.Date()
+		last = time.Date(y, m, dd, 0, 0, 0, 0, time.UTC).AddDate(0, 0, -1)
+	}
+	count := s.Horizon
+	if g == refill.GrainHour {
+		count *= 24
+	}
+	out := make([]string, 0, count)
+	for i := count - 1; i >= 0; i-- {
+		out = append(out, refill.FormatPartition(last.Add(-time.Duration(i)*step), g))
+	}
+	return out
+}
+
+// expected reports whether partition p should hold rows: the same slot of
+// the week held rows (a positive median) in the four weeks before it.
+func expected(counts map[string]int64, p string, g refill.Grain) bool {
+	t, err := refill.PartitionTime(p, g)
+	if err != nil {
+		return false
+	}
+	var hist []int64
+	for w := 1; w <= historyDays/7; w++ {
+		hist = append(hist, counts[refill.FormatPartition(t.AddDate(0, 0, -7*w), g)])
+	}
+	slices.Sort(hist)
+	return hist[len(hist)/2] > 0
+}
+
+// group splits the bad partitions of due into contiguous gaps.
+func group(dataset string, due []string, bad map[string]string) []Gap {
+	var out []Gap
+	var cur *Gap
+	for _, p := range due {
+		kind, ok := bad[p]
+		if !ok {
+			cur = nil
+			continue
+		}
+		if cur == nil {
+			out = append(out, Gap{Dataset: dataset, From: p})
+			cur = &out[len(out)-1]
+		}
+		cur.To = p
+		if kind == "failed" {
+			cur.Failed = append(cur.Failed, p)
+		} else {
+			cur.Missing = append(cur.Missing, p)
+		}
+	}
+	return out
+}
+
+// decide acts on one gap: by the status of the newest plan over it, or by
+// planning it.
+func (w *Watcher) decide(ctx context.Context, g Gap, frozen bool) (Decision, error) {
+	dec := Decision{Gap: g}
+	touches, err := w.Store.PlansTouching(ctx, g.Dataset, g.From, g.To)
+	if err != nil {
+		return dec, err
+	}
+	if len(touches) == 0 {
+		return w.plan(ctx, g, frozen, "")
+	}
+	t := touches[0]
+	dec.PlanID, dec.Status, dec.Tier = t.PlanID, t.Status, t.Tier
+	switch t.Status {
+	case refill.StatusPending, refill.StatusApproved, refill.StatusReady, refill.StatusRunning:
+		if t.Status == refill.StatusReady && t.Tier == refill.TierAuto && !frozen && t.RequestedBy == refill.Watcher {
+			// The watcher's own auto plan that never ran (a tick that
+			// stopped between planning and applying): run it.
+			return w.run(ctx, dec, Applied, "its auto plan had not run yet")
+		}
+		dec.Action, dec.Why = Waiting, fmt.Sprintf("plan %s is %s", t.PlanID, t.Status)
+		if frozen && t.Tier == refill.TierAuto {
+			dec.Action, dec.Why = Frozen, fmt.Sprintf("plan %s is auto but refill is frozen", t.PlanID)
+		}
+		return dec, w.record(ctx, dec, "")
+	case refill.StatusExpired:
+		return w.plan(ctx, g, frozen, fmt.Sprintf("plan %s expired", t.PlanID))
+	case refill.StatusFailed:
+		if t.Tier == refill.TierAuto {
+			if frozen {
+				dec.Action, dec.Why = Frozen, fmt.Sprintf("plan %s failed; it is auto, but refill is frozen", t.PlanID)
+				return dec, w.record(ctx, dec, "")
+			}
+			return w.run(ctx, dec, Resumed, fmt.Sprintf("plan %s failed and is auto", t.PlanID))
+		}
+		dec.Action, dec.Why = Asked, fmt.Sprintf("plan %s failed and is %s: a person resumes it (refill apply %s) or rejects it", t.PlanID, t.Tier, t.PlanID)
+		return dec, w.record(ctx, dec, "")
+	}
+	// Blocked, rejected, cancelled, rolled back, applied (and still a
+	// gap), superseded: people or the gate said no. Plan again only when
+	// the source's data or the config changed since.
+	p, err := w.Store.Plan(ctx, t.PlanID)
+	if err != nil {
+		return dec, err
+	}
+	fp, err := w.fingerprint(ctx, p, g)
+	if err != nil {
+		return dec, err
+	}
+	prev, seen, err := w.Store.WatchState(ctx, t.PlanID)
+	if err != nil {
+		return dec, err
+	}
+	stale := control.Stale(p, w.Config)
+	switch {
+	case len(stale) > 0:
+		return w.plan(ctx, g, frozen, fmt.Sprintf("plan %s was %s, and the config changed since (%s)", t.PlanID, t.Status, stale[0]))
+	case seen && prev.Fingerprint != "" && prev.Fingerprint != fp:
+		return w.plan(ctx, g, frozen, fmt.Sprintf("plan %s was %s, and the source's data changed since", t.PlanID, t.Status))
+	}
+	dec.Action, dec.Why = Unchanged, fmt.Sprintf("plan %s was %s; nothing changed since (the source's data, the config): not planning again", t.PlanID, t.Status)
+	return dec, w.record(ctx, dec, fp)
+}
+
+// plan makes the gap's plan as the watcher, and runs it if it is auto and
+// its gate passed (and refill is not frozen).
+func (w *Watcher) plan(ctx context.Context, g Gap, frozen bool, because string) (Decision, error) {
+	dec := Decision{Gap: g}
+	p, err := w.Control.Plan(ctx, refill.Watcher, planner.Request{Targets: []string{g.Dataset}, From: g.From, To: g.To, Reason: g.Reason()})
+	if err != nil {
+		return dec, err
+	}
+	dec.PlanID, dec.Status, dec.Tier = p.ID, p.Status, p.Tier
+	prefix := ""
+	if because != "" {
+		prefix = because + "; "
+	}
+	fp, err := w.fingerprint(ctx, p, g)
+	if err != nil {
+		return dec, err
+	}
+	switch {
+	case p.Status == refill.StatusBlocked:
+		dec.Action, dec.Why = Planned, prefix+fmt.Sprintf("the source gate blocked it (%d failed check(s)): people are told, and it is planned again when the source's data changes", p.Gate.Failed())
+	case p.Tier != refill.TierAuto:
+		dec.Action, dec.Why = Planned, prefix+fmt.Sprintf("it is %s (%s): people decide", p.Tier, strings.Join(p.Reasons, "; "))
+	case frozen:
+		dec.Action, dec.Why = Frozen, prefix+"it is auto, but refill is frozen"
+	default:
+		if err := w.record(ctx, Decision{Gap: g, Action: Planned, PlanID: p.ID, Status: p.Status, Tier: p.Tier, Why: prefix + "auto, and its gate passed: running it"}, fp); err != nil {
+			return dec, err
+		}
+		return w.run(ctx, dec, Applied, prefix+"auto, and its gate passed")
+	}
+	return dec, w.record(ctx, dec, fp)
+}
+
+// run applies (or resumes) an auto plan.
+func (w *Watcher) run(ctx context.Context, dec Decision, act Action, why string) (Decision, error) {
+	dec.Action, dec.Why = act, why
+	if err := w.record(ctx, dec, ""); err != nil {
+		return dec, err
+	}
+	apply := w.Apply
+	if apply == nil {
+		apply = func(ctx context.Context, id string) error { return w.Control.Apply(ctx, id, refill.Watcher) }
+	}
+	if err := apply(ctx, dec.PlanID); err != nil {
+		dec.Err = err.Error()
+	}
+	if p, err := w.Store.Plan(ctx, dec.PlanID); err == nil {
+		dec.Status = p.Status
+	}
+	return dec, nil
+}
+
+// record audits a decision, once: a decision that repeats the last one
+// about the same plan (a plan still pending at the next tick) is not
+// recorded again.
+func (w *Watcher) record(ctx context.Context, dec Decision, fp string) error {
+	if dec.PlanID == "" {
+		return nil
+	}
+	prev, seen, err := w.Store.WatchState(ctx, dec.PlanID)
+	if err != nil {
+		return err
+	}
+	if seen && prev.Action == string(dec.Action) && (fp == "" || prev.Fingerprint == fp) {
+		return nil
+	}
+	if fp == "" && seen {
+		fp = prev.Fingerprint
+	}
+	return w.Store.Update(ctx, func(tx *store.Tx) error {
+		if err := tx.SetWatchState(ctx, store.WatchState{PlanID: dec.PlanID, Dataset: dec.Dataset, Action: string(dec.Action), Fingerprint: fp, At: time.Now()}); err != nil {
+			return err
+		}
+		return tx.Append(ctx, &refill.Event{Kind: refill.EventWatch, Actor: refill.Watcher, PlanID: dec.PlanID, Dataset: dec.Dataset, At: w.Now.Now(),
+			Detail: refill.Detail(map[string]any{"from": dec.From, "to": dec.To, "missing": dec.Missing, "failed": dec.Failed,
+				"action": dec.Action, "status": dec.Status, "tier": dec.Tier, "why": dec.Why})})
+	})
+}
+
+// fingerprint is what the gap's plan depends on in the warehouse: the row
+// counts of the inputs its gate checked, and of the dataset's upstreams,
+// over the gap. A change in it is a change in the source's data.
+func (w *Watcher) fingerprint(ctx context.Context, p *refill.Plan, g Gap) (string, error) {
+	inputs := slices.Clone(p.Gate.Checked)
+	if d := w.Config.Datasets[g.Dataset]; d != nil {
+		inputs = append(inputs, d.Upstream...)
+	}
+	sort.Strings(inputs)
+	inputs = slices.Compact(inputs)
+	h := sha256.New()
+	for _, in := range inputs {
+		d := w.Config.Datasets[in]
+		if d == nil || d.Table == "" {
+			continue
+		}
+		counts, err := w.Warehouse.PartitionCounts(ctx, d.Ref(), g.From, g.To)
+		if err != nil {
+			return "", fmt.Errorf("fingerprint of %s: %w", in, err)
+		}
+		keys := make([]string, 0, len(counts))
+		for k := range counts {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		fmt.Fprintf(h, "%s\n", in)
+		for _, k := range keys {
+			fmt.Fprintf(h, "%s=%d\n", k, counts[k])
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
