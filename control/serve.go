@@ -146,7 +146,7 @@ func (c *Control) SlackUser(slackID string) (string, error) {
 	}
 	switch len(found) {
 	case 0:
-		return "", refill.NotPermittedf("Slack user %s is not mapped to a refill user (users.NAME.slack in %s)", slackID, c.Config.Name())
+		return "", refill.NotPermittedf("Slack user %s is not mapped to a refill user (users.NAME.slack in refill.yaml)", slackID)
 	case 1:
 		return found[0], nil
 	}

@@ -5,6 +5,8 @@ package jobs
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -119,6 +121,9 @@ func (c Command) Run(ctx context.Context, d *refill.Dataset, partition string) (
 	if strings.Contains(name, "/") && !filepath.IsAbs(name) {
 		name = filepath.Join(c.Dir, name)
 	}
+	if err := checkScript(d, name); err != nil {
+		return Result{}, err
+	}
 	cmd := exec.CommandContext(ctx, name, argv[1:]...)
 	cmd.Dir = c.Dir
 	if c.WorkDir != "" {
@@ -177,4 +182,32 @@ func (l *limited) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
+}
+
+// checkScript refuses to run a project script that is not the one the job
+// was sealed with: the plan (and its approval) covered the script's
+// content, by its digest, and an edit since — even one made between the
+// approval and this partition — is a different job.
+func checkScript(d *refill.Dataset, path string) error {
+	want := d.Job.Script
+	if want == "" || !strings.Contains(d.Job.Command[0], "/") {
+		return nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("dataset %s: reading its script %s: %w", d.Name, path, err)
+	}
+	sum := sha256.Sum256(b)
+	if got := "sha256:" + hex.EncodeToString(sum[:]); got != want {
+		return refill.NotPermittedf("dataset %s: its script %s changed since the plan was sealed (sealed %s, now %s): it is not the job that was approved; plan again",
+			d.Name, d.Job.Command[0], short(want), short(got))
+	}
+	return nil
+}
+
+func short(digest string) string {
+	if len(digest) > 19 {
+		return digest[:19]
+	}
+	return digest
 }

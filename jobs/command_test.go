@@ -2,6 +2,8 @@ package jobs
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -81,5 +83,32 @@ func TestMissingCommandIsBadInput(t *testing.T) {
 	_, err := Command{Dir: t.TempDir()}.Run(context.Background(), dataset("./nope.sh"), "2026-11-02")
 	if !errors.Is(err, refill.ErrBadInput) || !strings.Contains(err.Error(), "./nope.sh not found") {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// TestCommandRefusesAChangedScript: a script edited after its job was
+// sealed (between approval and the run, say) does not run.
+func TestCommandRefusesAChangedScript(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "build.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho built > built.txt\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte("#!/bin/sh\necho built > built.txt\n"))
+	d := &refill.Dataset{Name: "x", Job: &refill.Job{Kind: refill.JobCommand, Command: []string{"./build.sh"},
+		Script: "sha256:" + hex.EncodeToString(sum[:])}}
+	c := Command{Dir: dir}
+	if _, err := c.Run(context.Background(), d, "2026-11-01"); err != nil {
+		t.Fatalf("the sealed script: %v", err)
+	}
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho other > other.txt\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Run(context.Background(), d, "2026-11-01")
+	if !errors.Is(err, refill.ErrNotPermitted) || !strings.Contains(err.Error(), "changed since the plan was sealed") {
+		t.Fatalf("an edited script: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "other.txt")); err == nil {
+		t.Error("the edited script ran")
 	}
 }

@@ -176,15 +176,22 @@ func validPlanID(id string) bool {
 // interaction's response_url; a decision taken replaces the buttons —
 // chat.update with a bot token, the response_url otherwise.
 func (n *Notifier) Interactions(c *control.Control, log *slog.Logger) http.Handler {
+	return n.InteractionsWith(func(context.Context) (*control.Control, error) { return c, nil }, log)
+}
+
+// InteractionsWith is Interactions deciding through whatever control
+// current returns at each request: refill serve's, which follows changes
+// to refill.yaml (a user removed there can no longer decide from Slack).
+func (n *Notifier) InteractionsWith(current func(context.Context) (*control.Control, error), log *slog.Logger) http.Handler {
 	if log == nil {
 		log = quiet
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n.interact(w, r, c, log)
+		n.interact(w, r, current, log)
 	})
 }
 
-func (n *Notifier) interact(w http.ResponseWriter, r *http.Request, c *control.Control, log *slog.Logger) {
+func (n *Notifier) interact(w http.ResponseWriter, r *http.Request, current func(context.Context) (*control.Control, error), log *slog.Logger) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		writeError(w, http.StatusMethodNotAllowed, "POST only")
@@ -213,8 +220,11 @@ func (n *Notifier) interact(w http.ResponseWriter, r *http.Request, c *control.C
 	// Slack's verifier keeps no memory: a captured request would pass again
 	// within its five minutes. The store remembers each signature until
 	// its timestamp expires, across every process sharing it.
+	// The key is what was signed, not the signature's spelling: hex in
+	// either case verifies, and must not make a second request of one.
 	ts, _ := strconv.ParseInt(r.Header.Get(headerSlackTimestamp), 10, 64) // VerifySlack parsed it
-	first, err := n.st.FirstSight(r.Context(), "slack:"+r.Header.Get(headerSlackSignature), now, time.Unix(ts, 0).Add(slackWindow))
+	signedSum := sha256.Sum256([]byte(strconv.FormatInt(ts, 10) + ":" + string(body)))
+	first, err := n.st.FirstSight(r.Context(), "slack:"+hex.EncodeToString(signedSum[:]), now, time.Unix(ts, 0).Add(slackWindow))
 	if err != nil {
 		log.Error("slack: replay cache", slog.String("error", err.Error()))
 		writeError(w, http.StatusInternalServerError, "the state store could not check the request for a replay; nothing was changed")
@@ -232,6 +242,12 @@ func (n *Notifier) interact(w http.ResponseWriter, r *http.Request, c *control.C
 	}
 	if in == nil {
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "text": "nothing for refill to do"})
+		return
+	}
+	c, err := current(r.Context())
+	if err != nil {
+		log.Error("slack: no control to decide with", slog.String("error", err.Error()))
+		writeError(w, http.StatusServiceUnavailable, "refill cannot decide now: "+err.Error())
 		return
 	}
 	user, err := c.SlackUser(in.SlackUser)

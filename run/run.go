@@ -496,7 +496,7 @@ func (r *Runner) work(ctx context.Context, a PartitionArgs, attempt, maxAttempts
 	// credentials) and a DAG run that ended failed will not mend on retry.
 	var outside *refill.OutsidePartitionError
 	final := attempt >= maxAttempts
-	hopeless := errors.Is(err, refill.ErrBadInput) || errors.Is(err, airflow.ErrRunFailed) || errors.Is(err, errAudit) || errors.As(err, &outside)
+	hopeless := errors.Is(err, refill.ErrBadInput) || errors.Is(err, refill.ErrNotPermitted) || errors.Is(err, airflow.ErrRunFailed) || errors.Is(err, errAudit) || errors.As(err, &outside)
 	if final || hopeless {
 		why := "its last"
 		if !final {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -56,6 +57,20 @@ func (s *Server) api() {
 	h("POST /api/v1/datasets/{dataset}/prove", s.prove)
 	h("GET /api/v1/audit/verify", s.verifyAudit)
 	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		// A path served for other methods is 405, with them in Allow.
+		var allow []string
+		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
+			probe := r.Clone(r.Context())
+			probe.Method = m
+			if _, pattern := s.mux.Handler(probe); pattern != "/api/" && pattern != "" {
+				allow = append(allow, m)
+			}
+		}
+		if len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeJSON(w, http.StatusMethodNotAllowed, apiError{Error: fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, strings.Join(allow, " or ")), Code: refill.ExitBadInput})
+			return
+		}
 		writeJSON(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("no route %s %s (see DESIGN.md §6a)", r.Method, r.URL.Path), Code: refill.ExitBadInput})
 	})
 }
@@ -91,13 +106,13 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request, user string, req p
 		s.writeError(w, r, r.Context().Err())
 		return
 	}
-	p, err := s.Control.Plan(r.Context(), user, req)
+	p, err := s.ctl().Plan(r.Context(), user, req)
 	<-s.planning
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	st, err := s.Control.Load(r.Context(), p.ID)
+	st, err := s.ctl().Load(r.Context(), p.ID)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -142,7 +157,7 @@ func (s *Server) listPlans(w http.ResponseWriter, r *http.Request, _ string) {
 }
 
 func (s *Server) getPlan(w http.ResponseWriter, r *http.Request, _ string) {
-	st, err := s.Control.Load(r.Context(), r.PathValue("id"))
+	st, err := s.ctl().Load(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -210,7 +225,7 @@ func (s *Server) decide(act func(c *control.Control, r *http.Request, id, user, 
 		if note == "" {
 			note = b.Reason
 		}
-		st, err := act(s.Control, r, r.PathValue("id"), user, note)
+		st, err := act(s.ctl(), r, r.PathValue("id"), user, note)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -232,7 +247,7 @@ func (s *Server) rollback(w http.ResponseWriter, r *http.Request, user string) {
 			return
 		}
 	}
-	st, parts, err := s.Control.Rollback(r.Context(), r.PathValue("id"), user, force)
+	st, parts, err := s.ctl().Rollback(r.Context(), r.PathValue("id"), user, force)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -244,12 +259,12 @@ func (s *Server) rollback(w http.ResponseWriter, r *http.Request, user string) {
 // in the background: 202, and the plan's progress shows on GET.
 func (s *Server) apply(w http.ResponseWriter, r *http.Request, user string) {
 	id := r.PathValue("id")
-	st, err := s.Control.Load(r.Context(), id)
+	st, err := s.ctl().Load(r.Context(), id)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if err := s.mayStart(st); err != nil {
+	if err := s.mayStart(r.Context(), st); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -263,8 +278,15 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request, user string) {
 
 // mayStart refuses at once what Apply would refuse in the background, so
 // the caller hears it: the same unmet list.
-func (s *Server) mayStart(st *control.State) error {
+func (s *Server) mayStart(ctx context.Context, st *control.State) error {
 	p := st.Plan
+	// A run alive in another process (a second replica, the CLI) would
+	// refuse this one at once, after the 202: say so now.
+	if l, held, err := s.Store.Lease(ctx, p.ID); err != nil {
+		return err
+	} else if held && l.Expires.After(time.Now()) && !s.Running(p.ID) {
+		return refill.Lockedf("plan %s is running in another process (%s); its progress shows here", p.ID, l.Holder)
+	}
 	if p.Status == refill.StatusBlocked {
 		return fmt.Errorf("plan %s: %w: it can never run; repair the source and plan again", p.ID, refill.ErrBlocked)
 	}
@@ -278,7 +300,7 @@ func (s *Server) mayStart(st *control.State) error {
 }
 
 func (s *Server) report(w http.ResponseWriter, r *http.Request, _ string) {
-	rep, err := s.Control.Report(r.Context(), r.PathValue("id"))
+	rep, err := s.ctl().Report(r.Context(), r.PathValue("id"))
 	if err != nil && !errors.Is(err, refill.ErrVerification) {
 		s.writeError(w, r, err)
 		return
@@ -301,7 +323,7 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request, _ string) {
 		s.writeError(w, r, refill.BadInputf("dataset and partition are required: /api/v1/history?dataset=D&partition=P"))
 		return
 	}
-	hist, err := s.Control.History(r.Context(), dataset, partition)
+	hist, err := s.ctl().History(r.Context(), dataset, partition)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -316,12 +338,12 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request, _ string) {
 // run order, from what the plan sealed.
 func (s *Server) planLineage(format string) func(http.ResponseWriter, *http.Request, string) {
 	return func(w http.ResponseWriter, r *http.Request, _ string) {
-		st, err := s.Control.Load(r.Context(), r.PathValue("id"))
+		st, err := s.ctl().Load(r.Context(), r.PathValue("id"))
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		dot, err := PlanDOT(st.Plan, s.Config)
+		dot, err := PlanDOT(st.Plan, s.conf())
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -332,7 +354,7 @@ func (s *Server) planLineage(format string) func(http.ResponseWriter, *http.Requ
 
 // lineage serves the whole lineage, or one dataset's neighbourhood.
 func (s *Server) lineage(w http.ResponseWriter, r *http.Request, _ string) {
-	g, err := lineage.New(s.Config.Datasets)
+	g, err := lineage.New(s.conf().Datasets)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -373,7 +395,7 @@ func (s *Server) writeLineage(w http.ResponseWriter, r *http.Request, format, do
 }
 
 func (s *Server) getFreeze(w http.ResponseWriter, r *http.Request, _ string) {
-	f, err := s.Control.Frozen(r.Context())
+	f, err := s.ctl().Frozen(r.Context())
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -394,9 +416,9 @@ func (s *Server) freeze(lift bool) func(http.ResponseWriter, *http.Request, stri
 		}
 		var f refill.Freeze
 		if lift {
-			f, err = s.Control.Unfreeze(r.Context(), user, reason)
+			f, err = s.ctl().Unfreeze(r.Context(), user, reason)
 		} else {
-			f, err = s.Control.Freeze(r.Context(), user, reason)
+			f, err = s.ctl().Freeze(r.Context(), user, reason)
 		}
 		if err != nil {
 			s.writeError(w, r, err)
@@ -469,7 +491,7 @@ func (s *Server) prove(w http.ResponseWriter, r *http.Request, user string) {
 		s.writeError(w, r, refill.BadInputf("partition is required"))
 		return
 	}
-	pr, err := s.Control.Prove(r.Context(), r.PathValue("dataset"), b.Partition, user)
+	pr, err := s.ctl().Prove(r.Context(), r.PathValue("dataset"), b.Partition, user)
 	if err != nil && (pr == nil || !errors.Is(err, refill.ErrVerification)) {
 		s.writeError(w, r, err)
 		return
@@ -487,7 +509,7 @@ func (s *Server) prove(w http.ResponseWriter, r *http.Request, user string) {
 // verifyAudit walks the audit chain (refill audit verify): 200 when it
 // holds, 422 when it does not.
 func (s *Server) verifyAudit(w http.ResponseWriter, r *http.Request, _ string) {
-	rep, err := s.Control.VerifyAudit(r.Context())
+	rep, err := s.ctl().VerifyAudit(r.Context())
 	if err != nil {
 		writeJSON(w, HTTPStatus(err), struct {
 			apiError
@@ -525,7 +547,7 @@ func deref(p *string) string {
 // grain is a dataset's partition grain (day when unknown: the planner
 // reports an unknown dataset).
 func (s *Server) grain(dataset string) refill.Grain {
-	if d, ok := s.Config.Datasets[dataset]; ok && d.Partition.Grain != "" {
+	if d, ok := s.conf().Datasets[dataset]; ok && d.Partition.Grain != "" {
 		return d.Partition.Grain
 	}
 	return refill.GrainDay

@@ -256,6 +256,8 @@ func TestAPIErrors(t *testing.T) {
 		{"no targets", `{"from":"2026-11-01","to":"2026-11-03","reason":"x"}`},
 		{"empty body", ``},
 		{"oversized", `{"targets":["sessions"],"reason":"` + strings.Repeat("x", server.MaxBody) + `"}`},
+		{"a field in another case", `{"targets":["sessions"],"from":"2026-11-01","to":"2026-11-03","reason":"x","REASON":"y"}`},
+		{"a field given twice", `{"targets":["sessions"],"from":"2026-11-01","to":"2026-11-03","reason":"reviewed","reason":"rubber stamp"}`},
 	} {
 		st, res := e.call("alice", "POST", "/api/v1/plans", c.body)
 		wantError(t, c.what, st, res, http.StatusBadRequest, refill.ExitBadInput)
@@ -273,6 +275,8 @@ func TestAPIErrors(t *testing.T) {
 	wantError(t, "unknown plan", st, res, http.StatusNotFound, refill.ExitBadInput)
 	st, res = e.call("alice", "GET", "/api/v1/nothing", "")
 	wantError(t, "unknown route", st, res, http.StatusNotFound, refill.ExitBadInput)
+	st, res = e.call("alice", "GET", "/api/v1/plans/deadbeef/approve", "")
+	wantError(t, "GET on a POST route", st, res, http.StatusMethodNotAllowed, refill.ExitBadInput)
 
 	// 409 blocked: the broken range fails the source gate; the plan is
 	// stored and returned beside the error.

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/run"
 )
 
 // metrics are the server's Prometheus metrics, on a registry of its own.
@@ -43,16 +44,21 @@ func newMetrics(s *Server) *metrics {
 	m.reg.MustRegister(m.requests, m.runs, m.partitions, m.gate,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&planCollector{s: s, desc: prometheus.NewDesc("refill_plans", "Stored plans by tier and status.", []string{"tier", "status"}, nil)})
-	if s.Runner != nil {
-		prev := s.Runner.OnPublished
-		s.Runner.OnPublished = func(dataset, partition string, rows *int64, took time.Duration) {
-			m.partitions.WithLabelValues(dataset).Observe(took.Seconds())
-			if prev != nil {
-				prev(dataset, partition, rows, took)
-			}
+	return m
+}
+
+// watch times the partitions runner publishes.
+func (m *metrics) watch(r *run.Runner) {
+	if r == nil {
+		return
+	}
+	prev := r.OnPublished
+	r.OnPublished = func(dataset, partition string, rows *int64, took time.Duration) {
+		m.partitions.WithLabelValues(dataset).Observe(took.Seconds())
+		if prev != nil {
+			prev(dataset, partition, rows, took)
 		}
 	}
-	return m
 }
 
 func (m *metrics) handler() http.Handler {

@@ -6,6 +6,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,9 +14,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/refill-dev/refill"
@@ -37,11 +41,23 @@ type Server struct {
 	// Slack, when set, handles POST /slack/interactions (signature
 	// verified, replays refused, decisions through Control).
 	Slack http.Handler
+	// Reload, when set, is asked before each request whether what the
+	// core was built from (refill.yaml, and the scripts whose digests jobs
+	// seal) changed: it returns nil while nothing did, a fresh core when
+	// something did, and an error when the changed config no longer loads
+	// — then the server refuses to decide (503) until it is fixed. Without
+	// it, the core given at start decides until the process ends.
+	Reload func(ctx context.Context) (*Core, error)
 	// Version is shown on /healthz.
 	Version string
 
 	metrics *metrics
 	mux     *http.ServeMux
+	// core is what decides now: Config, Control and Runner at start, and
+	// what Reload gives after.
+	core    atomic.Pointer[Core]
+	reload  sync.Mutex
+	runners []*run.Runner // every runner a core had, for Shutdown's drain
 	// planning bounds dry runs in progress: each scans the warehouse, and
 	// on a small machine a burst of them would starve every other request.
 	planning chan struct{}
@@ -62,9 +78,14 @@ func New(s *Server) *Server {
 		s.Log = slog.New(slog.NewJSONHandler(io.Discard, nil))
 	}
 	s.base, s.stop = context.WithCancel(context.Background())
+	s.core.Store(&Core{Config: s.Config, Control: s.Control, Runner: s.Runner})
 	s.applying = map[string]bool{}
 	s.planning = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
 	s.metrics = newMetrics(s)
+	s.metrics.watch(s.Runner)
+	if s.Runner != nil {
+		s.runners = append(s.runners, s.Runner)
+	}
 	s.mux = http.NewServeMux()
 	s.routes()
 	return s
@@ -72,7 +93,60 @@ func New(s *Server) *Server {
 
 // Handler is the server's HTTP handler, with request logging and metrics.
 func (s *Server) Handler() http.Handler {
-	return s.metrics.instrument(s.logRequests(s.mux))
+	return s.metrics.instrument(s.logRequests(s.refreshing(s.mux)))
+}
+
+// Core is what the server decides with: a config and the core wired over
+// it.
+type Core struct {
+	Config  *refill.Config
+	Control *control.Control
+	Runner  *run.Runner
+}
+
+func (s *Server) ctl() *control.Control { return s.core.Load().Control }
+func (s *Server) conf() *refill.Config  { return s.core.Load().Config }
+
+// Current is the core to decide with now: Reload asked first, so a change
+// to refill.yaml or a job's script since the last request is seen before
+// anything is decided.
+func (s *Server) Current(ctx context.Context) (*Core, error) {
+	if s.Reload == nil {
+		return s.core.Load(), nil
+	}
+	s.reload.Lock()
+	defer s.reload.Unlock()
+	fresh, err := s.Reload(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if fresh != nil {
+		s.metrics.watch(fresh.Runner)
+		if fresh.Runner != nil {
+			s.runners = append(s.runners, fresh.Runner)
+		}
+		s.core.Store(fresh)
+		s.Log.Info("config reloaded", slog.String("config", fresh.Config.Name()))
+	}
+	return s.core.Load(), nil
+}
+
+// refreshing brings the core up to date before every request but health
+// and metrics; a config that no longer loads stops every decision.
+func (s *Server) refreshing(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/healthz", "/metrics":
+		default:
+			if _, err := s.Current(r.Context()); err != nil {
+				s.Log.Error("config reload", slog.String("error", err.Error()))
+				writeJSON(w, http.StatusServiceUnavailable, apiError{
+					Error: "refusing to decide: " + err.Error(), Code: refill.ExitInternal})
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func (s *Server) routes() {
@@ -93,7 +167,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body := map[string]any{"ok": true, "version": s.Version, "state_store": s.Store.Driver()}
-	if f, err := s.Control.Frozen(ctx); err == nil && f != nil {
+	if f, err := s.ctl().Frozen(ctx); err == nil && f != nil {
 		body["frozen"] = f
 	}
 	writeJSON(w, http.StatusOK, body)
@@ -116,13 +190,20 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-		next.ServeHTTP(rec, r)
+		// Whoever authenticates the request further in writes its user
+		// here, for the log line.
+		slot := new(string)
+		inner := r.WithContext(context.WithValue(r.Context(), userSlotKey, slot))
+		next.ServeHTTP(rec, inner)
+		// The mux set the route on the request it saw; the metrics
+		// around this read it from the outer one.
+		r.Pattern = inner.Pattern
 		lvl := slog.LevelInfo
 		if rec.status >= 500 {
 			lvl = slog.LevelError
 		}
 		s.Log.LogAttrs(r.Context(), lvl, "request", slog.String("method", r.Method), slog.String("path", r.URL.Path),
-			slog.Int("status", rec.status), slog.Duration("took", time.Since(start)), slog.String("user", userOf(r.Context())))
+			slog.Int("status", rec.status), slog.Duration("took", time.Since(start)), slog.String("user", *slot))
 	})
 }
 
@@ -191,15 +272,25 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
 		return refill.BadInputf("request body: Content-Type %q: want application/json", ct)
 	}
-	body := http.MaxBytesReader(w, r.Body, MaxBody)
-	dec := json.NewDecoder(body)
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return refill.BadInputf("request body: larger than %d bytes", MaxBody)
+		}
+		return refill.BadInputf("request body: %v", err)
+	}
+	// encoding/json matches field names without regard to case and lets a
+	// repeated key win: {"note":"reviewed","NOTE":"rubber stamp"} would
+	// record what the reader of the request did not see. Names must match
+	// exactly, once each.
+	if err := exactKeys(raw, v); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		switch {
-		case errors.As(err, &tooBig):
-			return refill.BadInputf("request body: larger than %d bytes", MaxBody)
-		case errors.Is(err, io.EOF):
+		if errors.Is(err, io.EOF) {
 			return refill.BadInputf("request body: empty; want a JSON object")
 		}
 		return refill.BadInputf("request body: %v", err)
@@ -207,10 +298,49 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	if dec.More() {
 		return refill.BadInputf("request body: more than one JSON document")
 	}
-	if _, err := io.Copy(io.Discard, body); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return refill.BadInputf("request body: larger than %d bytes", MaxBody)
+	return nil
+}
+
+// exactKeys checks the top-level keys of a JSON object against the json
+// names of v's struct fields: each must be one of them, spelled exactly,
+// and appear once. Anything that is not an object is left to the decoder.
+func exactKeys(raw []byte, v any) error {
+	t := reflect.TypeOf(v)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	known := map[string]bool{}
+	for i := 0; i < t.NumField(); i++ {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			known[name] = true
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	tok, err := dec.Token()
+	if err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // the decoder says what is wrong
+		}
+		key, _ := tok.(string)
+		if !known[key] {
+			return refill.BadInputf("request body: unknown field %q", key)
+		}
+		if seen[key] {
+			return refill.BadInputf("request body: field %q given twice", key)
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil
 		}
 	}
 	return nil
@@ -222,7 +352,13 @@ type ctxKey int
 
 const userKey ctxKey = iota
 
+// userSlotKey holds the *string the request log reads the user from.
+const userSlotKey ctxKey = iota + 100
+
 func withUser(ctx context.Context, user string) context.Context {
+	if slot, ok := ctx.Value(userSlotKey).(*string); ok {
+		*slot = user
+	}
 	return context.WithValue(ctx, userKey, user)
 }
 
@@ -249,7 +385,7 @@ func (s *Server) authed(next func(w http.ResponseWriter, r *http.Request, user s
 			unauthorized(w, "missing bearer token: send Authorization: Bearer TOKEN (refill token create --as USER)")
 			return
 		}
-		user, err := s.Control.Authenticate(r.Context(), tok)
+		user, err := s.ctl().Authenticate(r.Context(), tok)
 		if err != nil {
 			if refill.ExitCode(err) == refill.ExitNotPermitted {
 				unauthorized(w, err.Error())
@@ -287,7 +423,7 @@ func (s *Server) startApply(id, user string) error {
 			s.mu.Unlock()
 		}()
 		s.Log.Info("apply started", slog.String("plan", id), slog.String("user", user))
-		err := s.Control.Apply(s.base, id, user)
+		err := s.ctl().Apply(s.base, id, user)
 		s.metrics.run(err)
 		if err != nil {
 			s.Log.Warn("apply ended", slog.String("plan", id), slog.String("user", user), slog.String("error", err.Error()),
@@ -314,8 +450,11 @@ func (s *Server) Shutdown(ctx context.Context) {
 	s.mu.Lock()
 	s.closing = true
 	s.mu.Unlock()
-	if s.Runner != nil {
-		s.Runner.Drain()
+	s.reload.Lock()
+	runners := slices.Clone(s.runners)
+	s.reload.Unlock()
+	for _, r := range runners {
+		r.Drain()
 	}
 	done := make(chan struct{})
 	go func() { s.applies.Wait(); close(done) }()

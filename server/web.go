@@ -103,7 +103,7 @@ func newWebUI(s *Server) (*webUI, error) {
 			return nil, fmt.Errorf("web: secret: %w", err)
 		}
 	}
-	if pub := s.Config.Server.PublicURL; pub != "" {
+	if pub := s.conf().Server.PublicURL; pub != "" {
 		if u, err := url.Parse(pub); err == nil && u.Scheme != "" && u.Host != "" {
 			if err := ui.origins.AddTrustedOrigin(u.Scheme + "://" + u.Host); err != nil {
 				s.Log.Warn("web: server.public_url is not a usable origin", slog.String("public_url", pub), slog.String("error", err.Error()))
@@ -186,7 +186,7 @@ func (ui *webUI) session(r *http.Request) (user, token string, err error) {
 	if err != nil || c.Value == "" {
 		return "", "", errNoSession
 	}
-	user, err = ui.s.Control.Authenticate(r.Context(), c.Value)
+	user, err = ui.s.ctl().Authenticate(r.Context(), c.Value)
 	if err != nil {
 		return "", "", err
 	}
@@ -246,7 +246,7 @@ func (ui *webUI) signinFirst(w http.ResponseWriter, r *http.Request, err error) 
 // force, and the flash message left by the last action (then cleared).
 func (ui *webUI) view(w http.ResponseWriter, r *http.Request, user, token string) (*view, error) {
 	v := &view{User: user, CSRF: ui.sessionCSRF(token)}
-	f, err := ui.s.Control.Frozen(r.Context())
+	f, err := ui.s.ctl().Frozen(r.Context())
 	if err != nil {
 		return v, err
 	}
@@ -411,7 +411,7 @@ func (ui *webUI) signin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	token := strings.TrimSpace(r.PostForm.Get("token"))
-	user, err := ui.s.Control.Authenticate(r.Context(), token)
+	user, err := ui.s.ctl().Authenticate(r.Context(), token)
 	if err != nil {
 		if refill.ExitCode(err) != refill.ExitNotPermitted {
 			ui.fail(w, r, &view{Title: "Error"}, err)

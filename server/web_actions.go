@@ -20,7 +20,7 @@ import (
 func (ui *webUI) decide(w http.ResponseWriter, r *http.Request, v *view) {
 	id, act := r.PathValue("id"), r.PathValue("action")
 	note := strings.TrimSpace(r.PostForm.Get("note"))
-	c, ctx, user := ui.s.Control, r.Context(), v.User
+	c, ctx, user := ui.s.ctl(), r.Context(), v.User
 	var msg string
 	var err error
 	switch act {
@@ -62,7 +62,7 @@ func (ui *webUI) decide(w http.ResponseWriter, r *http.Request, v *view) {
 	case "apply":
 		var st *control.State
 		if st, err = c.Load(ctx, id); err == nil {
-			if err = ui.s.mayStart(st); err == nil {
+			if err = ui.s.mayStart(ctx, st); err == nil {
 				err = ui.s.startApply(id, user)
 			}
 		}
@@ -104,7 +104,7 @@ func (ui *webUI) newPlan(w http.ResponseWriter, r *http.Request, v *view) {
 	if len(f.Targets) > 0 {
 		select {
 		case ui.s.planning <- struct{}{}:
-			p, err = ui.s.Control.Plan(r.Context(), v.User, planner.Request{Targets: f.Targets, From: f.From, To: f.To, Reason: f.Reason})
+			p, err = ui.s.ctl().Plan(r.Context(), v.User, planner.Request{Targets: f.Targets, From: f.From, To: f.To, Reason: f.Reason})
 			<-ui.s.planning
 		case <-r.Context().Done():
 			err = r.Context().Err()
@@ -123,7 +123,7 @@ func (ui *webUI) newPlan(w http.ResponseWriter, r *http.Request, v *view) {
 		}
 		v.Flash = &flash{Kind: "error", Msg: text}
 		v.Title, v.Nav = "Plans", "plans"
-		v.Data = plansData{Plans: list, Statuses: allStatuses, Limit: 100, Datasets: ui.s.Config.DatasetNames(), Form: f}
+		v.Data = plansData{Plans: list, Statuses: allStatuses, Limit: 100, Datasets: ui.s.conf().DatasetNames(), Form: f}
 		ui.render(w, r, status, "plans", v)
 		return
 	}

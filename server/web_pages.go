@@ -79,7 +79,7 @@ type planForm struct {
 
 func (ui *webUI) plans(w http.ResponseWriter, r *http.Request, v *view) {
 	q := r.URL.Query()
-	d := plansData{Status: refill.Status(q.Get("status")), Statuses: allStatuses, Limit: 100, Datasets: ui.s.Config.DatasetNames()}
+	d := plansData{Status: refill.Status(q.Get("status")), Statuses: allStatuses, Limit: 100, Datasets: ui.s.conf().DatasetNames()}
 	if d.Status != "" && !slices.Contains(allStatuses, d.Status) {
 		ui.fail(w, r, v, refill.BadInputf("status %q: want one of %s", d.Status, statusNames()))
 		return
@@ -175,7 +175,7 @@ type checkItem struct {
 }
 
 func (ui *webUI) plan(w http.ResponseWriter, r *http.Request, v *view) {
-	st, err := ui.s.Control.Load(r.Context(), r.PathValue("id"))
+	st, err := ui.s.ctl().Load(r.Context(), r.PathValue("id"))
 	if err != nil {
 		ui.fail(w, r, v, err)
 		return
@@ -191,7 +191,7 @@ func (ui *webUI) renderPlan(w http.ResponseWriter, r *http.Request, v *view, st 
 	// A run this server just started may not have marked the plan
 	// running yet: the page follows it all the same.
 	d.Running = d.Progress.Running
-	rep, err := ui.s.Control.Report(r.Context(), p.ID)
+	rep, err := ui.s.ctl().Report(r.Context(), p.ID)
 	switch {
 	case err == nil || errors.Is(err, refill.ErrVerification):
 		d.Report = &rep
@@ -240,7 +240,7 @@ func (ui *webUI) renderPlan(w http.ResponseWriter, r *http.Request, v *view, st 
 }
 
 func (ui *webUI) isLead(user string) bool {
-	u, ok := ui.s.Config.Users[user]
+	u, ok := ui.s.conf().Users[user]
 	return ok && u.HasRole(refill.RoleLead)
 }
 
@@ -257,20 +257,20 @@ func (ui *webUI) mayDo(st *control.State, user string, rep *control.Report) mayD
 	// Approval: pending, not the requester's own, current, and for a
 	// manual plan a lead after snapshot and scope. Rejection is offered to
 	// the same reviewers (the requester withdraws with cancel).
-	reviewer := user != p.Request.RequestedBy && (!manual || (len(ui.s.Config.Users) > 0 && ui.isLead(user)))
+	reviewer := user != p.Request.RequestedBy && (!manual || (len(ui.s.conf().Users) > 0 && ui.isLead(user)))
 	m.Approve = p.Status == refill.StatusPending && reviewer && clear && (!manual || (snapped && scoped))
 	m.Reject = p.Status == refill.StatusPending && reviewer
 	m.Apply = len(st.Unmet) == 0 && p.Status != refill.StatusRunning && p.Status.Live()
 	switch p.Status {
 	case refill.StatusPending, refill.StatusApproved, refill.StatusReady, refill.StatusRunning:
-		m.Cancel = st.Cancel == nil && ui.s.Control.MayCancel(st, user)
+		m.Cancel = st.Cancel == nil && ui.s.ctl().MayCancel(st, user)
 	}
 	switch p.Status {
 	case refill.StatusApplied, refill.StatusFailed, refill.StatusCancelled:
 		// Only a plan with a snapshot can be rolled back: control says
 		// so when there is none, but the page need not offer it.
 		_, m.Rollback = st.Done(refill.ChecklistSnapshot)
-		m.Force = m.Rollback && len(ui.s.Config.Users) > 0 && ui.isLead(user)
+		m.Force = m.Rollback && len(ui.s.conf().Users) > 0 && ui.isLead(user)
 	}
 	if manual {
 		switch p.Status {
@@ -334,12 +334,12 @@ func (ui *webUI) checklist(st *control.State, may mayDo) []checkItem {
 
 // planLineage is the plan's lineage picture for the page's <img>.
 func (ui *webUI) planLineage(w http.ResponseWriter, r *http.Request, _ string) {
-	st, err := ui.s.Control.Load(r.Context(), r.PathValue("id"))
+	st, err := ui.s.ctl().Load(r.Context(), r.PathValue("id"))
 	if err != nil {
 		http.Error(w, err.Error(), HTTPStatus(err))
 		return
 	}
-	dot, err := PlanDOT(st.Plan, ui.s.Config)
+	dot, err := PlanDOT(st.Plan, ui.s.conf())
 	if err != nil {
 		ui.s.writeError(w, r, err)
 		return
@@ -349,7 +349,7 @@ func (ui *webUI) planLineage(w http.ResponseWriter, r *http.Request, _ string) {
 
 func (ui *webUI) datasetLineage(w http.ResponseWriter, r *http.Request, _ string) {
 	name := r.PathValue("name")
-	g, err := lineage.New(ui.s.Config.Datasets)
+	g, err := lineage.New(ui.s.conf().Datasets)
 	if err != nil {
 		ui.s.writeError(w, r, err)
 		return
@@ -375,7 +375,7 @@ func (ui *webUI) svg(w http.ResponseWriter, r *http.Request, dot string) {
 
 // planProgress is the run's progress as JSON, for the page's refresher.
 func (ui *webUI) planProgress(w http.ResponseWriter, r *http.Request, _ string) {
-	st, err := ui.s.Control.Load(r.Context(), r.PathValue("id"))
+	st, err := ui.s.ctl().Load(r.Context(), r.PathValue("id"))
 	if err != nil {
 		ui.s.writeError(w, r, err)
 		return
@@ -413,12 +413,12 @@ const maxTouches = 500
 
 func (ui *webUI) dataset(w http.ResponseWriter, r *http.Request, v *view) {
 	name := r.PathValue("name")
-	d, ok := ui.s.Config.Datasets[name]
+	d, ok := ui.s.conf().Datasets[name]
 	if !ok {
-		ui.fail(w, r, v, refill.NotFoundf("unknown dataset %q (known: %s)", name, strings.Join(ui.s.Config.DatasetNames(), ", ")))
+		ui.fail(w, r, v, refill.NotFoundf("unknown dataset %q (known: %s)", name, strings.Join(ui.s.conf().DatasetNames(), ", ")))
 		return
 	}
-	g, err := lineage.New(ui.s.Config.Datasets)
+	g, err := lineage.New(ui.s.conf().Datasets)
 	if err != nil {
 		ui.fail(w, r, v, err)
 		return

@@ -41,6 +41,10 @@ type Watcher struct {
 	// [from, to] whose DAG run failed or never ran (the orchestrator's own
 	// view of the gaps).
 	DAGRuns func(ctx context.Context, d *refill.Dataset, from, to string) (failed, missing []string, err error)
+	// Core, when set, gives the config and control each tick decides with
+	// (refill serve's, which follow changes to refill.yaml); Config and
+	// Control are used otherwise.
+	Core func(ctx context.Context) (*refill.Config, *control.Control, error)
 }
 
 // Gap is a contiguous run of partitions of one dataset that are due and
@@ -121,6 +125,15 @@ type Report struct {
 
 // Tick finds the gaps of every scheduled dataset and decides about each.
 func (w *Watcher) Tick(ctx context.Context) (Report, error) {
+	if w.Core != nil {
+		cfg, c, err := w.Core(ctx)
+		if err != nil {
+			return Report{}, err
+		}
+		now := *w
+		now.Config, now.Control, now.Core = cfg, c, nil
+		return now.Tick(ctx)
+	}
 	rep := Report{At: w.Now.Now(), Gaps: []Gap{}, Decisions: []Decision{}}
 	f, err := w.Control.Frozen(ctx)
 	if err != nil {
@@ -452,4 +465,3 @@ func (w *Watcher) fingerprint(ctx context.Context, p *refill.Plan, g Gap) (strin
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
-

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -242,6 +243,9 @@ func TestServeRunsWhatTheBrowserApproves(t *testing.T) {
 			t.Errorf("a log line that is not slog JSON: %q", line)
 		}
 	}
+	if !strings.Contains(s.logs.String(), `"path":"/api/v1/plans/`+p.ID+`/approve","status":200`) || !strings.Contains(s.logs.String(), `"user":"bob"`) {
+		t.Errorf("the request log does not name who approved:\n%s", s.logs)
+	}
 	if !strings.Contains(s.logs.String(), `"msg":"stopped"`) {
 		t.Errorf("no clean stop in the logs:\n%s", s.logs)
 	}
@@ -322,4 +326,73 @@ func countPublished(t *testing.T, dir, id string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestServeFollowsTheConfig: refill serve decides with refill.yaml and the
+// scripts as they are now, not as they were when it started — an edited
+// script makes a plan stale there as at the CLI, a user removed can no
+// longer act, and a config that no longer loads stops every decision.
+func TestServeFollowsTheConfig(t *testing.T) {
+	d := setup(t)
+	carol, bob := token(t, d, "carol"), token(t, d, "bob")
+	p := decode[planJSON](t, step(t, d, 0, "", "plan", "partner_feed", "--from", "2026-10-01", "--to", "2026-10-03", "--reason", "re-export", "--as", "alice", "-o", "json").stdout)
+	step(t, d, 0, "", "snapshot", p.ID, "--as", "alice")
+	step(t, d, 0, "", "scope", p.ID, "--note", "three days of the export", "--as", "alice")
+	s := serve(t, d)
+	script := filepath.Join(d, "export.sh")
+	b, err := os.ReadFile(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(script, append(b, []byte("\necho unreviewed >> unreviewed.log\n")...), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	st, res := s.do(t, carol, "POST", "/api/v1/plans/"+p.ID+"/approve", "")
+	if st != http.StatusForbidden || !strings.Contains(fmt.Sprint(res["error"]), "stale") {
+		t.Fatalf("approving after the script changed: %d %v", st, res)
+	}
+	_, got := s.do(t, carol, "GET", "/api/v1/plans/"+p.ID, "")
+	if stale, _ := got["stale"].([]any); len(stale) == 0 || got["may_run"] != false {
+		t.Errorf("the plan page does not say stale: %v", got["stale"])
+	}
+	if err := os.WriteFile(script, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if st, res := s.do(t, carol, "POST", "/api/v1/plans/"+p.ID+"/approve", ""); st != http.StatusOK {
+		t.Fatalf("approving with the script restored: %d %v", st, res)
+	}
+
+	cfg := filepath.Join(d, "refill.yaml")
+	orig, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := s.do(t, bob, "GET", "/api/v1/plans", ""); st != http.StatusOK {
+		t.Fatalf("bob before: %d", st)
+	}
+	without := strings.Replace(string(orig), "  bob: {roles: [engineer]}\n", "", 1)
+	if without == string(orig) {
+		t.Fatal("the demo config has no bob line to remove")
+	}
+	if err := os.WriteFile(cfg, []byte(without), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if st, res := s.do(t, bob, "GET", "/api/v1/plans", ""); st != http.StatusUnauthorized {
+		t.Errorf("bob after leaving users: %d %v, want 401", st, res)
+	}
+	if err := os.WriteFile(cfg, []byte("version: 1\ndatasets: [oops\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if st, res := s.do(t, carol, "GET", "/api/v1/plans", ""); st != http.StatusServiceUnavailable || !strings.Contains(fmt.Sprint(res["error"]), "no longer loads") {
+		t.Errorf("a broken config: %d %v, want 503", st, res)
+	}
+	if st, _ := s.do(t, "", "GET", "/healthz", ""); st != http.StatusOK {
+		t.Errorf("healthz with a broken config: %d", st)
+	}
+	if err := os.WriteFile(cfg, orig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := s.do(t, bob, "GET", "/api/v1/plans", ""); st != http.StatusOK {
+		t.Errorf("bob back in users: %d", st)
+	}
 }

@@ -4,11 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/config"
+	"github.com/refill-dev/refill/control"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -59,8 +64,20 @@ and refill apply resumes them.`,
 				return err
 			}
 			r.Log = slogWriter{log: log}
-			srv := server.New(&server.Server{Config: e.cfg, Store: e.st, Control: c, Runner: r, Log: log, Version: Version,
-				Slack: e.notifier.Interactions(c, log.With(slog.String("component", "slack")))})
+			var srv *server.Server
+			current := func(ctx context.Context) (*control.Control, error) {
+				core, err := srv.Current(ctx)
+				if err != nil {
+					return nil, err
+				}
+				return core.Control, nil
+			}
+			reload, err := a.reloader(e, log)
+			if err != nil {
+				return err
+			}
+			srv = server.New(&server.Server{Config: e.cfg, Store: e.st, Control: c, Runner: r, Log: log, Version: Version,
+				Slack: e.notifier.InteractionsWith(current, log.With(slog.String("component", "slack"))), Reload: reload})
 			workers, err := a.serveWorkers(ctx, e, c, r, srv, log)
 			if err != nil {
 				return err
@@ -114,4 +131,76 @@ func (w slogWriter) Write(p []byte) (int, error) {
 	}
 	w.log.Log(context.Background(), lvl, line, slog.String("component", "runner"))
 	return len(p), nil
+}
+
+// stamp is what a file looked like: a change in it is a change.
+type stamp struct {
+	size int64
+	mod  time.Time
+	ino  uint64
+}
+
+// stamps are the files a config was built from: refill.yaml, and every
+// script whose digest a command job seals.
+func stamps(cfg *refill.Config) map[string]stamp {
+	files := []string{cfg.File}
+	for _, d := range cfg.Datasets {
+		if d.Job == nil || d.Job.Kind != refill.JobCommand || len(d.Job.Command) == 0 || !strings.Contains(d.Job.Command[0], "/") {
+			continue
+		}
+		p := d.Job.Command[0]
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(cfg.Dir, p)
+		}
+		files = append(files, p)
+	}
+	out := map[string]stamp{}
+	for _, f := range files {
+		fi, err := os.Stat(f)
+		if err != nil {
+			out[f] = stamp{size: -1}
+			continue
+		}
+		st := stamp{size: fi.Size(), mod: fi.ModTime()}
+		if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+			st.ino = sys.Ino
+		}
+		out[f] = st
+	}
+	return out
+}
+
+// reloader gives refill serve a fresh core whenever refill.yaml or a
+// script a job seals changed since the core it decides with was built: a
+// user removed, a lead demoted, a job edited are seen at the next request,
+// as the CLI would see them. A config that no longer loads, or that moves
+// the warehouse or the state store (which need a restart), stops every
+// decision until it is fixed.
+func (a *app) reloader(e *env, log *slog.Logger) (func(context.Context) (*server.Core, error), error) {
+	cur := e.cfg
+	last := stamps(cur)
+	return func(ctx context.Context) (*server.Core, error) {
+		now := stamps(cur)
+		if maps.Equal(now, last) {
+			return nil, nil
+		}
+		cfg, err := config.Load(cur.File)
+		if err != nil {
+			return nil, fmt.Errorf("%s changed and no longer loads; fix it (nothing is decided until then): %w", cur.Name(), err)
+		}
+		if cfg.Warehouse != cur.Warehouse || cfg.State != cur.State {
+			return nil, fmt.Errorf("%s changed its warehouse or state store: restart refill serve to use them", cur.Name())
+		}
+		ne := &env{cfg: cfg, wh: e.wh, st: e.st, notifier: e.notifier}
+		c, r, err := a.core(ne)
+		if err != nil {
+			return nil, err
+		}
+		r.Log = slogWriter{log: log}
+		// What was read is what was stamped before reading: a change made
+		// while loading is seen at the next request. (A script the new
+		// config names for the first time makes one more reload.)
+		cur, last = cfg, now
+		return &server.Core{Config: cfg, Control: c, Runner: r}, nil
+	}, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/control"
+	"github.com/refill-dev/refill/jobs/airflow"
 	"github.com/refill-dev/refill/run"
 	"github.com/refill-dev/refill/server"
 	"github.com/refill-dev/refill/watch"
@@ -30,8 +31,15 @@ func (a *app) serveWorkers(ctx context.Context, e *env, c *control.Control, r *r
 	if err != nil {
 		return nil, err
 	}
-	w := &watch.Watcher{Config: e.cfg, Store: e.st, Warehouse: e.wh, Control: c, Now: now,
-		Apply: func(_ context.Context, id string) error { return srv.StartApply(id, refill.Watcher) }}
+	w := &watch.Watcher{Config: e.cfg, Store: e.st, Warehouse: e.wh, Control: c, Now: now, DAGRuns: watch.AirflowRuns(&airflow.Client{}),
+		Apply: func(_ context.Context, id string) error { return srv.StartApply(id, refill.Watcher) },
+		Core: func(ctx context.Context) (*refill.Config, *control.Control, error) {
+			core, err := srv.Current(ctx)
+			if err != nil {
+				return nil, nil, err
+			}
+			return core.Config, core.Control, nil
+		}}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/refill-dev/refill/jobs/airflow"
 	"github.com/refill-dev/refill/watch"
 )
 
@@ -44,7 +45,7 @@ tests.`,
 			if err != nil {
 				return err
 			}
-			w := &watch.Watcher{Config: e.cfg, Store: e.st, Warehouse: e.wh, Control: c, Now: now}
+			w := &watch.Watcher{Config: e.cfg, Store: e.st, Warehouse: e.wh, Control: c, Now: now, DAGRuns: watch.AirflowRuns(&airflow.Client{})}
 			rep, err := w.Tick(ctx)
 			if err != nil {
 				return err
