@@ -53,6 +53,11 @@ func TestGoldenOutput(t *testing.T) {
 		} `json:"plans"`
 		RolledBack string `json:"rolled_back"`
 		Redo       string `json:"redo"`
+		Watch      struct {
+			Decisions []struct {
+				PlanID string `json:"plan_id"`
+			} `json:"decisions"`
+		} `json:"watch"`
 	}](t, r.stdout)
 	d := filepath.Join(root, "d")
 	ids := []string{demo.Blocked.ID}
@@ -62,6 +67,9 @@ func TestGoldenOutput(t *testing.T) {
 	ids = append(ids, demo.Redo)
 	newPlan := decode[planJSON](t, step(t, d, 0, "", "plan", "sessions", "--from", "2026-11-25", "--to", "2026-11-27", "--reason", "golden", "--as", "alice", "-o", "json").stdout).ID
 	ids = append(ids, newPlan)
+	for _, dec := range demo.Watch.Decisions {
+		ids = append(ids, dec.PlanID)
+	}
 
 	for _, c := range []struct {
 		name string

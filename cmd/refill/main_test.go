@@ -334,8 +334,8 @@ func TestPlanShowPlansRoundTrip(t *testing.T) {
 		ID     string `json:"id"`
 		Status string `json:"status"`
 	}](t, run(t, d, nil, "plans", "-o", "json").stdout)
-	if len(list) != 6 || list[0].ID != p.ID {
-		t.Errorf("plans = %+v, want the demo's 5 and this one, newest first", list)
+	if len(list) != 7 || list[0].ID != p.ID {
+		t.Errorf("plans = %+v, want the demo's 6 (the watcher's among them) and this one, newest first", list)
 	}
 	ready := decode[[]json.RawMessage](t, run(t, d, nil, "plans", "--status", "ready", "-o", "json").stdout)
 	if len(ready) != 1 {

@@ -396,3 +396,35 @@ func TestServeFollowsTheConfig(t *testing.T) {
 		t.Errorf("bob back in users: %d", st)
 	}
 }
+
+// TestWatchOnceThroughTheBinary: the demo's watcher planned its missed day
+// and asked people (billing is downstream); a second tick waits on that
+// plan rather than planning again; nobody may act as the watcher.
+func TestWatchOnceThroughTheBinary(t *testing.T) {
+	d := setup(t)
+	pending := decode[[]struct {
+		ID          string `json:"id"`
+		Tier        string `json:"tier"`
+		RequestedBy string `json:"requested_by"`
+	}](t, step(t, d, 0, "", "plans", "--status", "pending", "-o", "json").stdout)
+	if len(pending) != 1 || pending[0].RequestedBy != "watcher" || pending[0].Tier != "manual" {
+		t.Fatalf("after the demo: pending %+v, want the watcher's manual plan", pending)
+	}
+	rep := decode[struct {
+		Datasets  int `json:"datasets"`
+		Decisions []struct {
+			Dataset string `json:"dataset"`
+			Action  string `json:"action"`
+			PlanID  string `json:"plan_id"`
+		} `json:"decisions"`
+	}](t, step(t, d, 0, "", "watch", "--once", "-o", "json").stdout)
+	if rep.Datasets != 1 || len(rep.Decisions) != 1 || rep.Decisions[0].Action != "waiting" || rep.Decisions[0].PlanID != pending[0].ID {
+		t.Errorf("second tick: %+v, want waiting on %s", rep, pending[0].ID)
+	}
+	if n := len(decode[[]planJSON](t, step(t, d, 0, "", "plans", "-o", "json").stdout)); n != 6 {
+		t.Errorf("%d plans after a second tick, want 6 (no new one)", n)
+	}
+	step(t, d, 4, "refill's own identity", "plan", "sessions", "--from", "2026-11-20", "--to", "2026-11-20", "--reason", "x", "--as", "watcher")
+	step(t, d, 4, "refill's own identity", "token", "create", "--as", "watcher")
+	step(t, d, 2, "--once", "watch")
+}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"github.com/refill-dev/refill"
 	"strings"
 	"text/tabwriter"
 
@@ -28,7 +29,7 @@ tests.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !once {
-				return fmt.Errorf("refill watch runs one tick with --once; refill serve watches continuously")
+				return refill.BadInputf("refill watch runs one tick with --once; refill serve watches continuously")
 			}
 			ctx := cmd.Context()
 			e, err := a.open(ctx, true, true)
