@@ -25,7 +25,8 @@ type PartitionSpec struct {
 }
 
 // Dataset is a table (or other output) refill knows. A dataset without a job
-// is a source: refill checks it but never rewrites it.
+// is a source: refill checks it but never rewrites it — unless it is
+// lineage only (LineageOnly), which refill neither checks nor rewrites.
 type Dataset struct {
 	Name      string        `json:"name"`
 	Table     string        `json:"table,omitempty"`
@@ -35,8 +36,34 @@ type Dataset struct {
 	Checks    *Checks       `json:"checks,omitempty"`
 	Schedule  *Schedule     `json:"schedule,omitempty"`
 	Job       *Job          `json:"job,omitempty"`
+	// LineageOnly marks a dataset that is part of the lineage but is never
+	// rebuilt and never gated: a dbt view or ephemeral model, or a model
+	// refill cannot partition. It has no job, so IsSource holds, but the
+	// lineage treats it as a pass-through rather than a source: a view's
+	// rows follow its upstream's, so a plan that rebuilds the upstream
+	// also rebuilds what reads the view (after the upstream), and the
+	// view's tags count for the plan's tier (lineage.Closure.LineageOnly).
+	LineageOnly bool `json:"lineage_only,omitempty"`
+	// Why says, for people, why a dataset is lineage only ("materialized
+	// as a view ...").
+	Why string `json:"why,omitempty"`
+	// From names where the dataset was declared when it was not under
+	// refill.yaml's datasets: "dbt:target/manifest.json" for one imported
+	// by datasets_from, so that a picture or message can say so.
+	From string `json:"from,omitempty"`
+	// OpenLineage, when set, is the dataset's name in OpenLineage events,
+	// compared exactly instead of its table (openlineage.Matcher).
+	OpenLineage *OpenLineageName `json:"openlineage,omitempty"`
 	// Line is where the dataset is defined in the config file, for errors.
+	// An imported dataset has the line of datasets_from.
 	Line int `json:"-"`
+}
+
+// OpenLineageName is a dataset as OpenLineage events name it: a namespace
+// (the data source, such as postgres://db:5432) and a name within it.
+type OpenLineageName struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
 }
 
 // Ref names the dataset's partitioned table for the warehouse. A dataset
@@ -118,6 +145,12 @@ type Job struct {
 	// the project (argv[0] is a path): part of the fingerprint, so editing
 	// the script is editing the job.
 	Script string `json:"script,omitempty"`
+	// Checksum is a digest of what the command builds that refill cannot
+	// read itself: for a job imported from a dbt manifest, the model's
+	// checksum there ("sha256:..."), so that editing the model's SQL is
+	// editing the job and makes its proofs stale, as Script does for a
+	// script of the project.
+	Checksum string `json:"checksum,omitempty"`
 }
 
 // AirflowJob triggers a DAG run and waits for its state.

@@ -235,6 +235,26 @@ type Plan struct {
 	// config named it (any password removed): pointing the config at
 	// another database makes the plan stale.
 	Warehouse string `json:"warehouse,omitempty"`
+	// Consumers are what OpenLineage saw read a dataset the plan rewrites
+	// and that refill does not manage: not rebuilt, and named so that
+	// whoever approves knows who will read the rewritten rows.
+	Consumers []Consumer `json:"consumers,omitempty"`
+}
+
+// Consumer is a dataset outside refill that reads a dataset a plan
+// rewrites, as OpenLineage events reported it: the plan does not rebuild
+// it ("not rebuilt: consumer outside refill").
+type Consumer struct {
+	// Dataset and Namespace are the consumer's OpenLineage name.
+	Dataset   string `json:"dataset"`
+	Namespace string `json:"namespace"`
+	// Reads is the dataset of the plan it reads.
+	Reads string `json:"reads"`
+	// Job is the OpenLineage job seen reading Reads and writing Dataset.
+	Job          string    `json:"job"`
+	JobNamespace string    `json:"job_namespace"`
+	Producer     string    `json:"producer,omitempty"`
+	LastSeen     time.Time `json:"last_seen"`
 }
 
 // hashed is everything a plan decided from. Identity (ID), time and status
@@ -253,13 +273,14 @@ type hashed struct {
 	SourceSeals []SourceSeal `json:"source_seals,omitempty"`
 	Run         *RunSeal     `json:"run,omitempty"`
 	Warehouse   string       `json:"warehouse,omitempty"`
+	Consumers   []Consumer   `json:"consumers,omitempty"`
 }
 
 // ComputeHash returns the SHA-256 of the canonical encoding of everything
 // the plan decided from. encoding/json writes struct fields in declaration
 // order and map keys sorted, so the encoding is canonical for these types.
 func (p *Plan) ComputeHash() string {
-	b, err := json.Marshal(hashed{p.Request, p.Tier, p.Reasons, p.Steps, p.Sources, p.Gate, p.Policy, p.Seal, p.SourceSeals, p.Run, p.Warehouse})
+	b, err := json.Marshal(hashed{p.Request, p.Tier, p.Reasons, p.Steps, p.Sources, p.Gate, p.Policy, p.Seal, p.SourceSeals, p.Run, p.Warehouse, p.Consumers})
 	if err != nil {
 		panic("refill: plan is not encodable: " + err.Error()) // only plain data types
 	}

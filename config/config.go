@@ -116,15 +116,19 @@ func Parse(data []byte, file string) (*refill.Config, error) {
 		return nil, errs.err()
 	}
 
-	cfg := (&converter{ix: ix, errs: errs}).config(&raw)
+	// The directory is known before conversion: datasets_from's paths are
+	// relative to it (the working directory for a file named "").
+	var abs string
+	if file != "" {
+		if abs, err = filepath.Abs(file); err != nil {
+			return nil, Errors{{File: name, Msg: "cannot resolve path: " + err.Error()}}
+		}
+	}
+	cfg := (&converter{ix: ix, errs: errs, dir: filepath.Dir(abs)}).config(&raw)
 	if err := errs.err(); err != nil {
 		return nil, err
 	}
 	if file != "" {
-		abs, err := filepath.Abs(file)
-		if err != nil {
-			return nil, Errors{{File: name, Msg: "cannot resolve path: " + err.Error()}}
-		}
 		cfg.File, cfg.Dir = abs, filepath.Dir(abs)
 	}
 	return cfg, nil
@@ -145,7 +149,7 @@ func parseAST(data []byte) (f *ast.File, err error) {
 // decode allows duplicate keys because the parser has already rejected true
 // duplicates, and goccy's decoder otherwise takes a key that overrides a
 // merged one ("<<: *base" then "table: b") for a duplicate.
-func decode(data []byte, raw *rawConfig) (err error) {
+func decode(data []byte, raw any) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("the YAML decoder failed on this file: %v", r)
@@ -178,6 +182,11 @@ type rawConfig struct {
 	MaxRangeDays   *int                   `yaml:"max_range_days"`
 	Audit          *rawAudit              `yaml:"audit"`
 	Server         *rawServer             `yaml:"server"`
+	Watch          *rawWatch              `yaml:"watch"`
+}
+
+type rawWatch struct {
+	Interval string `yaml:"interval"`
 }
 
 type rawServer struct {
@@ -188,12 +197,14 @@ type rawAudit struct {
 	KeyEnv string `yaml:"key_env"`
 }
 
-// rawDatasetsFrom is accepted so the key is recognised by name, but a dbt
-// manifest is imported by a separate component that merges its datasets with
-// these; until that component exists, Parse rejects the key rather than
-// silently ignore the datasets it names.
+// rawDatasetsFrom names a dbt manifest whose models, seeds, snapshots and
+// sources join datasets: (package dbt; datasetsFrom in validate.go).
+// Command, Env and ProjectDir shape the dbt jobs (dbt.Options).
 type rawDatasetsFrom struct {
-	DbtManifest string `yaml:"dbt_manifest"`
+	DbtManifest string    `yaml:"dbt_manifest"`
+	Command     *[]string `yaml:"command"`
+	Env         []string  `yaml:"env"`
+	ProjectDir  string    `yaml:"project_dir"`
 }
 
 type rawRun struct {
@@ -253,6 +264,12 @@ type rawDataset struct {
 	Checks    *rawChecks    `yaml:"checks"`
 	Schedule  *rawSchedule  `yaml:"schedule"`
 	Job       *rawJob       `yaml:"job"`
+	// LineageOnly says why the dataset is lineage only: never rebuilt and
+	// never gated (refill.Dataset.LineageOnly). refill import dbt writes
+	// it for views, ephemeral models and models without a partition.
+	LineageOnly *string `yaml:"lineage_only"`
+	// OpenLineage pins the dataset's name in OpenLineage events.
+	OpenLineage *rawOpenLineage `yaml:"openlineage"`
 }
 
 type rawPartition struct {
@@ -302,6 +319,9 @@ type rawJob struct {
 	// upload): such a job is never proven by running it and never auto.
 	SideEffects *bool       `yaml:"side_effects"`
 	Airflow     *rawAirflow `yaml:"airflow"`
+	// Checksum is a digest of what a command builds that refill cannot
+	// read itself (a dbt model's SQL), part of the job's fingerprint.
+	Checksum string `yaml:"checksum"`
 }
 
 type rawAirflow struct {

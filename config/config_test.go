@@ -143,6 +143,7 @@ func TestLoadExample(t *testing.T) {
 		MaxRangeDays: refill.DefaultMaxRangeDays,
 		Audit:        refill.AuditConfig{KeyEnv: "REFILL_AUDIT_KEY"},
 		Housekeeping: refill.DefaultHousekeeping(),
+		Watch:        refill.WatchConfig{Interval: refill.Duration(5 * time.Minute)},
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		got, _ := json.MarshalIndent(cfg, "", "  ")
@@ -315,7 +316,14 @@ func TestParseErrors(t *testing.T) {
 		{"warehouse scheme", "version: 1\nwarehouse: mysql://x # <-\n", "warehouse", "neither sqlite:PATH nor postgres://"},
 		{"sqlite without path", "version: 1\nwarehouse: 'sqlite:' # <-\n", "warehouse", "needs a file path"},
 		{"state scheme", head + "state: postgress://x # <-\n", "state", "neither sqlite:PATH nor postgres://"},
-		{"datasets_from", head + "datasets_from: {dbt_manifest: target/manifest.json} # <-\n", "datasets_from", "not supported yet"},
+		{"datasets_from missing manifest", head + "datasets_from: {dbt_manifest: target/manifest.json} # <-\n", "datasets_from.dbt_manifest", "dbt manifest target/manifest.json: cannot read it: no such file or directory; run `dbt parse`"},
+		{"datasets_from without manifest", head + "datasets_from: {env: [X]} # <-\n", "datasets_from.dbt_manifest", "required: the path of the dbt project's target/manifest.json"},
+		{"datasets_from command", head + "datasets_from:\n  dbt_manifest: m.json\n  command: [dbt, run] # <-\n", "datasets_from.command", "put {{select}} in it"},
+		{"datasets_from placeholder", head + "datasets_from:\n  dbt_manifest: m.json\n  command: [dbt, run, -s, '{{select}}', '{{day}}'] # <-\n", "datasets_from.command", "unknown placeholder {{day}} (known: {{select}}, {{project_dir}}, {{partition}}, {{from}}, {{to}})"},
+		{"datasets_from env", head + "datasets_from:\n  dbt_manifest: m.json\n  env:\n    - 'pass word' # <-\n", "datasets_from.env[0]", "want NAME"},
+		{"datasets_from project_dir", head + "datasets_from:\n  dbt_manifest: m.json\n  project_dir: no/such/dir # <-\n", "datasets_from.project_dir", `"no/such/dir" is not a directory`},
+		{"datasets_from project_dir unused", head + "datasets_from:\n  dbt_manifest: m.json\n  command: [dbt, run, -s, '{{select}}']\n  project_dir: testdata # <-\n", "datasets_from.project_dir", "the command does not use it"},
+		{"datasets_from a list", head + "datasets_from: [m.json] # <-\n", "datasets_from", "want a mapping, got a list"},
 		{"max_range_days zero", head + "max_range_days: 0 # <-\n", "max_range_days", "at least 1"},
 		{"run zero", head + "run:\n  attempts: 0 # <-\n", "run.attempts", "at least 1"},
 		{"run contradiction", head + "run:\n  max_active: 9 # <-\n", "run.max_active", "more than max_active_total 8"},
@@ -428,7 +436,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown rule key", head + "policy:\n  rules:\n    - name: r\n      when: 'true'\n      tiers: manual # <-\n", "policy.rules[0].tiers", `unknown field "tiers" (known: tier,`},
 		{"unknown user key", head + "users:\n  bob:\n    role: [lead] # <-\n", "users.bob.role", `unknown field "role" (known: roles,`},
 		{"unknown slack key", head + "notify:\n  slack: {webhook: X} # <-\n", "notify.slack.webhook", `unknown field "webhook"`},
-		{"unknown datasets_from key", head + "datasets_from: {dbt: x} # <-\n", "datasets_from.dbt", `unknown field "dbt" (known: dbt_manifest)`},
+		{"unknown datasets_from key", head + "datasets_from: {dbt: x} # <-\n", "datasets_from.dbt", `unknown field "dbt" (known: env, command, dbt_manifest, project_dir)`},
 
 		// Malformed YAML.
 		{"unclosed flow", head + "datasets:\n  e:\n    upstream: [a, b # <-\n", "datasets.e.upstream", "not found"},

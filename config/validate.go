@@ -21,11 +21,13 @@ import (
 // from refill.DefaultPolicy and run defaults from refill.DefaultRunConfig, so
 // the planner, the runner and this package cannot disagree).
 const (
-	defaultState      = "sqlite:.refill/state.db"
-	defaultLookback   = 28
-	defaultMaxZ       = 3.0
-	defaultHorizon    = 35
-	defaultAirflowAPI = "v1"
+	defaultState    = "sqlite:.refill/state.db"
+	defaultLookback = 28
+	defaultMaxZ     = 3.0
+	defaultHorizon  = 35
+	// defaultWatchInterval is how often refill serve's watcher ticks.
+	defaultWatchInterval = 5 * time.Minute
+	defaultAirflowAPI    = "v1"
 )
 
 // knownRoles are the roles DESIGN.md §9 gives meaning to: anyone may approve a
@@ -53,6 +55,11 @@ const maxIdentifier = sqltext.MaxNameBytes
 type converter struct {
 	ix   *index
 	errs *errorList
+	// dir is the config file's directory, which datasets_from's paths
+	// are relative to.
+	dir string
+	// nodes maps each imported dataset to its dbt node, for messages.
+	nodes map[string]string
 }
 
 func (c *converter) errorf(path, format string, args ...any) {
@@ -89,8 +96,9 @@ func (c *converter) config(raw *rawConfig) *refill.Config {
 	if raw.ProofWarehouse != "" {
 		c.storeURL("proof_warehouse", raw.ProofWarehouse)
 	}
+	var imported []*refill.Dataset
 	if raw.DatasetsFrom != nil {
-		c.errorf("datasets_from", "not supported yet; list the datasets under datasets: instead")
+		imported = c.datasetsFrom(raw.DatasetsFrom)
 	}
 	if raw.MaxRangeDays != nil {
 		if *raw.MaxRangeDays < 1 {
@@ -106,6 +114,13 @@ func (c *converter) config(raw *rawConfig) *refill.Config {
 	}
 	cfg.Run = c.run(raw.Run)
 	cfg.Notify = c.notify(raw.Notify)
+	cfg.Watch.Interval = refill.Duration(defaultWatchInterval)
+	if raw.Watch != nil && raw.Watch.Interval != "" {
+		cfg.Watch.Interval = refill.Duration(c.duration("watch.interval", raw.Watch.Interval))
+		if time.Duration(cfg.Watch.Interval) < time.Second {
+			c.errorf("watch.interval", "must be at least 1s, got %s", raw.Watch.Interval)
+		}
+	}
 	if raw.Server != nil && raw.Server.PublicURL != "" {
 		c.httpURL("server.public_url", raw.Server.PublicURL)
 		cfg.Server.PublicURL = strings.TrimRight(raw.Server.PublicURL, "/")
@@ -124,7 +139,9 @@ func (c *converter) config(raw *rawConfig) *refill.Config {
 	for _, name := range sortedKeys(raw.Datasets) {
 		cfg.Datasets[name] = c.dataset(name, raw.Datasets[name])
 	}
+	c.merge(cfg, imported)
 	c.lineage(cfg)
+	c.openLineageNames(cfg)
 	return cfg
 }
 
@@ -328,6 +345,9 @@ func (c *converter) user(name string, raw *rawUser) refill.User {
 	if strings.TrimSpace(name) == "" {
 		c.errorf(path, "a user needs a name")
 	}
+	if name == refill.Watcher {
+		c.errorf(path, "%q is refill's own identity (the watcher plans and applies as it) and cannot be a user", name)
+	}
 	if len(raw.Roles) == 0 {
 		c.errorf(path, "user %s has no roles: give roles: [engineer] or [lead]", name)
 	}
@@ -358,8 +378,15 @@ func (c *converter) dataset(name string, raw *rawDataset) *refill.Dataset {
 	}
 
 	d.Job = c.job(path, raw.Job)
+	lineageOnly := raw.LineageOnly != nil
+	if lineageOnly {
+		c.lineageOnly(path, raw, d)
+	}
 
 	switch {
+	case lineageOnly && raw.Table == "":
+		// Lineage only: the table is optional (an ephemeral model has
+		// none), since refill neither reads nor writes it.
 	case raw.Table == "" && raw.Job != nil && d.Job == nil:
 		// The job's own error says what is missing; whether a table is
 		// needed depends on the kind the user meant.
@@ -381,7 +408,7 @@ func (c *converter) dataset(name string, raw *rawDataset) *refill.Dataset {
 		}
 	}
 	switch col := d.Partition.Column; {
-	case col == "" && raw.Table != "":
+	case col == "" && raw.Table != "" && !lineageOnly:
 		c.errorf(child(path, "partition", "column"), "required: name the column that holds the partition date, as in partition: {column: day}")
 	case col != "":
 		c.column(child(path, "partition", "column"), col)
@@ -389,14 +416,18 @@ func (c *converter) dataset(name string, raw *rawDataset) *refill.Dataset {
 	c.grain(child(path, "partition", "grain"), d.Partition.Grain)
 
 	if raw.Checks != nil {
-		if raw.Table == "" {
+		switch {
+		case raw.Table == "":
 			c.errorf(child(path, "checks"), "checks need a table to scan; this dataset has none")
+		case lineageOnly && d.Partition.Column == "":
+			c.errorf(child(path, "checks"), "checks scan partitions; give this lineage-only dataset a partition: {column: ...}")
 		}
 		d.Checks = c.checks(child(path, "checks"), raw.Checks)
 	}
 	if raw.Schedule != nil {
 		d.Schedule = c.schedule(child(path, "schedule"), raw.Schedule, d.Partition.Grain)
 	}
+	d.OpenLineage = c.openLineageName(child(path, "openlineage"), raw.OpenLineage)
 	return d
 }
 
@@ -513,7 +544,7 @@ func (c *converter) schedule(path string, raw *rawSchedule, grain refill.Grain) 
 	if raw.Horizon != nil {
 		s.Horizon = *raw.Horizon
 		if *raw.Horizon < 1 {
-			c.errorf(child(path, "horizon"), "must be at least 1 partition, got %d", *raw.Horizon)
+			c.errorf(child(path, "horizon"), "must be at least 1 day, got %d", *raw.Horizon)
 		}
 	}
 	return s
@@ -584,6 +615,12 @@ func (c *converter) job(path string, raw *rawJob) *refill.Job {
 	}
 	if raw.Env != nil && j.Kind != refill.JobCommand {
 		c.errorf(child(path, "env"), "env applies only to command jobs")
+	}
+	if raw.Checksum != "" {
+		if j.Kind != refill.JobCommand {
+			c.errorf(child(path, "checksum"), "checksum applies only to command jobs: it stands for what the command builds that refill cannot read (a dbt model's SQL)")
+		}
+		j.Checksum = raw.Checksum
 	}
 	if raw.SideEffects != nil {
 		if *raw.SideEffects && (j.Kind == refill.JobQuery || j.Kind == refill.JobSQL) {

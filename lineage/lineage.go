@@ -4,7 +4,6 @@
 package lineage
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 
@@ -124,6 +123,14 @@ type Closure struct {
 	// Downstream are the step datasets that lie strictly downstream of some
 	// target (the aggregate rule looks at these).
 	Downstream []string
+	// LineageOnly are the lineage-only datasets the steps change, sorted:
+	// those reading a step directly or through other lineage-only ones (a
+	// view of a rebuilt table). They are never steps and never gated, but
+	// they pass their upstream through: a step reading one is ordered after
+	// the steps behind it, and the policy counts their tags as it counts a
+	// rebuilt dataset's. A lineage-only dataset the plan does not change
+	// (a view over a source) is not listed.
+	LineageOnly []string
 }
 
 // Closure computes the downstream closure of targets. Naming a source means
@@ -151,24 +158,56 @@ func (g *Graph) Closure(targets []string) (Closure, error) {
 		walk(t)
 	}
 	order := map[string]int{}
-	var level func(n string) int
+	var level, through func(n string) int
+	// level is a step's order: one more than the highest order of the
+	// steps it reads, directly or through lineage-only datasets.
 	level = func(n string) int {
 		if o, ok := order[n]; ok {
 			return o
 		}
 		o := 1
 		for _, up := range g.datasets[n].Upstream {
-			if in[up] && !g.datasets[up].IsSource() {
+			switch u := g.datasets[up]; {
+			case !in[up]:
+			case u.LineageOnly:
+				o = max(o, through(up)+1)
+			case !u.IsSource():
 				o = max(o, level(up)+1)
 			}
 		}
 		order[n] = o
 		return o
 	}
+	// through is, for a lineage-only dataset, the highest order of the
+	// steps it passes on: 0 when it reads none.
+	passed := map[string]int{}
+	through = func(n string) int {
+		if o, ok := passed[n]; ok {
+			return o
+		}
+		o := 0
+		for _, up := range g.datasets[n].Upstream {
+			switch u := g.datasets[up]; {
+			case !in[up]:
+			case u.LineageOnly:
+				o = max(o, through(up))
+			case !u.IsSource():
+				o = max(o, level(up))
+			}
+		}
+		passed[n] = o
+		return o
+	}
 	var c Closure
 	sources := map[string]bool{}
 	for _, n := range sortedKeys(in) {
 		d := g.datasets[n]
+		if d.LineageOnly {
+			if through(n) > 0 {
+				c.LineageOnly = append(c.LineageOnly, n)
+			}
+			continue
+		}
 		if d.IsSource() {
 			sources[n] = true
 			continue
@@ -191,7 +230,8 @@ func (g *Graph) Closure(targets []string) (Closure, error) {
 	return c, nil
 }
 
-// upstreamSources returns every source upstream of n, transitively.
+// upstreamSources returns every source upstream of n, transitively,
+// through lineage-only datasets, which are not sources themselves.
 func (g *Graph) upstreamSources(n string) []string {
 	seen := map[string]bool{}
 	var out []string
@@ -202,7 +242,7 @@ func (g *Graph) upstreamSources(n string) []string {
 				continue
 			}
 			seen[up] = true
-			if g.datasets[up].IsSource() {
+			if u := g.datasets[up]; u.IsSource() && !u.LineageOnly {
 				out = append(out, up)
 			}
 			walk(up)
@@ -262,81 +302,16 @@ type Highlight struct {
 }
 
 // DOT renders the subgraph over names as Graphviz DOT, sources as cylinders,
-// tagged datasets with their tags, highlighted ones filled.
+// tagged datasets with their tags, highlighted ones filled, and each edge
+// styled by where it was declared (DrawDOT).
 func (g *Graph) DOT(names []string, h Highlight) string {
-	var b strings.Builder
-	b.WriteString("digraph lineage {\n  rankdir=LR;\n  node [shape=box, style=\"rounded\", fontname=\"Helvetica\"];\n")
-	set := map[string]bool{}
-	for _, n := range names {
-		set[n] = true
-	}
-	for _, n := range names {
-		d := g.datasets[n]
-		attrs := []string{fmt.Sprintf("label=%q", label(d, "\n"))}
-		if d.IsSource() {
-			attrs = append(attrs, "shape=cylinder")
-		}
-		switch {
-		case h.Targets[n]:
-			attrs = append(attrs, `style="rounded,filled,bold"`, `fillcolor="#f4a261"`)
-		case h.Rebuilt[n]:
-			attrs = append(attrs, `style="rounded,filled"`, `fillcolor="#ffe8a3"`)
-		}
-		fmt.Fprintf(&b, "  %q [%s];\n", n, strings.Join(attrs, ", "))
-	}
-	for _, n := range names {
-		for _, d := range g.downstream[n] {
-			if set[d] {
-				fmt.Fprintf(&b, "  %q -> %q;\n", n, d)
-			}
-		}
-	}
-	b.WriteString("}\n")
-	return b.String()
+	return g.DrawDOT(g.Picture(names, nil, nil), h)
 }
 
-// Mermaid renders the subgraph over names as a Mermaid flowchart.
+// Mermaid renders the subgraph over names as a Mermaid flowchart
+// (DrawMermaid).
 func (g *Graph) Mermaid(names []string, h Highlight) string {
-	var b strings.Builder
-	b.WriteString("flowchart LR\n")
-	set := map[string]bool{}
-	for _, n := range names {
-		set[n] = true
-	}
-	for _, n := range names {
-		d := g.datasets[n]
-		l := strings.ReplaceAll(label(d, "<br/>"), `"`, "'")
-		if d.IsSource() {
-			fmt.Fprintf(&b, "  %s[(\"%s\")]\n", n, l)
-		} else {
-			fmt.Fprintf(&b, "  %s[\"%s\"]\n", n, l)
-		}
-	}
-	for _, n := range names {
-		for _, d := range g.downstream[n] {
-			if set[d] {
-				fmt.Fprintf(&b, "  %s --> %s\n", n, d)
-			}
-		}
-	}
-	var targets, rebuilt []string
-	for _, n := range names {
-		switch {
-		case h.Targets[n]:
-			targets = append(targets, n)
-		case h.Rebuilt[n]:
-			rebuilt = append(rebuilt, n)
-		}
-	}
-	if len(targets) > 0 {
-		b.WriteString("  classDef target fill:#f4a261,stroke:#333,stroke-width:2px\n")
-		fmt.Fprintf(&b, "  class %s target\n", strings.Join(targets, ","))
-	}
-	if len(rebuilt) > 0 {
-		b.WriteString("  classDef rebuilt fill:#ffe8a3,stroke:#333\n")
-		fmt.Fprintf(&b, "  class %s rebuilt\n", strings.Join(rebuilt, ","))
-	}
-	return b.String()
+	return g.DrawMermaid(g.Picture(names, nil, nil), h)
 }
 
 func label(d *refill.Dataset, nl string) string {

@@ -187,6 +187,10 @@ func (p *Planner) assemble(ctx context.Context, r Request, seen *gate.Result) (*
 	}
 
 	in := policy.Input{Request: plan.Request, Downstream: closure.Downstream, Proofs: map[string]policy.Evidence{}}
+	if plan.Consumers, err = p.consumers(ctx, plan, closure.LineageOnly); err != nil {
+		return nil, err
+	}
+	in.Consumers = plan.Consumers
 	for _, f := range plan.Gate.Findings {
 		if f.Warning {
 			in.Unscored = append(in.Unscored, fmt.Sprintf("%s %s %s: %s", f.Dataset, f.Partition, f.Check, f.Message))
@@ -204,6 +208,9 @@ func (p *Planner) assemble(ctx context.Context, r Request, seen *gate.Result) (*
 			}
 			in.Proofs[n.Dataset.Name] = pr
 		}
+	}
+	for _, n := range closure.LineageOnly {
+		in.LineageOnly = append(in.LineageOnly, p.Config.Datasets[n])
 	}
 	dec, err := p.Policy.Decide(in)
 	if err != nil {

@@ -44,6 +44,15 @@ type Input struct {
 	Unscored []string
 	// Partitions counts the partitions the plan rewrites.
 	Partitions int
+	// LineageOnly are the lineage-only datasets whose rows change with the
+	// plan (lineage.Closure.LineageOnly), such as a dbt view of a rebuilt
+	// table. Nothing rebuilds them, but whoever reads them sees the new
+	// rows, so their tags count as a rebuilt dataset's do: for
+	// manual_tags, aggregate_tags and a rule's tags.
+	LineageOnly []*refill.Dataset
+	// Consumers read a dataset the plan rewrites and are outside refill:
+	// nothing rebuilds them, so a person must look (never auto).
+	Consumers []refill.Consumer
 }
 
 // Decision is a tier and why.
@@ -78,6 +87,8 @@ type RuleRequest struct {
 
 // RulePlan is what a rule sees as `plan`: what the plan rebuilds and the
 // tier so far (the fixed rules', raised by every earlier rule that hit).
+// Tags are those of the datasets rebuilt and of the lineage-only datasets
+// whose rows change with them (Input.LineageOnly).
 type RulePlan struct {
 	Datasets   []string `cel:"datasets"`
 	Tags       []string `cel:"tags"`
@@ -163,6 +174,13 @@ func (p *Policy) Decide(in Input) (Decision, error) {
 			}
 		}
 	}
+	for _, d := range in.LineageOnly {
+		for _, t := range d.Tags {
+			if slices.Contains(p.cfg.ManualTags, t) {
+				manual = append(manual, fmt.Sprintf("%s is tagged %s (manual_tags): lineage only, it is not rebuilt, but its rows change with what the plan rewrites", d.Name, t))
+			}
+		}
+	}
 	if days > p.cfg.ManualOverDays {
 		manual = append(manual, fmt.Sprintf("range is %d days, over the manual limit of %d", days, p.cfg.ManualOverDays))
 	}
@@ -199,6 +217,7 @@ func (p *Policy) Decide(in Input) (Decision, error) {
 	if len(stale) > 0 {
 		notAuto = append(notAuto, fmt.Sprintf("idempotency proof is stale for %s: the job changed since it was proven, or it was proven by an older refill without the stale-partition build (prove again)", strings.Join(stale, ", ")))
 	}
+	notAuto = append(notAuto, consumerReasons(in.Consumers)...)
 	byName := map[string]*refill.Dataset{}
 	for _, d := range in.Rebuilt {
 		byName[d.Name] = d
@@ -211,6 +230,13 @@ func (p *Policy) Decide(in Input) (Decision, error) {
 		for _, t := range d.Tags {
 			if slices.Contains(p.cfg.AggregateTags, t) {
 				notAuto = append(notAuto, fmt.Sprintf("%s downstream of the target is tagged %s (aggregate_tags)", n, t))
+			}
+		}
+	}
+	for _, d := range in.LineageOnly {
+		for _, t := range d.Tags {
+			if slices.Contains(p.cfg.AggregateTags, t) {
+				notAuto = append(notAuto, fmt.Sprintf("%s downstream of the target is tagged %s (aggregate_tags): lineage only, it is not rebuilt, but its rows change with what the plan rewrites", d.Name, t))
 			}
 		}
 	}
@@ -256,6 +282,13 @@ func activation(in Input, tier refill.Tier) map[string]any {
 	var names, tags []string
 	for _, d := range in.Rebuilt {
 		names = append(names, d.Name)
+		for _, t := range d.Tags {
+			if !slices.Contains(tags, t) {
+				tags = append(tags, t)
+			}
+		}
+	}
+	for _, d := range in.LineageOnly {
 		for _, t := range d.Tags {
 			if !slices.Contains(tags, t) {
 				tags = append(tags, t)

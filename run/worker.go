@@ -72,7 +72,7 @@ func (r *Runner) queueConfig(datasets []string) queueConfig {
 	return queueConfig{
 		datasets: datasets, perDataset: perDataset, backoff: r.Backoff, rescueAfter: r.RescueAfter,
 		periodic: WatchPeriodic(r.Config),
-		logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 		work: func(ctx context.Context, job *river.Job[PartitionArgs]) error {
 			return r.work(ctx, job.Args, job.Attempt, job.MaxAttempts)
 		},

@@ -49,6 +49,7 @@ func (s *Server) api() {
 	h("GET /api/v1/plans/{id}/lineage.svg", s.planLineage("svg"))
 	h("GET /api/v1/plans/{id}/lineage.dot", s.planLineage("dot"))
 	h("GET /api/v1/lineage", s.lineage)
+	h("POST /api/v1/lineage", s.postLineage)
 	h("GET /api/v1/history", s.history)
 	h("GET /api/v1/freeze", s.getFreeze)
 	h("POST /api/v1/freeze", s.freeze(false))

@@ -20,9 +20,9 @@ import (
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/config"
 	"github.com/refill-dev/refill/control"
+	"github.com/refill-dev/refill/notify"
 	"github.com/refill-dev/refill/planner"
 	"github.com/refill-dev/refill/proof"
-	"github.com/refill-dev/refill/notify"
 	"github.com/refill-dev/refill/store"
 	"github.com/refill-dev/refill/warehouse"
 )
@@ -98,7 +98,7 @@ Start with:  refill demo`,
 	root.AddCommand(a.planCmd(), a.showCmd(), a.plansCmd(), a.lineageCmd(), a.checkCmd(), a.proveCmd(),
 		a.approveCmd(), a.rejectCmd(), a.snapshotCmd(), a.scopeCmd(), a.signoffCmd(), a.rollbackCmd(),
 		a.applyCmd(), a.reportCmd(), a.workerCmd(), a.historyCmd(), a.auditCmd(), a.schemaCmd(), a.demoCmd(),
-		a.tokenCmd(), a.cancelCmd(), a.freezeCmd(false), a.freezeCmd(true), a.serveCmd())
+		a.tokenCmd(), a.cancelCmd(), a.freezeCmd(false), a.freezeCmd(true), a.serveCmd(), a.watchCmd(), a.importCmd())
 	for _, c := range root.Commands() {
 		c.Args = wrapArgs(c.Args)
 	}
@@ -124,7 +124,7 @@ type env struct {
 	wh       refill.Warehouse
 	st       *store.Store
 	notifier *notify.Notifier
-	closers []func() error
+	closers  []func() error
 }
 
 func (e *env) Close() {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/lineage"
+	"github.com/refill-dev/refill/openlineage"
 	"github.com/refill-dev/refill/planner"
 )
 
@@ -134,18 +135,28 @@ func statusNames() []string {
 func (a *app) lineageCmd() *cobra.Command {
 	var format string
 	cmd := &cobra.Command{
-		Use:   "lineage [DATASET] [--format dot|mermaid]",
-		Short: "The lineage picture, as Graphviz DOT or Mermaid text",
+		Use:   "lineage [DATASET] [--format dot|mermaid|text]",
+		Short: "The lineage picture, as Graphviz DOT, Mermaid or a list of edges",
 		Long: `Print the lineage of every dataset, or of one dataset with everything
 upstream and downstream of it. Pipe DOT to "dot -Tsvg" or paste Mermaid into
-any Markdown viewer that renders it.`,
+any Markdown viewer that renders it; text lists the edges.
+
+Each edge says where it came from: declared in refill.yaml (config), imported
+from a dbt manifest (dbt), or seen by OpenLineage (openlineage: a job reported
+reading one and writing the other, POST /api/v1/lineage). Datasets that
+OpenLineage saw next to refill's but that refill does not manage are drawn
+as outside refill. -o json lists every edge with its origin.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := a.loadConfig()
+			if format != "dot" && format != "mermaid" && format != "text" {
+				return refill.BadInputf("--format %q: want dot, mermaid or text", format)
+			}
+			e, err := a.open(cmd.Context(), false, true)
 			if err != nil {
 				return err
 			}
-			g, err := lineage.New(cfg.Datasets)
+			defer e.Close()
+			g, err := lineage.New(e.cfg.Datasets)
 			if err != nil {
 				return err
 			}
@@ -157,18 +168,27 @@ any Markdown viewer that renders it.`,
 				}
 				h.Targets[args[0]] = true
 			}
+			edges, err := e.st.LineageEdges(cmd.Context())
+			if err != nil {
+				return err
+			}
+			seen := make([]lineage.Observed, len(edges))
+			for i, ed := range edges {
+				seen[i] = lineage.Observed{Input: ed.Input, Output: ed.Output, Job: ed.Job.Name, LastSeen: ed.LastSeen}
+			}
+			pic := g.Picture(names, seen, openlineage.NewMatcher(e.cfg.Datasets).Match)
 			var text string
 			switch format {
 			case "dot":
-				text = g.DOT(names, h)
+				text = g.DrawDOT(pic, h)
 			case "mermaid":
-				text = g.Mermaid(names, h)
-			default:
-				return refill.BadInputf("--format %q: want dot or mermaid", format)
+				text = g.DrawMermaid(pic, h)
+			case "text":
+				text = pic.Text()
 			}
-			return a.view().Lineage(format, names, text)
+			return a.view().Lineage(format, pic, text)
 		},
 	}
-	cmd.Flags().StringVar(&format, "format", "dot", "dot or mermaid")
+	cmd.Flags().StringVar(&format, "format", "dot", "dot, mermaid or text")
 	return cmd
 }

@@ -56,6 +56,7 @@ func renderPlan(p *refill.Plan, cfg *refill.Config) string {
 		renderStep(&b, s)
 	}
 	fmt.Fprintf(&b, "\n  total rows now %s, expected after %s\n\n", control.Total(cur, curUnknown), control.Total(exp, expUnknown))
+	renderConsumers(&b, p.Consumers)
 
 	fmt.Fprintf(&b, "Tier: %s\n", strings.ToUpper(string(p.Tier)))
 	for _, r := range p.Reasons {
@@ -221,4 +222,18 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// renderConsumers lists what reads the plan's datasets from outside
+// refill, as OpenLineage reported it: nothing will rebuild those.
+func renderConsumers(b *strings.Builder, cs []refill.Consumer) {
+	if len(cs) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "Seen by OpenLineage reading what this plan rewrites (%d):\n", len(cs))
+	for _, c := range cs {
+		fmt.Fprintf(b, "  - %s reads %s — not rebuilt: consumer outside refill (job %s, last seen %s)\n",
+			c.Dataset, c.Reads, c.Job, c.LastSeen.UTC().Format("2006-01-02 15:04"))
+	}
+	b.WriteString("\n")
 }

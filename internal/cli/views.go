@@ -10,6 +10,7 @@ import (
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/control"
+	"github.com/refill-dev/refill/lineage"
 	"github.com/refill-dev/refill/watch"
 )
 
@@ -25,7 +26,7 @@ type view interface {
 	History(dataset, partition string, hist []control.Touch) error
 	Check(v refill.GateVerdict, datasets []string, rng refill.Range) error
 	Proof(pr *refill.Proof) error
-	Lineage(format string, datasets []string, text string) error
+	Lineage(format string, pic lineage.Picture, text string) error
 	Audit(rep control.AuditCheck, anchorNote string, verr error) error
 	Snapshot(s *control.State, parts []refill.SnapshotPart) error
 	Dropped(planID string, tables []string) error
@@ -62,8 +63,8 @@ func (v jsonView) Check(g refill.GateVerdict, _ []string, _ refill.Range) error 
 	return v.a.printJSON(g)
 }
 func (v jsonView) Proof(pr *refill.Proof) error { return v.a.printJSON(pr) }
-func (v jsonView) Lineage(format string, datasets []string, text string) error {
-	return v.a.printJSON(map[string]any{"format": format, "datasets": datasets, "text": text})
+func (v jsonView) Lineage(format string, pic lineage.Picture, text string) error {
+	return v.a.printJSON(map[string]any{"format": format, "datasets": pic.Datasets, "external": pic.External, "edges": pic.Edges, "text": text})
 }
 func (v jsonView) Audit(rep control.AuditCheck, _ string, _ error) error {
 	return v.a.printJSON(rep)
@@ -118,7 +119,7 @@ func (v textView) Check(g refill.GateVerdict, datasets []string, rng refill.Rang
 	return v.print(b.String())
 }
 func (v textView) Proof(pr *refill.Proof) error { return v.print(renderProof(pr)) }
-func (v textView) Lineage(_ string, _ []string, text string) error {
+func (v textView) Lineage(_ string, _ lineage.Picture, text string) error {
 	return v.print(text)
 }
 func (v textView) Audit(rep control.AuditCheck, anchorNote string, verr error) error {
