@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -145,6 +146,15 @@ type stamp struct {
 func stamps(cfg *refill.Config) map[string]stamp {
 	files := []string{cfg.File}
 	for _, d := range cfg.Datasets {
+		// A dbt manifest the datasets were imported from (datasets_from).
+		if m, ok := strings.CutPrefix(d.From, "dbt:"); ok && m != "" {
+			if !filepath.IsAbs(m) {
+				m = filepath.Join(cfg.Dir, m)
+			}
+			if !slices.Contains(files, m) {
+				files = append(files, m)
+			}
+		}
 		if d.Job == nil || d.Job.Kind != refill.JobCommand || len(d.Job.Command) == 0 || !strings.Contains(d.Job.Command[0], "/") {
 			continue
 		}
