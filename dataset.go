@@ -59,6 +59,22 @@ type Dataset struct {
 	Line int `json:"-"`
 }
 
+// Why a dataset is lineage only, when its rows follow its upstream's on
+// their own: a view reads them live, an ephemeral model is inlined into its
+// readers. Any other lineage-only dataset (an unpartitioned table, say)
+// keeps its rows when its upstream is rebuilt, so what reads it downstream
+// would read it stale.
+const (
+	WhyView      = "materialized as a view: it reads its upstream live, so there is nothing to rebuild"
+	WhyEphemeral = "ephemeral: dbt inlines it into the models that use it, so it has no table"
+)
+
+// FollowsUpstream reports whether a lineage-only dataset's rows follow its
+// upstream's by themselves (a view, an ephemeral model).
+func (d *Dataset) FollowsUpstream() bool {
+	return d.LineageOnly && (d.Why == WhyView || d.Why == WhyEphemeral)
+}
+
 // OpenLineageName is a dataset as OpenLineage events name it: a namespace
 // (the data source, such as postgres://db:5432) and a name within it.
 type OpenLineageName struct {

@@ -80,8 +80,8 @@ type Job struct {
 // Why a dataset is lineage only. They are fixed sentences, one per cause,
 // so that a summary can count datasets by cause.
 const (
-	WhyView        = "materialized as a view: it reads its upstream live, so there is nothing to rebuild"
-	WhyEphemeral   = "ephemeral: dbt inlines it into the models that use it, so it has no table"
+	WhyView        = refill.WhyView
+	WhyEphemeral   = refill.WhyEphemeral
 	WhyNoPartition = "no partition column: set meta.refill.partition (or config.event_time, or config.partition_by)"
 	WhyGrain       = "partitioned by month or year: refill rebuilds day or hour partitions"
 	WhyRange       = "partitioned by an integer range, not by time"

@@ -256,7 +256,11 @@ func (g *Graph) DrawDOT(p Picture, h Highlight) string {
 	for _, n := range p.Datasets {
 		d := g.datasets[n]
 		attrs := []string{fmt.Sprintf("label=%q", label(d, "\n"))}
-		if d.IsSource() {
+		switch {
+		case d.LineageOnly:
+			// Shown, never rebuilt nor gated: a dbt view, say.
+			attrs = append(attrs, "shape=note", `style="dashed"`, `fontcolor="#555555"`)
+		case d.IsSource():
 			attrs = append(attrs, "shape=cylinder")
 		}
 		switch {
@@ -310,9 +314,12 @@ func (g *Graph) DrawMermaid(p Picture, h Highlight) string {
 	for _, n := range p.Datasets {
 		d := g.datasets[n]
 		l := strings.ReplaceAll(label(d, "<br/>"), `"`, "'")
-		if d.IsSource() {
+		switch {
+		case d.LineageOnly:
+			fmt.Fprintf(&b, "  %s>\"%s\"]\n", n, l)
+		case d.IsSource():
 			fmt.Fprintf(&b, "  %s[(\"%s\")]\n", n, l)
-		} else {
+		default:
 			fmt.Fprintf(&b, "  %s[\"%s\"]\n", n, l)
 		}
 	}

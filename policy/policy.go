@@ -185,6 +185,14 @@ func (p *Policy) Decide(in Input) (Decision, error) {
 		manual = append(manual, fmt.Sprintf("range is %d days, over the manual limit of %d", days, p.cfg.ManualOverDays))
 	}
 
+	// A table refill does not rebuild, between what it rebuilds, keeps
+	// its old rows: what reads it downstream would read them.
+	for _, d := range in.LineageOnly {
+		if !d.FollowsUpstream() {
+			notAuto = append(notAuto, fmt.Sprintf("%s is lineage only (%s) and is not rebuilt: what the plan rebuilds downstream of it reads its rows as they are", d.Name, d.Why))
+		}
+	}
+
 	// Auto: short, proven, no aggregates downstream.
 	if days > p.cfg.AutoMaxDays {
 		notAuto = append(notAuto, fmt.Sprintf("range is %d days, over the auto limit of %d", days, p.cfg.AutoMaxDays))
