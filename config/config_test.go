@@ -423,7 +423,9 @@ func TestParseErrors(t *testing.T) {
 		{"lookback overflow", head + "datasets:\n  e:\n    table: e\n    partition: {column: day}\n    checks:\n      volume:\n        lookback: 18446744073709551615 # <-\n", "datasets.e.checks.volume.lookback", "the number 18446744073709551615 is too large"},
 		{"lag", head + "datasets:\n  e:\n    table: e\n    partition: {column: day}\n    schedule: {lag: 2 hours} # <-\n", "datasets.e.schedule.lag", "not a duration"},
 		{"every", head + "datasets:\n  e:\n    table: e\n    partition: {column: day}\n    schedule:\n      every: daily # <-\n", "datasets.e.schedule.every", `unknown grain "daily"`},
-		{"horizon", head + "datasets:\n  e:\n    table: e\n    partition: {column: day}\n    schedule: {horizon: 0} # <-\n", "datasets.e.schedule.horizon", "at least 1"},
+		{"horizon", head + "datasets:\n  e:\n    table: e\n    partition: {column: day}\n    schedule: {horizon: 0} # <-\n", "datasets.e.schedule.horizon", "from 1 to 366 days, got 0"},
+		{"horizon too far", head + "datasets:\n  e:\n    table: e\n    partition: {column: day}\n    schedule: {horizon: 100000000} # <-\n", "datasets.e.schedule.horizon", "from 1 to 366 days"},
+		{"every against the grain", head + "datasets:\n  e:\n    table: e\n    partition: {column: hour, grain: hour}\n    schedule: {every: day} # <-\n", "datasets.e.schedule.every", "partitions are by hour"},
 		{"partition not a mapping", head + "datasets:\n  e:\n    table: e\n    partition: day # <-\n", "datasets.e.partition", "want a mapping"},
 		{"datasets a list", head + "datasets:\n  - e # <-\n", "datasets", "want a mapping, got a list"},
 

@@ -25,6 +25,8 @@ const (
 	defaultLookback = 28
 	defaultMaxZ     = 3.0
 	defaultHorizon  = 35
+	// maxHorizon bounds how far back the watcher looks (days).
+	maxHorizon = 366
 	// defaultWatchInterval is how often refill serve's watcher ticks.
 	defaultWatchInterval = 5 * time.Minute
 	defaultAirflowAPI    = "v1"
@@ -537,14 +539,17 @@ func (c *converter) schedule(path string, raw *rawSchedule, grain refill.Grain) 
 	if raw.Every != "" {
 		s.Every = refill.Grain(raw.Every)
 		c.grain(child(path, "every"), s.Every)
+		if s.Every != grain && (s.Every == refill.GrainDay || s.Every == refill.GrainHour) {
+			c.errorf(child(path, "every"), "%s, but the dataset's partitions are by %s: the watcher looks for one partition per %s", s.Every, grain, grain)
+		}
 	}
 	if raw.Lag != "" {
 		s.Lag = refill.Duration(c.duration(child(path, "lag"), raw.Lag))
 	}
 	if raw.Horizon != nil {
 		s.Horizon = *raw.Horizon
-		if *raw.Horizon < 1 {
-			c.errorf(child(path, "horizon"), "must be at least 1 day, got %d", *raw.Horizon)
+		if *raw.Horizon < 1 || *raw.Horizon > maxHorizon {
+			c.errorf(child(path, "horizon"), "must be from 1 to %d days, got %d", maxHorizon, *raw.Horizon)
 		}
 	}
 	return s

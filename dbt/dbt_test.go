@@ -547,3 +547,17 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("String =\n%s\nwant\n%s", got[0], want)
 	}
 }
+
+// TestSelectorsThatSelectMore: a model whose name dbt would read as more
+// than one node (graph operators, wildcards, a flag, spaces) gets no job.
+func TestSelectorsThatSelectMore(t *testing.T) {
+	for sel, safe := range map[string]bool{
+		"orders": true, "Orders-2026": true, "pkg.dir.orders": true, "orders.v2": true,
+		"*": false, "orders+": false, "+orders": false, "@orders": false, "--full-refresh": false,
+		"x.v1 tag:pii": false, "tag:pii": false, "a,b": false, "": false, "orders\n": false,
+	} {
+		if got := safeSelector.MatchString(sel); got != safe {
+			t.Errorf("selector %q: safe %v, want %v", sel, got, safe)
+		}
+	}
+}

@@ -75,6 +75,11 @@ type Job struct {
 	// Checksum is the model's checksum in the manifest, part of the job's
 	// fingerprint (refill.Job.Checksum).
 	Checksum string `yaml:"checksum,omitempty"`
+	// SideEffects is always set: dbt writes wherever its profile's target
+	// points, whatever refill's proof warehouse, so a proof by rerunning
+	// would run the model in that target three times — and a plan of it is
+	// never auto.
+	SideEffects bool `yaml:"side_effects,omitempty"`
 }
 
 // Why a dataset is lineage only. They are fixed sentences, one per cause,
@@ -88,6 +93,7 @@ const (
 	WhyColumns     = "partitioned by several columns: refill rebuilds by one date or time column"
 	WhyShared      = "its table is another imported dataset's, and refill names each table once"
 	WhyName        = "its table cannot be named in refill.yaml (schema.name, each part at most 63 bytes, with no dot or double quote)"
+	WhySelector    = "its name cannot be selected safely: dbt would read it as a selector of more than this model (graph operators, wildcards, spaces, a flag)"
 )
 
 // Placeholders of the command template. {{select}} and {{project_dir}} are
@@ -264,9 +270,12 @@ func build(m *manifest, file string, opts Options) (*Import, error) {
 		case why == "" && col == "":
 			why = WhyNoPartition
 		}
+		if why == "" && n.ResourceType == "model" && !safeSelector.MatchString(selectors[n.ID]) {
+			why = WhySelector
+		}
 		d.LineageOnly = why
 		if d.LineageOnly == "" && n.ResourceType == "model" {
-			d.Job = &Job{Command: fill(command, selectors[n.ID]), Env: env, Checksum: checksumOf(n)}
+			d.Job = &Job{Command: fill(command, selectors[n.ID]), Env: env, Checksum: checksumOf(n), SideEffects: true}
 			if d.Job.Checksum == "" {
 				// The checksum is how an edit to the model's SQL reaches the
 				// job's fingerprint; without it a proof would outlive the edit.
@@ -604,6 +613,11 @@ func fill(argv []string, sel string) []string {
 	}
 	return out
 }
+
+// safeSelector is a --select argument that names one node: dotted words,
+// never dbt's graph or set operators (+ @ * , space), methods (:) or a
+// flag (a leading -).
+var safeSelector = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$`)
 
 // maxName is the longest dataset name refill accepts (config's limit,
 // PostgreSQL's identifier length).

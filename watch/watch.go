@@ -9,7 +9,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -18,6 +21,7 @@ import (
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/control"
 	"github.com/refill-dev/refill/planner"
+	"github.com/refill-dev/refill/run"
 	"github.com/refill-dev/refill/store"
 )
 
@@ -121,7 +125,21 @@ type Report struct {
 	Gaps      []Gap          `json:"gaps"`
 	Decisions []Decision     `json:"decisions"`
 	Freeze    *refill.Freeze `json:"freeze,omitempty"`
+	// Errors are the datasets and gaps the tick could not look at or
+	// decide, each with why; the others were decided all the same.
+	Errors []string `json:"errors,omitempty"`
+	// Skipped is set when another tick was running: this one did nothing.
+	Skipped string `json:"skipped,omitempty"`
 }
+
+// tickLease names the lease a tick holds, so that two ticks (refill watch
+// --once from cron beside refill serve, two replicas) never decide at
+// once and plan one gap twice.
+const tickLease = "~watcher"
+
+// maxResumes is how often the watcher resumes a failed auto plan of its own
+// before it hands it to people.
+const maxResumes = 2
 
 // Tick finds the gaps of every scheduled dataset and decides about each.
 func (w *Watcher) Tick(ctx context.Context) (Report, error) {
@@ -135,20 +153,36 @@ func (w *Watcher) Tick(ctx context.Context) (Report, error) {
 		return now.Tick(ctx)
 	}
 	rep := Report{At: w.Now.Now(), Gaps: []Gap{}, Decisions: []Decision{}}
+	holder := fmt.Sprintf("watch:%d:%d", os.Getpid(), time.Now().UnixNano())
+	err := w.Store.Update(ctx, func(tx *store.Tx) error {
+		return tx.TakeLease(ctx, tickLease, holder, time.Now().Add(run.WatchTimeout), func(store.Lease) bool { return true })
+	})
+	if errors.Is(err, refill.ErrNotPermitted) {
+		rep.Skipped = "another tick is running"
+		return rep, nil
+	}
+	if err != nil {
+		return rep, err
+	}
+	defer func() {
+		_ = w.Store.Update(context.WithoutCancel(ctx), func(tx *store.Tx) error { return tx.ReleaseLease(ctx, tickLease, holder) })
+	}()
 	f, err := w.Control.Frozen(ctx)
 	if err != nil {
 		return rep, err
 	}
 	rep.Freeze = f
-	gaps, n, err := w.Gaps(ctx)
+	gaps, n, errs, err := w.gaps(ctx)
 	if err != nil {
 		return rep, err
 	}
-	rep.Datasets, rep.Gaps = n, gaps
+	rep.Datasets, rep.Gaps, rep.Errors = n, gaps, errs
 	for _, g := range gaps {
 		d, err := w.decide(ctx, g, f != nil)
 		if err != nil {
-			return rep, fmt.Errorf("watch: %s %s..%s: %w", g.Dataset, g.From, g.To, err)
+			// One gap that cannot be decided must not stop the others.
+			rep.Errors = append(rep.Errors, fmt.Sprintf("%s %s..%s: %v", g.Dataset, g.From, g.To, err))
+			continue
 		}
 		rep.Decisions = append(rep.Decisions, d)
 	}
@@ -163,9 +197,17 @@ func (w *Watcher) Tick(ctx context.Context) (Report, error) {
 // of the audit log, never one per partition. It returns how many datasets
 // it looked at.
 func (w *Watcher) Gaps(ctx context.Context) ([]Gap, int, error) {
+	gaps, n, errs, err := w.gaps(ctx)
+	if err == nil && len(errs) > 0 {
+		err = errors.New(strings.Join(errs, "; "))
+	}
+	return gaps, n, err
+}
+
+// gaps is Gaps that goes on past a dataset it cannot look at, and says
+// which (errs); err is a failure of the state store.
+func (w *Watcher) gaps(ctx context.Context) (out []Gap, n int, errs []string, err error) {
 	now := w.Now.Now()
-	var out []Gap
-	n := 0
 	for _, name := range w.Config.DatasetNames() {
 		d := w.Config.Datasets[name]
 		if d.Schedule == nil || d.Job == nil {
@@ -181,22 +223,24 @@ func (w *Watcher) Gaps(ctx context.Context) ([]Gap, int, error) {
 			ref := d.Ref()
 			start, err := refill.PartitionTime(due[0], ref.Grain)
 			if err != nil {
-				return nil, n, err
+				errs = append(errs, fmt.Sprintf("%s: %v", name, err))
+				continue
 			}
 			from := refill.FormatPartition(start.AddDate(0, 0, -historyDays), ref.Grain)
 			counts, err := w.Warehouse.PartitionCounts(ctx, ref, from, due[len(due)-1])
 			if err != nil {
-				return nil, n, fmt.Errorf("watch: %s: %w", name, err)
+				errs = append(errs, fmt.Sprintf("%s: %v", name, err))
+				continue
 			}
 			for _, p := range due {
-				if counts[p] == 0 && expected(counts, p, ref.Grain) {
+				if counts[p] == 0 && expected(counts, bad, p, due[0], ref.Grain) {
 					bad[p] = "missing"
 				}
 			}
 		}
 		outcomes, err := w.Store.LastOutcomes(ctx, name, due[0], due[len(due)-1])
 		if err != nil {
-			return nil, n, err
+			return nil, n, errs, err
 		}
 		for p, o := range outcomes {
 			if o == store.OutcomeFailed {
@@ -206,7 +250,8 @@ func (w *Watcher) Gaps(ctx context.Context) ([]Gap, int, error) {
 		if w.DAGRuns != nil && d.Job.Kind == refill.JobAirflow {
 			failed, missing, err := w.DAGRuns(ctx, d, due[0], due[len(due)-1])
 			if err != nil {
-				return nil, n, fmt.Errorf("watch: %s: asking Airflow: %w", name, err)
+				errs = append(errs, fmt.Sprintf("%s: asking Airflow: %v", name, err))
+				continue
 			}
 			for _, p := range missing {
 				if _, ok := bad[p]; !ok && slices.Contains(due, p) {
@@ -221,7 +266,7 @@ func (w *Watcher) Gaps(ctx context.Context) ([]Gap, int, error) {
 		}
 		out = append(out, group(name, due, bad)...)
 	}
-	return out, n, nil
+	return out, n, errs, nil
 }
 
 // Due lists the partitions of d within its schedule's horizon that should
@@ -253,17 +298,41 @@ func Due(d *refill.Dataset, now time.Time) []string {
 
 // expected reports whether partition p should hold rows: the same slot of
 // the week held rows (a positive median) in the four weeks before it.
-func expected(counts map[string]int64, p string, g refill.Grain) bool {
+// Partitions already found missing are not history — an outage longer
+// than a week would otherwise hide its own later days — and when the
+// four weeks hold nothing else, the four weeks before the horizon decide.
+func expected(counts map[string]int64, missing map[string]string, p, first string, g refill.Grain) bool {
 	t, err := refill.PartitionTime(p, g)
 	if err != nil {
 		return false
 	}
-	var hist []int64
-	for w := 1; w <= historyDays/7; w++ {
-		hist = append(hist, counts[refill.FormatPartition(t.AddDate(0, 0, -7*w), g)])
+	slot := func(base time.Time, skipMissing bool) []int64 {
+		var hist []int64
+		for w := 1; w <= historyDays/7; w++ {
+			q := refill.FormatPartition(base.AddDate(0, 0, -7*w), g)
+			if skipMissing && missing[q] != "" {
+				continue
+			}
+			hist = append(hist, counts[q])
+		}
+		return hist
+	}
+	hist := slot(t, true)
+	if len(hist) == 0 {
+		// Every same-slot partition before p is itself missing: judge by
+		// the same slot before the horizon began.
+		f, err := refill.PartitionTime(first, g)
+		if err != nil {
+			return false
+		}
+		back := t
+		for !back.Before(f) {
+			back = back.AddDate(0, 0, -7)
+		}
+		hist = slot(back.AddDate(0, 0, 7), false)
 	}
 	slices.Sort(hist)
-	return hist[len(hist)/2] > 0
+	return len(hist) > 0 && hist[len(hist)/2] > 0
 }
 
 // group splits the bad partitions of due into contiguous gaps.
@@ -303,6 +372,20 @@ func (w *Watcher) decide(ctx context.Context, g Gap, frozen bool) (Decision, err
 	}
 	t := touches[0]
 	dec.PlanID, dec.Status, dec.Tier = t.PlanID, t.Status, t.Tier
+	p, err := w.Store.Plan(ctx, t.PlanID)
+	if err != nil {
+		return dec, err
+	}
+	stale := control.Stale(p, w.Config)
+	switch t.Status {
+	case refill.StatusPending, refill.StatusApproved, refill.StatusReady, refill.StatusFailed:
+		// A plan that may still run, but not as it is now: the config (a
+		// job, a check) changed since it was sealed. A new plan of the same
+		// request supersedes it.
+		if len(stale) > 0 {
+			return w.plan(ctx, g, frozen, fmt.Sprintf("plan %s is stale (%s)", t.PlanID, stale[0]))
+		}
+	}
 	switch t.Status {
 	case refill.StatusPending, refill.StatusApproved, refill.StatusReady, refill.StatusRunning:
 		if t.Status == refill.StatusReady && t.Tier == refill.TierAuto && !frozen && t.RequestedBy == refill.Watcher {
@@ -318,23 +401,43 @@ func (w *Watcher) decide(ctx context.Context, g Gap, frozen bool) (Decision, err
 	case refill.StatusExpired:
 		return w.plan(ctx, g, frozen, fmt.Sprintf("plan %s expired", t.PlanID))
 	case refill.StatusFailed:
-		if t.Tier == refill.TierAuto {
-			if frozen {
-				dec.Action, dec.Why = Frozen, fmt.Sprintf("plan %s failed; it is auto, but refill is frozen", t.PlanID)
-				return dec, w.record(ctx, dec, "")
-			}
-			return w.run(ctx, dec, Resumed, fmt.Sprintf("plan %s failed and is auto", t.PlanID))
+		// The watcher resumes its own auto plan a few times; a plan a
+		// person made, or one that keeps failing, is theirs to look at.
+		resumes, err := w.resumes(ctx, t.PlanID)
+		if err != nil {
+			return dec, err
 		}
-		dec.Action, dec.Why = Asked, fmt.Sprintf("plan %s failed and is %s: a person resumes it (refill apply %s) or rejects it", t.PlanID, t.Tier, t.PlanID)
+		switch {
+		case t.Tier != refill.TierAuto:
+			dec.Action, dec.Why = Asked, fmt.Sprintf("plan %s failed and is %s: a person resumes it (refill apply %s) or rejects it", t.PlanID, t.Tier, t.PlanID)
+		case t.RequestedBy != refill.Watcher:
+			dec.Action, dec.Why = Asked, fmt.Sprintf("plan %s failed; %s made it, so they resume it (refill apply %s) or reject it", t.PlanID, t.RequestedBy, t.PlanID)
+		case resumes >= maxResumes:
+			dec.Action, dec.Why = Asked, fmt.Sprintf("plan %s failed again after %d resume(s): a person looks at it now (refill show %s)", t.PlanID, resumes, t.PlanID)
+		case frozen:
+			dec.Action, dec.Why = Frozen, fmt.Sprintf("plan %s failed; it is auto, but refill is frozen", t.PlanID)
+		default:
+			return w.run(ctx, dec, Resumed, fmt.Sprintf("plan %s failed and is auto (resume %d of %d)", t.PlanID, resumes+1, maxResumes))
+		}
 		return dec, w.record(ctx, dec, "")
+	case refill.StatusApplied:
+		// Applied, and still a gap: if the run left rows there, they went
+		// missing since — a new gap, planned again; if the job itself
+		// produced nothing, planning again would produce nothing again.
+		pubs, err := w.Store.Published(ctx, t.PlanID)
+		if err != nil {
+			return dec, err
+		}
+		for _, pub := range pubs {
+			if pub.Dataset == g.Dataset && pub.Partition >= g.From && pub.Partition <= g.To && pub.After != nil && pub.After.Rows > 0 {
+				return w.plan(ctx, g, frozen, fmt.Sprintf("plan %s left %d row(s) in %s, gone since", t.PlanID, pub.After.Rows, pub.Partition))
+			}
+		}
 	}
-	// Blocked, rejected, cancelled, rolled back, applied (and still a
-	// gap), superseded: people or the gate said no. Plan again only when
-	// the source's data or the config changed since.
-	p, err := w.Store.Plan(ctx, t.PlanID)
-	if err != nil {
-		return dec, err
-	}
+	// Blocked, rejected, cancelled, rolled back, applied with nothing to
+	// show, superseded: the gate or people said no, or the job produced
+	// nothing. Plan again only when the source's data or the config
+	// changed since.
 	fp, err := w.fingerprint(ctx, p, g)
 	if err != nil {
 		return dec, err
@@ -343,7 +446,6 @@ func (w *Watcher) decide(ctx context.Context, g Gap, frozen bool) (Decision, err
 	if err != nil {
 		return dec, err
 	}
-	stale := control.Stale(p, w.Config)
 	switch {
 	case len(stale) > 0:
 		return w.plan(ctx, g, frozen, fmt.Sprintf("plan %s was %s, and the config changed since (%s)", t.PlanID, t.Status, stale[0]))
@@ -417,7 +519,10 @@ func (w *Watcher) record(ctx context.Context, dec Decision, fp string) error {
 	if err != nil {
 		return err
 	}
-	if seen && prev.Action == string(dec.Action) && (fp == "" || prev.Fingerprint == fp) {
+	// Waiting on the same plan tick after tick is one decision; running a
+	// plan (again) is a new one each time.
+	acts := dec.Action == Applied || dec.Action == Resumed
+	if !acts && seen && prev.Action == string(dec.Action) && (fp == "" || prev.Fingerprint == fp) {
 		return nil
 	}
 	if fp == "" && seen {
@@ -433,23 +538,50 @@ func (w *Watcher) record(ctx context.Context, dec Decision, fp string) error {
 	})
 }
 
-// fingerprint is what the gap's plan depends on in the warehouse: the row
-// counts of the inputs its gate checked, and of the dataset's upstreams,
-// over the gap. A change in it is a change in the source's data.
+// fingerprint is what the gap's plan depends on in the warehouse: the
+// rows of the inputs its gate checked, and of the dataset's upstreams, over
+// the gap — their checksums where the warehouse gives them (a source
+// re-delivered with the same row counts is a change), else their counts.
+// A change in it is a change in the source's data.
 func (w *Watcher) fingerprint(ctx context.Context, p *refill.Plan, g Gap) (string, error) {
 	inputs := slices.Clone(p.Gate.Checked)
-	if d := w.Config.Datasets[g.Dataset]; d != nil {
+	d := w.Config.Datasets[g.Dataset]
+	if d != nil {
 		inputs = append(inputs, d.Upstream...)
 	}
 	sort.Strings(inputs)
 	inputs = slices.Compact(inputs)
+	gapGrain := refill.GrainDay
+	if d != nil {
+		gapGrain = d.Ref().Grain
+	}
 	h := sha256.New()
 	for _, in := range inputs {
-		d := w.Config.Datasets[in]
-		if d == nil || d.Table == "" {
+		u := w.Config.Datasets[in]
+		if u == nil || u.Table == "" {
 			continue
 		}
-		counts, err := w.Warehouse.PartitionCounts(ctx, d.Ref(), g.From, g.To)
+		ref := u.Ref()
+		from, to, err := regrain(g.From, g.To, gapGrain, ref.Grain)
+		if err != nil {
+			return "", fmt.Errorf("fingerprint of %s: %w", in, err)
+		}
+		fmt.Fprintf(h, "%s\n", in)
+		if dg, ok := w.Warehouse.(refill.Rehearser); ok {
+			if rng, err := refill.ParseRange(from, to, refill.NoRangeLimit); err == nil {
+				if parts := rng.Partitions(ref.Grain); len(parts) <= maxDigests {
+					for _, part := range parts {
+						sum, err := dg.Digest(ctx, ref, part)
+						if err != nil {
+							return "", fmt.Errorf("fingerprint of %s %s: %w", in, part, err)
+						}
+						fmt.Fprintf(h, "%s=%d:%s\n", part, sum.Rows, sum.Checksum)
+					}
+					continue
+				}
+			}
+		}
+		counts, err := w.Warehouse.PartitionCounts(ctx, ref, from, to)
 		if err != nil {
 			return "", fmt.Errorf("fingerprint of %s: %w", in, err)
 		}
@@ -458,10 +590,51 @@ func (w *Watcher) fingerprint(ctx context.Context, p *refill.Plan, g Gap) (strin
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
-		fmt.Fprintf(h, "%s\n", in)
 		for _, k := range keys {
 			fmt.Fprintf(h, "%s=%d\n", k, counts[k])
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// maxDigests bounds the partitions a fingerprint checksums one by one;
+// past it, counts (one grouped query) stand for the data.
+const maxDigests = 62
+
+// regrain gives the partitions of grain to that cover [from, to] of grain
+// from: a day is its 24 hours, an hour is its day.
+func regrain(from, to string, g, want refill.Grain) (string, string, error) {
+	if g == want {
+		return from, to, nil
+	}
+	f, err := refill.PartitionTime(from, g)
+	if err != nil {
+		return "", "", err
+	}
+	t, err := refill.PartitionTime(to, g)
+	if err != nil {
+		return "", "", err
+	}
+	if g == refill.GrainDay { // to hours
+		return refill.FormatPartition(f, want), refill.FormatPartition(t.Add(23*time.Hour), want), nil
+	}
+	return refill.FormatPartition(f, want), refill.FormatPartition(t, want), nil // hours to their days
+}
+
+// resumes counts the times the watcher resumed plan id.
+func (w *Watcher) resumes(ctx context.Context, id string) (int, error) {
+	evs, err := w.Store.Audit(ctx, store.AuditFilter{PlanID: id, Kind: refill.EventWatch})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range evs {
+		var det struct {
+			Action Action `json:"action"`
+		}
+		if json.Unmarshal(e.Detail, &det) == nil && det.Action == Resumed {
+			n++
+		}
+	}
+	return n, nil
 }

@@ -314,3 +314,99 @@ func TestNobodyActsAsTheWatcher(t *testing.T) {
 	}
 	_ = fmt.Sprint
 }
+
+// TestFailingAutoPlanIsHandedToPeople: the watcher resumes its own failing
+// auto plan a bounded number of times, then asks.
+func TestFailingAutoPlanIsHandedToPeople(t *testing.T) {
+	wd := newWorld(t, false, "")
+	wd.miss("2026-11-26")
+	if _, err := wd.db.Exec(`CREATE TRIGGER boom BEFORE INSERT ON leaf WHEN NEW.day = '2026-11-26' BEGIN SELECT raise(abort, 'boom'); END`); err != nil {
+		t.Fatal(err)
+	}
+	var actions []watch.Action
+	for i := 0; i < 5; i++ {
+		actions = append(actions, one(t, wd.tick()).Action)
+	}
+	want := []watch.Action{watch.Applied, watch.Resumed, watch.Resumed, watch.Asked, watch.Asked}
+	if fmt.Sprint(actions) != fmt.Sprint(want) {
+		t.Fatalf("five ticks over a failing auto plan: %v, want %v", actions, want)
+	}
+	starts, _ := wd.p.Store.Audit(context.Background(), store.AuditFilter{Kind: refill.EventRunStarted})
+	if len(starts) != 3 {
+		t.Errorf("%d runs started, want 3 (one, and two resumes)", len(starts))
+	}
+}
+
+// TestAGapAfterAnAppliedPlanIsPlannedAgain: rows an applied plan left that
+// went missing since are a new gap; a long outage is missing all through.
+func TestAGapAfterAnAppliedPlanIsPlannedAgain(t *testing.T) {
+	wd := newWorld(t, false, "")
+	wd.miss("2026-11-28")
+	first := one(t, wd.tick())
+	if first.Action != watch.Applied || wd.rows("2026-11-28") != 1 {
+		t.Fatalf("first gap: %+v", first)
+	}
+	wd.miss("2026-11-28")
+	again := one(t, wd.tick())
+	if again.Action != watch.Applied || again.PlanID == first.PlanID || wd.rows("2026-11-28") != 1 {
+		t.Fatalf("the same day gone again: %+v", again)
+	}
+	// A ten-day outage is one gap of ten days, not three.
+	wd2 := newWorld(t, true, "")
+	var days []string
+	for d := 20; d <= 29; d++ {
+		days = append(days, fmt.Sprintf("2026-11-%02d", d))
+	}
+	wd2.miss(days...)
+	rep := wd2.tick()
+	if len(rep.Gaps) != 1 || rep.Gaps[0].From != "2026-11-20" || rep.Gaps[0].To != "2026-11-29" {
+		t.Errorf("a ten-day outage: gaps %+v", rep.Gaps)
+	}
+}
+
+// TestSourceRepairedInPlaceIsPlannedAgain: a blocked gap's source is
+// re-delivered with the same row counts; the checksum sees the change.
+func TestSourceRepairedInPlaceIsPlannedAgain(t *testing.T) {
+	wd := newWorld(t, false, "")
+	wd.miss("2026-11-27")
+	if _, err := wd.db.Exec(`UPDATE src SET v = NULL WHERE day = '2026-11-27'`); err != nil {
+		t.Fatal(err)
+	}
+	if d := one(t, wd.tick()); d.Status != refill.StatusBlocked {
+		t.Fatalf("blocked gap: %+v", d)
+	}
+	if d := one(t, wd.tick()); d.Action != watch.Unchanged {
+		t.Fatalf("nothing changed: %+v", d)
+	}
+	if _, err := wd.db.Exec(`UPDATE src SET v = 5 WHERE day = '2026-11-27'`); err != nil {
+		t.Fatal(err)
+	}
+	if d := one(t, wd.tick()); d.Action != watch.Applied || wd.rows("2026-11-27") != 1 {
+		t.Fatalf("after an in-place repair: %+v", d)
+	}
+}
+
+// TestTwoTicksAtOnceMakeOnePlan: ticks take turns.
+func TestTwoTicksAtOnceMakeOnePlan(t *testing.T) {
+	wd := newWorld(t, true, "")
+	wd.miss("2026-11-27")
+	done := make(chan watch.Report, 4)
+	for i := 0; i < 4; i++ {
+		go func() {
+			rep, err := wd.w.Tick(context.Background())
+			if err != nil {
+				t.Error(err)
+			}
+			done <- rep
+		}()
+	}
+	skipped := 0
+	for i := 0; i < 4; i++ {
+		if rep := <-done; rep.Skipped != "" {
+			skipped++
+		}
+	}
+	if n := len(wd.plans()); n != 1 {
+		t.Errorf("four ticks at once made %d plans (%d skipped)", n, skipped)
+	}
+}
