@@ -13,3 +13,7 @@ const EventWatch EventKind = "watch_decision"
 type WatchConfig struct {
 	Interval Duration `json:"interval"`
 }
+
+// EventLineage records OpenLineage edges someone reported (POST
+// /api/v1/lineage): new edges can raise a plan's tier.
+const EventLineage EventKind = "lineage_recorded"

@@ -2,9 +2,11 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/openlineage"
@@ -34,7 +36,7 @@ type matchedDataset struct {
 // its input → output edges. The event is validated first (400 naming the
 // field by its JSON pointer) and nothing is recorded unless it is valid.
 // Recording is idempotent: the same event again adds nothing.
-func (s *Server) postLineage(w http.ResponseWriter, r *http.Request, _ string) {
+func (s *Server) postLineage(w http.ResponseWriter, r *http.Request, user string) {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
 		s.writeError(w, r, refill.BadInputf("request body: Content-Type %q: want application/json (an OpenLineage RunEvent)", ct))
 		return
@@ -54,6 +56,12 @@ func (s *Server) postLineage(w http.ResponseWriter, r *http.Request, _ string) {
 		s.writeError(w, r, err)
 		return
 	}
+	// An event from the future would pin an edge's last sighting there
+	// for good.
+	if ev.EventTime.After(time.Now().Add(24 * time.Hour)) {
+		s.writeError(w, r, refill.BadInputf("/eventTime: %s is more than a day ahead of this server's clock", ev.EventTime.Format(time.RFC3339)))
+		return
+	}
 	edges, err := ev.Edges()
 	if err != nil {
 		s.writeError(w, r, err)
@@ -68,6 +76,27 @@ func (s *Server) postLineage(w http.ResponseWriter, r *http.Request, _ string) {
 	if err != nil {
 		s.writeError(w, r, err)
 		return
+	}
+	// New edges can raise a plan's tier: who reported them, and which,
+	// is audited (a repeat adds nothing, and is not).
+	if added > 0 {
+		var list []string
+		for _, e := range edges {
+			if len(list) == 50 {
+				list = append(list, fmt.Sprintf("… %d more", len(edges)-50))
+				break
+			}
+			list = append(list, e.Input.Namespace+"/"+e.Input.Name+" -> "+e.Output.Namespace+"/"+e.Output.Name)
+		}
+		err := s.Store.Update(r.Context(), func(tx *store.Tx) error {
+			return tx.Append(r.Context(), &refill.Event{Kind: refill.EventLineage, Actor: user, At: time.Now(),
+				Detail: refill.Detail(map[string]any{"job": ev.Job.Namespace + "/" + ev.Job.Name, "producer": ev.Producer,
+					"run": ev.RunID, "new_edges": added, "edges": list})})
+		})
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 	}
 	m := openlineage.NewMatcher(s.conf().Datasets)
 	matched := func(ds []openlineage.Dataset) []matchedDataset {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/refill-dev/refill/store"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -108,6 +109,11 @@ func TestAPILineageEvents(t *testing.T) {
 				t.Errorf("answer: HTTP %d %v", st, res)
 			}
 			total++
+			// Who reported new edges is audited; a repeat is not.
+			evs, err := e.p.Store.Audit(context.Background(), store.AuditFilter{Kind: refill.EventLineage})
+			if err != nil || len(evs) == 0 || evs[len(evs)-1].Actor != "alice" || !strings.Contains(string(evs[len(evs)-1].Detail), "finance_dashboard") {
+				t.Errorf("lineage audit: %d entries (%v)", len(evs), err)
+			}
 
 			good := olEvent("main.sessions", "other_dashboard", "2026-11-29T06:00:00Z")
 			for _, c := range []struct{ what, body, want string }{
@@ -119,6 +125,7 @@ func TestAPILineageEvents(t *testing.T) {
 				{"truncated JSON", good[:len(good)-20], "not JSON"},
 				{"oversized body", `{"eventTime":"` + strings.Repeat("x", server.MaxBody) + `"}`, fmt.Sprintf("larger than %d bytes", server.MaxBody)},
 				{"an array of events", "[" + good + "]", "not a RunEvent"},
+				{"an event from the future", strings.Replace(good, "2026-11-29T06:00:00Z", "9999-12-31T00:00:00Z", 1), "more than a day ahead"},
 			} {
 				st, res := e.call("alice", "POST", "/api/v1/lineage", c.body)
 				wantError(t, c.what, st, res, http.StatusBadRequest, refill.ExitBadInput)
