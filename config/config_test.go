@@ -424,6 +424,7 @@ func TestParseErrors(t *testing.T) {
 		{"lag", head + "datasets:\n  e:\n    table: e\n    partition: {column: day}\n    schedule: {lag: 2 hours} # <-\n", "datasets.e.schedule.lag", "not a duration"},
 		{"every", head + "datasets:\n  e:\n    table: e\n    partition: {column: day}\n    schedule:\n      every: daily # <-\n", "datasets.e.schedule.every", `unknown grain "daily"`},
 		{"horizon", head + "datasets:\n  e:\n    table: e\n    partition: {column: day}\n    schedule: {horizon: 0} # <-\n", "datasets.e.schedule.horizon", "from 1 to 366 days, got 0"},
+		{"one table named with its schema", head + "datasets:\n  a:\n    table: events\n    partition: {column: day}\n  b:\n    table: main.events # <-\n    partition: {column: day}\n", "datasets.b.table", "also the table of dataset a"},
 		{"horizon too far", head + "datasets:\n  e:\n    table: e\n    partition: {column: day}\n    schedule: {horizon: 100000000} # <-\n", "datasets.e.schedule.horizon", "from 1 to 366 days"},
 		{"every against the grain", head + "datasets:\n  e:\n    table: e\n    partition: {column: hour, grain: hour}\n    schedule: {every: day} # <-\n", "datasets.e.schedule.every", "partitions are by hour"},
 		{"partition not a mapping", head + "datasets:\n  e:\n    table: e\n    partition: day # <-\n", "datasets.e.partition", "want a mapping"},

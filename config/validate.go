@@ -756,6 +756,13 @@ func (c *converter) lineage(cfg *refill.Config) {
 		// PostgreSQL, but two tables whose names differ only in case are a
 		// trap for whoever reads the config, and one on SQLite.
 		key := strings.ToLower(strings.ReplaceAll(d.Table, `"`, ""))
+		// The default schema, named, is the same table as unnamed: SQLite's
+		// main, PostgreSQL's public (where refill's warehouses look first).
+		if rest, ok := strings.CutPrefix(key, "main."); ok && strings.HasPrefix(cfg.Warehouse, "sqlite:") {
+			key = rest
+		} else if rest, ok := strings.CutPrefix(key, "public."); ok && strings.HasPrefix(cfg.Warehouse, "postgres") {
+			key = rest
+		}
 		if other, ok := tables[key]; ok {
 			c.errorf(child("datasets", name, "table"), "table %q is also the table of dataset %s (line %d); two datasets cannot write one table", d.Table, other, cfg.Datasets[other].Line)
 			continue
