@@ -296,3 +296,21 @@ func (p *Plan) Datasets() []string {
 	}
 	return out
 }
+
+// RowTotals adds up a step's current and expected rows over its
+// partitions, counting the partitions whose rows are unknown apart.
+func (s Step) RowTotals() (cur, exp int64, curUnknown, expUnknown int) {
+	for _, pp := range s.Partitions {
+		if pp.CurrentRows != nil {
+			cur += *pp.CurrentRows
+		} else {
+			curUnknown++
+		}
+		if pp.ExpectedRows != nil {
+			exp += *pp.ExpectedRows
+		} else {
+			expUnknown++
+		}
+	}
+	return cur, exp, curUnknown, expUnknown
+}

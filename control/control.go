@@ -449,18 +449,8 @@ func Impact(p *refill.Plan) string {
 	for _, s := range p.Steps {
 		names = append(names, s.Dataset)
 		parts += len(s.Partitions)
-		for _, pp := range s.Partitions {
-			if pp.CurrentRows != nil {
-				cur += *pp.CurrentRows
-			} else {
-				curUnknown++
-			}
-			if pp.ExpectedRows != nil {
-				exp += *pp.ExpectedRows
-			} else {
-				expUnknown++
-			}
-		}
+		c, e, cu, eu := s.RowTotals()
+		cur, exp, curUnknown, expUnknown = cur+c, exp+e, curUnknown+cu, expUnknown+eu
 	}
 	return fmt.Sprintf("Rebuild %s for %s..%s (%d days): %d partitions, %s rows now, %s expected after. Reason: %s.",
 		strings.Join(names, ", "), p.Request.From, p.Request.To, p.Request.Days, parts, Total(cur, curUnknown), Total(exp, expUnknown), p.Request.Reason)

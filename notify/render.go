@@ -234,20 +234,7 @@ func datasetsText(p *refill.Plan) string {
 			fmt.Fprintf(&b, "\n… and %s more", plural(len(steps)-maxSteps, "dataset"))
 			break
 		}
-		var cur, exp int64
-		var curUnknown, expUnknown int
-		for _, pp := range st.Partitions {
-			if pp.CurrentRows != nil {
-				cur += *pp.CurrentRows
-			} else {
-				curUnknown++
-			}
-			if pp.ExpectedRows != nil {
-				exp += *pp.ExpectedRows
-			} else {
-				expUnknown++
-			}
-		}
+		cur, exp, curUnknown, expUnknown := st.RowTotals()
 		fmt.Fprintf(&b, "\n%d. *%s* (%s) · %s · %s → %s rows", i+1, escape(st.Dataset), escape(string(st.Kind)),
 			plural(len(st.Partitions), "partition"), control.Total(cur, curUnknown), control.Total(exp, expUnknown))
 		for j, pp := range st.Partitions {

@@ -32,18 +32,8 @@ func renderPlan(p *refill.Plan, cfg *refill.Config) string {
 	var curUnknown, expUnknown int
 	for _, s := range p.Steps {
 		nparts += len(s.Partitions)
-		for _, pp := range s.Partitions {
-			if pp.CurrentRows != nil {
-				cur += *pp.CurrentRows
-			} else {
-				curUnknown++
-			}
-			if pp.ExpectedRows != nil {
-				exp += *pp.ExpectedRows
-			} else {
-				expUnknown++
-			}
-		}
+		c, e, cu, eu := s.RowTotals()
+		cur, exp, curUnknown, expUnknown = cur+c, exp+e, curUnknown+cu, expUnknown+eu
 	}
 	fmt.Fprintf(&b, "refill will rebuild %d %s, %d %s, in this order (nothing has been written):\n\n",
 		len(p.Steps), plural(len(p.Steps), "dataset", "datasets"), nparts, plural(nparts, "partition", "partitions"))
