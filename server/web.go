@@ -282,15 +282,7 @@ func (ui *webUI) asset(fn func(http.ResponseWriter, *http.Request, string)) http
 // failure answers 403 (401 without a session) and changes nothing.
 func (ui *webUI) action(fn func(http.ResponseWriter, *http.Request, *view)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		secureHeaders(w.Header())
-		w.Header().Set("Cache-Control", "no-store")
-		if err := ui.origins.Check(r); err != nil {
-			ui.refuse(w, r, http.StatusForbidden, "This form was sent from another site, so it was refused. Open refill directly and try again.")
-			return
-		}
-		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
-		if err := r.ParseForm(); err != nil {
-			ui.refuse(w, r, http.StatusBadRequest, "The form could not be read: "+err.Error())
+		if !ui.readForm(w, r) {
 			return
 		}
 		user, token, err := ui.session(r)
@@ -391,16 +383,26 @@ func (ui *webUI) renderSignin(w http.ResponseWriter, r *http.Request, status int
 	ui.render(w, r, status, "signin", &view{Title: "Sign in", CSRF: ui.mac("signin", nonce), Data: d})
 }
 
-func (ui *webUI) signin(w http.ResponseWriter, r *http.Request) {
+// readForm starts every form POST: no caching, a cross-origin form
+// refused (Sec-Fetch-Site, Origin), the body read within MaxBody. It
+// answers the refusal itself and returns false.
+func (ui *webUI) readForm(w http.ResponseWriter, r *http.Request) bool {
 	secureHeaders(w.Header())
 	w.Header().Set("Cache-Control", "no-store")
 	if err := ui.origins.Check(r); err != nil {
 		ui.refuse(w, r, http.StatusForbidden, "This form was sent from another site, so it was refused. Open refill directly and try again.")
-		return
+		return false
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
 	if err := r.ParseForm(); err != nil {
 		ui.refuse(w, r, http.StatusBadRequest, "The form could not be read: "+err.Error())
+		return false
+	}
+	return true
+}
+
+func (ui *webUI) signin(w http.ResponseWriter, r *http.Request) {
+	if !ui.readForm(w, r) {
 		return
 	}
 	next := localPath(r.PostForm.Get("next"))
