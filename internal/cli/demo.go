@@ -187,8 +187,14 @@ func (a *app) demo(ctx context.Context, dir string) error {
 	if a.json() {
 		return a.printJSON(out)
 	}
-	say("Try it yourself:\n  cd %s\n  refill plans\n  refill show %s\n  refill check events_raw --from %s --to %s\n  refill lineage --format mermaid\n\n",
-		shellQuote(dir), out.Plans[len(out.Plans)-1].ID, sc.Day(14), sc.Day(1))
+	first, cmd := "cd "+shellQuote(dir)+"\n  refill", "refill"
+	if self := selfCommand(); self != "refill" {
+		// go run: from where it ran, with the demo's config.
+		cmd = self + " --config " + shellQuote(sc.Config)
+		first = cmd
+	}
+	say("Try it yourself:\n  %s plans\n  %s show %s\n  %s check events_raw --from %s --to %s\n  %s lineage --format mermaid\n\n",
+		first, cmd, out.Plans[len(out.Plans)-1].ID, cmd, sc.Day(14), sc.Day(1), cmd)
 	say("See it in the browser — the web UI, the API and the workers, until Ctrl-C:\n  %s\nthen open http://127.0.0.1:8080 and sign in as %s with this token (valid for a day):\n  %s\n",
 		out.Serve, out.SignInAs, out.SignInKey)
 	return nil
