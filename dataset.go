@@ -199,6 +199,39 @@ type Checks struct {
 	NoFuture  []string         `json:"no_future,omitempty"`
 	// MaxRatio bounds time_order and no_future violations (default 0).
 	MaxRatio float64 `json:"max_ratio,omitempty"`
+	// Unique columns together are a key within each partition: any key
+	// shared by two rows fails. Rows with a NULL in the key are left to
+	// not_null.
+	Unique []string `json:"unique,omitempty"`
+	// AcceptedValues bounds the share of non-NULL rows whose value is
+	// outside a list (NULLs are left to not_null, as in dbt).
+	AcceptedValues *AcceptedValuesCheck `json:"accepted_values,omitempty"`
+	// Drift scores per-partition profiles of columns against history.
+	Drift *DriftCheck `json:"drift,omitempty"`
+}
+
+// AcceptedValuesCheck lists the values each column may hold.
+type AcceptedValuesCheck struct {
+	// Columns are sorted by name, so that the check reads the same every
+	// time (a map would not).
+	Columns  []AcceptedValues `json:"columns"`
+	MaxRatio float64          `json:"max_ratio"`
+}
+
+// AcceptedValues is one column's list of values, compared as text.
+type AcceptedValues struct {
+	Column string   `json:"column"`
+	Values []string `json:"values"`
+}
+
+// DriftCheck flags partitions whose column profiles are outliers against
+// same-slot history, scored like volume (DESIGN.md §8): for numeric
+// columns the mean and the share of zeros, for every column the distinct
+// count and the share of the most frequent value.
+type DriftCheck struct {
+	Columns  []string `json:"columns"`
+	Lookback int      `json:"lookback"`
+	MaxZ     float64  `json:"max_z"`
 }
 
 // NotNullCheck bounds the share of nulls in each column.

@@ -64,6 +64,16 @@ type ProfileSpec struct {
 	NoFuture []string
 	// Now is the clock future timestamps are judged against.
 	Now time.Time
+	// Accepted columns get a count of non-NULL rows and of those outside
+	// their list, in the same scan.
+	Accepted []AcceptedValues
+	// Drift columns get, in the same scan, their mean and zero count when
+	// the warehouse holds them as numbers, and, in one grouped query for
+	// the whole range, their distinct count and most frequent value's count.
+	Drift []string
+	// Unique is a key whose duplicates within each partition are found by
+	// one grouped query for the whole range.
+	Unique []string
 }
 
 // Profile is one partition's measurements from a profile scan.
@@ -75,20 +85,59 @@ type Profile struct {
 	Inversions []int64
 	// Future is keyed by column name.
 	Future map[string]int64
+	// Accepted is keyed by ProfileSpec.Accepted's columns.
+	Accepted map[string]AcceptedProfile
+	// Numeric is keyed by those ProfileSpec.Drift columns that hold numbers.
+	Numeric map[string]NumericProfile
+	// Values is keyed by ProfileSpec.Drift's columns.
+	Values map[string]ValueProfile
+	// Duplicates describes the keys of ProfileSpec.Unique that more than
+	// one row shares; nil when there are none.
+	Duplicates *Duplicates
+}
+
+// AcceptedProfile counts a column's non-NULL values and those outside its
+// accepted list.
+type AcceptedProfile struct {
+	NonNull, Outside int64
+}
+
+// NumericProfile is a numeric column's mean (over non-NULL values) and
+// zero count.
+type NumericProfile struct {
+	NonNull int64
+	Mean    float64
+	Zeros   int64
+}
+
+// ValueProfile is a column's count of non-NULL values, of distinct ones,
+// and of rows holding the most frequent one.
+type ValueProfile struct {
+	NonNull, Distinct, Top int64
+}
+
+// Duplicates summarises a partition's duplicate keys: how many keys are
+// shared, how many rows share them, the most rows sharing one key, and
+// that key (its columns' values as text).
+type Duplicates struct {
+	Keys, Rows, Max int64
+	Example         []string
 }
 
 // Digest is a partition's row count and content checksum: the sum modulo
 // 2^64 of a 64-bit hash of every row, so it ignores row order but counts
-// duplicates (DESIGN.md §8). It is only comparable within one warehouse.
+// duplicates (DESIGN.md §8). It is only comparable within one warehouse,
+// and with a digest of the same checksum version (digest.go).
 type Digest struct {
 	Rows     int64  `json:"rows"`
-	Checksum string `json:"checksum"` // 16 hex digits
+	Checksum string `json:"checksum"` // 16 hex digits, after "v<N>:" from version 2 on
 }
 
 // Profiler is the part of a warehouse the source gate uses.
 type Profiler interface {
 	// Profile scans [from, to] of t once and returns every non-empty
-	// partition's measurements.
+	// partition's measurements. Drift value shapes and Unique keys take
+	// one grouped query each for the whole range, never one per partition.
 	Profile(ctx context.Context, t TableRef, spec ProfileSpec, from, to string) (map[string]Profile, error)
 }
 

@@ -283,6 +283,17 @@ type rawChecks struct {
 	TimeOrder []rawTimeOrder `yaml:"time_order"`
 	NoFuture  []string       `yaml:"no_future"`
 	MaxRatio  *float64       `yaml:"max_ratio"`
+	Unique    []string       `yaml:"unique"`
+	// AcceptedValues takes two forms, {col: [v, ...]} or {columns: {col:
+	// [v, ...]}, max_ratio: r}, so its shape is checked by conversion.
+	AcceptedValues any       `yaml:"accepted_values"`
+	Drift          *rawDrift `yaml:"drift"`
+}
+
+type rawDrift struct {
+	Columns  []string `yaml:"columns"`
+	Lookback *int     `yaml:"lookback"`
+	MaxZ     *float64 `yaml:"max_z"`
 }
 
 type rawNotNull struct {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"net/url"
 	"regexp"
@@ -24,7 +25,10 @@ const (
 	defaultState    = "sqlite:.refill/state.db"
 	defaultLookback = 28
 	defaultMaxZ     = 3.0
-	defaultHorizon  = 35
+	// defaultDriftMaxZ is wider than volume's: a partition has several
+	// drift metrics per column, so each is held to a stricter bar.
+	defaultDriftMaxZ = 4.0
+	defaultHorizon   = 35
 	// maxHorizon bounds how far back the watcher looks (days).
 	maxHorizon = 366
 	// defaultWatchInterval is how often refill serve's watcher ticks.
@@ -531,7 +535,133 @@ func (c *converter) checks(path string, raw *rawChecks) *refill.Checks {
 		c.column(elem(child(path, "no_future"), i), col)
 	}
 	ch.MaxRatio = c.ratio(child(path, "max_ratio"), raw.MaxRatio)
+	if raw.Unique != nil {
+		if len(raw.Unique) == 0 {
+			c.errorf(child(path, "unique"), "list the columns that together are a key within a partition, as in unique: [event_id]")
+		}
+		for i, col := range raw.Unique {
+			c.column(elem(child(path, "unique"), i), col)
+		}
+		ch.Unique = raw.Unique
+	}
+	if raw.AcceptedValues != nil {
+		ch.AcceptedValues = c.acceptedValues(child(path, "accepted_values"), raw.AcceptedValues)
+	}
+	if d := raw.Drift; d != nil {
+		p := child(path, "drift")
+		ch.Drift = &refill.DriftCheck{Columns: d.Columns, Lookback: defaultLookback, MaxZ: defaultDriftMaxZ}
+		if len(d.Columns) == 0 {
+			c.errorf(child(p, "columns"), "required: list the columns whose profile is scored against history")
+		}
+		for i, col := range d.Columns {
+			c.column(elem(child(p, "columns"), i), col)
+		}
+		if d.Lookback != nil {
+			ch.Drift.Lookback = *d.Lookback
+			if *d.Lookback < 1 {
+				c.errorf(child(p, "lookback"), "must be at least 1 partition, got %d", *d.Lookback)
+			}
+		}
+		if d.MaxZ != nil {
+			ch.Drift.MaxZ = *d.MaxZ
+			if !(*d.MaxZ > 0) {
+				c.errorf(child(p, "max_z"), "must be more than 0, got %g", *d.MaxZ)
+			}
+		}
+	}
 	return ch
+}
+
+// acceptedValues reads accepted_values in either form: {col: [v, ...]}, or
+// {columns: {col: [v, ...]}, max_ratio: r} when a ratio is given (a column
+// named columns or max_ratio needs the second form).
+func (c *converter) acceptedValues(path string, raw any) *refill.AcceptedValuesCheck {
+	const want = "want {column: [value, ...]} or {columns: {column: [value, ...]}, max_ratio: 0.001}"
+	m, ok := raw.(map[string]any)
+	if !ok || len(m) == 0 {
+		c.errorf(path, "%s, got %s", want, describeValue(raw))
+		return nil
+	}
+	av := &refill.AcceptedValuesCheck{}
+	cols, colsPath := m, path
+	if inner, ok := m["columns"]; ok {
+		colsPath = child(path, "columns")
+		for k, v := range m {
+			switch k {
+			case "columns":
+			case "max_ratio":
+				f, ok := number(v)
+				if !ok {
+					c.errorf(child(path, k), "want a ratio between 0 and 1, got %s", describeValue(v))
+					continue
+				}
+				av.MaxRatio = c.ratio(child(path, k), &f)
+			default:
+				c.errorf(child(path, k), "unknown field %q (known: columns, max_ratio)", k)
+			}
+		}
+		if cols, ok = inner.(map[string]any); !ok || len(cols) == 0 {
+			c.errorf(colsPath, "want {column: [value, ...]}, got %s", describeValue(inner))
+			return av
+		}
+	} else if _, ok := m["max_ratio"]; ok {
+		c.errorf(child(path, "max_ratio"), "a ratio needs the columns beside it: accepted_values: {columns: {column: [value, ...]}, max_ratio: 0.001}")
+		return av
+	}
+	for _, col := range slices.Sorted(maps.Keys(cols)) {
+		p := child(colsPath, col)
+		c.column(p, col)
+		list, ok := cols[col].([]any)
+		if !ok || len(list) == 0 {
+			c.errorf(p, "want a list of the values %s may hold, got %s", col, describeValue(cols[col]))
+			continue
+		}
+		vals := make([]string, 0, len(list))
+		for i, v := range list {
+			switch v := v.(type) {
+			case string:
+				vals = append(vals, v)
+			case int, int64, uint64:
+				vals = append(vals, fmt.Sprint(v))
+			default:
+				c.errorf(elem(p, i), "want text or a whole number, got %s", describeValue(v))
+			}
+		}
+		av.Columns = append(av.Columns, refill.AcceptedValues{Column: col, Values: vals})
+	}
+	return av
+}
+
+// number reads a YAML number decoded into an untyped value.
+func number(v any) (float64, bool) {
+	switch v := v.(type) {
+	case int:
+		return float64(v), true
+	case int64:
+		return float64(v), true
+	case uint64:
+		return float64(v), true
+	case float64:
+		return v, !math.IsNaN(v) && !math.IsInf(v, 0)
+	}
+	return 0, false
+}
+
+// describeValue names the shape of an untyped YAML value for an error.
+func describeValue(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "nothing"
+	case map[string]any:
+		return "a mapping"
+	case []any:
+		return "a list"
+	case string:
+		return fmt.Sprintf("text %q", clip(v))
+	case bool:
+		return fmt.Sprintf("%t", v)
+	}
+	return fmt.Sprintf("%v", v)
 }
 
 func (c *converter) schedule(path string, raw *rawSchedule, grain refill.Grain) *refill.Schedule {

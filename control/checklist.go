@@ -286,12 +286,21 @@ func (c *Control) Rollback(ctx context.Context, id, actor, force string) (*State
 					return fmt.Errorf("plan %s does not rebuild %s: its snapshot cannot be restored", id, sp.Dataset)
 				}
 			}
-			live, err := tx.Digest(ctx, r, sp.Partition)
+			// A digest stored before an upgrade changed the warehouse's
+			// checksum is compared with the rows the old way.
+			like := func(table string, d refill.Digest) (refill.Digest, error) {
+				return refill.DigestLike(ctx, tx, refill.TableRef{Table: table, Column: r.Column, Grain: r.Grain}, sp.Partition, d)
+			}
+			live, err := like(r.Table, sp.Digest)
 			if err != nil {
 				return err
 			}
 			if live != sp.Digest { // not already as the snapshot holds it
-				if why := overwritten(sp, live, pub[sp.Dataset+"\x00"+sp.Partition]); why != "" {
+				why, err := overwritten(sp, r.Table, live, pub[sp.Dataset+"\x00"+sp.Partition], like)
+				if err != nil {
+					return err
+				}
+				if why != "" {
 					if force == "" {
 						return refill.NotPermittedf("%s %s: %s; restoring it would undo that. A lead may force it: refill rollback %s --force --reason ...", sp.Dataset, sp.Partition, why, id)
 					}
@@ -301,7 +310,7 @@ func (c *Control) Rollback(ctx context.Context, id, actor, force string) (*State
 			if _, err := tx.RestorePartition(ctx, r, sp.SnapshotTable, sp.Partition); err != nil {
 				return err
 			}
-			got, err := tx.Digest(ctx, r, sp.Partition)
+			got, err := like(r.Table, sp.Digest)
 			if err != nil {
 				return err
 			}
@@ -356,18 +365,44 @@ func (c *Control) Rollback(ctx context.Context, id, actor, force string) (*State
 	return st, restored, err
 }
 
-// overwritten says why a partition's live rows are not this plan's to
-// restore — someone else wrote them — or "" when they are.
-func overwritten(sp refill.SnapshotPart, live refill.Digest, pub refill.Published) string {
-	switch {
-	case pub.PlanID == "":
-		return fmt.Sprintf("this plan's run never published it, yet it changed since the snapshot (%d rows then, %d now)", sp.Digest.Rows, live.Rows)
-	case pub.After != nil && live != *pub.After:
-		return fmt.Sprintf("it was written since this plan published it (%d rows, checksum %s, when published; %d rows, checksum %s now)", pub.After.Rows, pub.After.Checksum, live.Rows, live.Checksum)
-	case pub.Before != nil && *pub.Before != sp.Digest:
-		return fmt.Sprintf("it changed between the snapshot and this plan's run (%d rows, checksum %s, at the snapshot; %d rows, checksum %s, when the run began), so the snapshot would undo someone else's write", sp.Digest.Rows, sp.Digest.Checksum, pub.Before.Rows, pub.Before.Checksum)
+// overwritten says why a partition's live rows (of table) are not this
+// plan's to restore — someone else wrote them — or "" when they are.
+// Digests of two checksum versions (one stored before an upgrade) are
+// compared by digesting again, as the stored one's version did, with like:
+// the live rows against the run's, the snapshot table against what the
+// run found before it.
+func overwritten(sp refill.SnapshotPart, table string, live refill.Digest, pub refill.Published, like func(table string, d refill.Digest) (refill.Digest, error)) (string, error) {
+	if pub.PlanID == "" {
+		return fmt.Sprintf("this plan's run never published it, yet it changed since the snapshot (%d rows then, %d now)", sp.Digest.Rows, live.Rows), nil
 	}
-	return ""
+	if pub.After != nil {
+		now, err := ofVersion(live, *pub.After, func() (refill.Digest, error) { return like(table, *pub.After) })
+		if err != nil {
+			return "", err
+		}
+		if now != *pub.After {
+			return fmt.Sprintf("it was written since this plan published it (%d rows, checksum %s, when published; %d rows, checksum %s now)", pub.After.Rows, pub.After.Checksum, now.Rows, now.Checksum), nil
+		}
+	}
+	if pub.Before != nil {
+		snap, err := ofVersion(sp.Digest, *pub.Before, func() (refill.Digest, error) { return like(sp.SnapshotTable, *pub.Before) })
+		if err != nil {
+			return "", err
+		}
+		if snap != *pub.Before {
+			return fmt.Sprintf("it changed between the snapshot and this plan's run (%d rows, checksum %s, at the snapshot; %d rows, checksum %s, when the run began), so the snapshot would undo someone else's write", snap.Rows, snap.Checksum, pub.Before.Rows, pub.Before.Checksum), nil
+		}
+	}
+	return "", nil
+}
+
+// ofVersion is d, or d digested again by again when its checksum's
+// version is not that of other.
+func ofVersion(d, other refill.Digest, again func() (refill.Digest, error)) (refill.Digest, error) {
+	if d.Comparable(other) {
+		return d, nil
+	}
+	return again()
 }
 
 // Signoff records the manual checklist's last step: a person reviewed the

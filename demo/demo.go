@@ -20,6 +20,11 @@ import (
 	"github.com/refill-dev/refill"
 )
 
+// RemappedAgo is how many days before today the upstream sent every event
+// as 'unknown' for one day: a day no walkthrough step plans over, far from
+// the broken 72 hours.
+const RemappedAgo = 33
+
 // Days of history the demo warehouse holds before today.
 const Days = 65
 
@@ -137,6 +142,12 @@ func (s *Scenario) writeWarehouse(ctx context.Context) error {
 				amount = float64(500+rng.IntN(9500)) / 100
 			case "refund":
 				amount = -float64(500+rng.IntN(4500)) / 100
+			}
+			if n == RemappedAgo {
+				// A tracking release shipped for one day mapped every
+				// event type to 'unknown': the gate's drift check sees
+				// event_type's top value share jump to 100%.
+				typ = "unknown"
 			}
 			if broken {
 				// The upstream renamed amount to amount_cents: the column
@@ -328,6 +339,9 @@ datasets:
       volume: {lookback: 28, max_z: 3}
       time_order: [{earlier: event_time, later: ingested_at}]
       no_future: [event_time]
+      unique: [event_id]
+      accepted_values: {event_type: [view, click, cart, purchase, refund, unknown]}
+      drift: {columns: [amount, event_type, user_id], lookback: 28, max_z: 4}
   sessions:
     table: sessions
     partition: {column: day}

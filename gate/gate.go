@@ -30,6 +30,9 @@ const (
 	CheckTimeOrder   = "time_order"
 	CheckNoFuture    = "no_future"
 	CheckSchemaDrift = "schema_drift"
+	CheckUnique      = "unique"
+	CheckAccepted    = "accepted_values"
+	CheckDrift       = "drift"
 )
 
 // MinHistory is the fewest same-slot history points a volume score needs;
@@ -157,23 +160,41 @@ func (g *Gate) drift(ctx context.Context, d *refill.Dataset, cols []refill.Colum
 }
 
 // partitions runs the per-partition checks from one profile scan of the
-// range, and one grouped count of the history before it.
+// range (and, with drift, of its history), one grouped count of the volume
+// history, and at most one grouped query each for unique keys and drift's
+// value shapes.
 func (g *Gate) partitions(ctx context.Context, prof refill.Profiler, d *refill.Dataset, r refill.Range) ([]refill.Finding, error) {
 	c := d.Checks
 	ref := d.Ref()
 	grain := ref.Grain
 	spec := RowSpec(c, g.Now.Now())
 	parts := r.Partitions(grain)
-	profiles, err := prof.Profile(ctx, ref, spec, parts[0], parts[len(parts)-1])
+	from := parts[0]
+	if c.Drift != nil {
+		// Drift's history is profiled in the same scan as the range.
+		spec.Drift = c.Drift.Columns
+		from = r.Extend(grain, depth(c.Drift.Lookback, grain)).Partitions(grain)[0]
+	}
+	profiles, err := prof.Profile(ctx, ref, spec, from, parts[len(parts)-1])
 	if err != nil {
 		return nil, fmt.Errorf("dataset %s: %w", d.Name, err)
+	}
+	var flagged map[string]bool
+	if g.Store != nil && (c.Volume != nil || c.Drift != nil) {
+		if flagged, err = g.Store.Flagged(ctx, d.Name); err != nil {
+			return nil, err
+		}
 	}
 	var out []refill.Finding
 	var vol *volume
 	if c.Volume != nil {
-		if vol, err = g.history(ctx, d, ref, r, c.Volume); err != nil {
+		if vol, err = g.history(ctx, d, ref, r, c.Volume, flagged); err != nil {
 			return nil, err
 		}
+	}
+	var dr *driftScore
+	if c.Drift != nil {
+		dr = newDrift(c.Drift, grain, r, profiles, flagged)
 	}
 	for _, p := range parts {
 		pr := profiles[p]
@@ -181,8 +202,19 @@ func (g *Gate) partitions(ctx context.Context, prof refill.Profiler, d *refill.D
 			out = append(out, vol.judge(d.Name, p, pr.Rows, grain)...)
 		}
 		out = append(out, Judge(d.Name, p, pr, c, spec.Now)...)
+		if dr != nil {
+			out = append(out, dr.judge(d.Name, p, pr)...)
+		}
 	}
 	return out, nil
+}
+
+// depth is how many partitions before a range a score with this lookback
+// reads: twice its same-slot points, so flagged partitions can be replaced
+// by older ones of the same slot.
+func depth(lookback int, g refill.Grain) int {
+	points := max(MinHistory, lookback/period(g))
+	return max(lookback, points*period(g)) * 2
 }
 
 // Judge checks one partition's profile against the row-level checks — null
@@ -225,14 +257,44 @@ func Judge(dataset, p string, pr refill.Profile, c *refill.Checks, now time.Time
 				fmt.Sprintf("%s of %s rows have %s in the future (after %s)", humanize.Comma(pr.Future[col]), humanize.Comma(pr.Rows), col, now.Format(time.RFC3339)))
 		}
 	}
+	if du := pr.Duplicates; len(c.Unique) > 0 && du != nil && du.Keys > 0 {
+		key := strings.Join(c.Unique, ", ")
+		find(CheckUnique, key, float64(du.Rows), 0,
+			fmt.Sprintf("%s of %s rows share a key (%s) with another row: %s duplicated %s, up to %d rows on one key, e.g. (%s) = (%s)",
+				humanize.Comma(du.Rows), humanize.Comma(pr.Rows), key, humanize.Comma(du.Keys), plural(du.Keys, "key", "keys"), du.Max, key, strings.Join(du.Example, ", ")))
+	}
+	if av := c.AcceptedValues; av != nil {
+		for _, a := range av.Columns {
+			ap := pr.Accepted[a.Column]
+			if ap.NonNull == 0 {
+				continue // NULLs are not_null's to judge
+			}
+			ratio := float64(ap.Outside) / float64(ap.NonNull)
+			if ratio > av.MaxRatio {
+				find(CheckAccepted, a.Column, ratio, av.MaxRatio,
+					fmt.Sprintf("%s of %s non-null rows hold a value outside [%s] (%.2f%%), limit %.2f%%",
+						humanize.Comma(ap.Outside), humanize.Comma(ap.NonNull), strings.Join(a.Values, ", "), 100*ratio, 100*av.MaxRatio))
+			}
+		}
+	}
 	return out
+}
+
+func plural(n int64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // RowSpec is the profile the row-level checks of c need.
 func RowSpec(c *refill.Checks, now time.Time) refill.ProfileSpec {
-	spec := refill.ProfileSpec{TimeOrder: c.TimeOrder, NoFuture: c.NoFuture, Now: now}
+	spec := refill.ProfileSpec{TimeOrder: c.TimeOrder, NoFuture: c.NoFuture, Now: now, Unique: c.Unique}
 	if c.NotNull != nil {
 		spec.NotNull = c.NotNull.Columns
+	}
+	if c.AcceptedValues != nil {
+		spec.Accepted = c.AcceptedValues.Columns
 	}
 	return spec
 }
@@ -264,16 +326,9 @@ func period(g refill.Grain) int {
 // flagged before are skipped and replaced by older ones of the same slot, so
 // an earlier incident neither becomes the norm nor starves the next check of
 // history.
-func (g *Gate) history(ctx context.Context, d *refill.Dataset, ref refill.TableRef, r refill.Range, vc *refill.VolumeCheck) (*volume, error) {
-	flagged := map[string]bool{}
-	if g.Store != nil {
-		var err error
-		if flagged, err = g.Store.Flagged(ctx, d.Name); err != nil {
-			return nil, err
-		}
-	}
+func (g *Gate) history(ctx context.Context, d *refill.Dataset, ref refill.TableRef, r refill.Range, vc *refill.VolumeCheck, flagged map[string]bool) (*volume, error) {
 	points := max(MinHistory, vc.Lookback/period(ref.Grain))
-	depth := max(vc.Lookback, points*period(ref.Grain)) * 2
+	depth := depth(vc.Lookback, ref.Grain)
 	window := r.Extend(ref.Grain, depth).Partitions(ref.Grain)[:depth]
 	counts, err := g.Warehouse.PartitionCounts(ctx, ref, window[0], window[len(window)-1])
 	if err != nil {

@@ -446,11 +446,17 @@ func (w *Watcher) decide(ctx context.Context, g Gap, frozen bool) (Decision, err
 	if err != nil {
 		return dec, err
 	}
-	switch {
-	case len(stale) > 0:
+	if len(stale) > 0 {
 		return w.plan(ctx, g, frozen, fmt.Sprintf("plan %s was %s, and the config changed since (%s)", t.PlanID, t.Status, stale[0]))
-	case seen && prev.Fingerprint != "" && prev.Fingerprint != fp:
-		return w.plan(ctx, g, frozen, fmt.Sprintf("plan %s was %s, and the source's data changed since", t.PlanID, t.Status))
+	}
+	if seen && prev.Fingerprint != "" && prev.Fingerprint != fp {
+		changed, err := w.changedSince(ctx, p, g, prev.Fingerprint)
+		if err != nil {
+			return dec, err
+		}
+		if changed {
+			return w.plan(ctx, g, frozen, fmt.Sprintf("plan %s was %s, and the source's data changed since", t.PlanID, t.Status))
+		}
 	}
 	dec.Action, dec.Why = Unchanged, fmt.Sprintf("plan %s was %s; nothing changed since (the source's data, the config): not planning again", t.PlanID, t.Status)
 	return dec, w.record(ctx, dec, fp)
@@ -544,6 +550,28 @@ func (w *Watcher) record(ctx context.Context, dec Decision, fp string) error {
 // re-delivered with the same row counts is a change), else their counts.
 // A change in it is a change in the source's data.
 func (w *Watcher) fingerprint(ctx context.Context, p *refill.Plan, g Gap) (string, error) {
+	return w.fingerprintAt(ctx, p, g, 0)
+}
+
+// changedSince reports whether the data behind a gap's plan changed since
+// fingerprint prev was taken, now that its fingerprint is another. A
+// fingerprint taken before an upgrade changed the warehouse's checksums
+// holds version 1 checksums: taken again the old way, it is the same if the
+// data are.
+func (w *Watcher) changedSince(ctx context.Context, p *refill.Plan, g Gap, prev string) (bool, error) {
+	if _, ok := w.Warehouse.(refill.VersionedDigester); !ok {
+		return true, nil
+	}
+	old, err := w.fingerprintAt(ctx, p, g, refill.DigestV1)
+	if err != nil {
+		return false, err
+	}
+	return old != prev, nil
+}
+
+// fingerprintAt is fingerprint with the checksums of the given version (0:
+// the warehouse's own).
+func (w *Watcher) fingerprintAt(ctx context.Context, p *refill.Plan, g Gap, version int) (string, error) {
 	inputs := slices.Clone(p.Gate.Checked)
 	d := w.Config.Datasets[g.Dataset]
 	if d != nil {
@@ -571,7 +599,13 @@ func (w *Watcher) fingerprint(ctx context.Context, p *refill.Plan, g Gap) (strin
 			if rng, err := refill.ParseRange(from, to, refill.NoRangeLimit); err == nil {
 				if parts := rng.Partitions(ref.Grain); len(parts) <= maxDigests {
 					for _, part := range parts {
-						sum, err := dg.Digest(ctx, ref, part)
+						var sum refill.Digest
+						var err error
+						if version == 0 {
+							sum, err = dg.Digest(ctx, ref, part)
+						} else {
+							sum, err = refill.DigestAt(ctx, dg, ref, part, version)
+						}
 						if err != nil {
 							return "", fmt.Errorf("fingerprint of %s %s: %w", in, part, err)
 						}

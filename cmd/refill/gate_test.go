@@ -87,3 +87,27 @@ func TestGateAndProofThroughTheBinary(t *testing.T) {
 		}
 	}
 }
+
+// TestDemoRemappedDayFailsDrift checks the demo's planted fault: on one day
+// the upstream sent every event as 'unknown', and the gate's drift check
+// catches it on that day alone, on event_type, in words a reader takes in
+// at once.
+func TestDemoRemappedDayFailsDrift(t *testing.T) {
+	d := setup(t)
+	r := run(t, d, nil, "check", "events_raw", "--from", "2026-10-27", "--to", "2026-10-29", "-o", "json")
+	if r.code != 3 {
+		t.Fatalf("check: exit %d, want 3: %s", r.code, r.stderr)
+	}
+	g := decode[struct {
+		Findings []findingJSON `json:"findings"`
+	}](t, r.stdout)
+	for _, f := range g.Findings {
+		if f.Partition != "2026-10-28" || f.Column != "event_type" || f.Check != "drift" {
+			t.Errorf("finding %+v, want only drift on event_type on 2026-10-28", f)
+		}
+	}
+	text := run(t, d, nil, "check", "events_raw", "--from", "2026-10-27", "--to", "2026-10-29")
+	if !strings.Contains(text.stdout, "events_raw.event_type 2026-10-28 drift: event_type: top value share 100% (history ") {
+		t.Errorf("check text:\n%s", text.stdout)
+	}
+}

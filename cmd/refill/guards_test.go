@@ -92,7 +92,7 @@ func TestGuards(t *testing.T) {
 	defer wh.Close()
 	strays := id(step(t, d, 0, "", "plan", "sessions", "--from", "2026-10-25", "--to", "2026-10-27", "--reason", "late users", "--as", "alice", "-o", "json"))
 	if _, err := wh.Exec(`INSERT INTO events_raw (event_date, event_time, ingested_at, user_id, event_type, amount)
-		SELECT event_date, event_time, ingested_at, user_id + 100000, event_type, amount FROM events_raw WHERE event_date = '2026-10-26' LIMIT 40`); err != nil {
+		SELECT event_date, event_time, ingested_at, user_id + 400, event_type, amount FROM events_raw WHERE event_date = '2026-10-26' LIMIT 40`); err != nil {
 		t.Fatal(err)
 	}
 	step(t, d, 5, "differ from the plan's expectation by more than 10%", "apply", strays, "--as", "alice")

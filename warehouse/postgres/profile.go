@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -94,6 +95,29 @@ func profile(ctx context.Context, db querier, begin func(context.Context) (pgx.T
 		}
 		fmt.Fprintf(&sel, ", count(*) FILTER (WHERE %s > $%d::timestamptz)", f, len(args))
 	}
+	for _, a := range spec.Accepted {
+		c, err := checkColumn(t.Table, cols, a.Column, "accepted_values", false)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, a.Values)
+		// Compared as text, as the config writes the values; NULL <> ALL
+		// is NULL, so NULLs are neither accepted nor outside.
+		q := sqltext.QuoteIdent(c.Name)
+		fmt.Fprintf(&sel, ", count(%s), count(*) FILTER (WHERE %s::text <> ALL($%d::text[]))", q, q, len(args))
+	}
+	var numeric []string
+	for _, name := range spec.Drift {
+		c, err := checkColumn(t.Table, cols, name, "drift", false)
+		if err != nil {
+			return nil, err
+		}
+		if numericType(c.Type) {
+			numeric = append(numeric, name)
+			q := sqltext.QuoteIdent(c.Name)
+			fmt.Fprintf(&sel, ", count(%s), count(*) FILTER (WHERE %s = 0), coalesce(avg(%s)::float8, 0)", q, q, q)
+		}
+	}
 	fmt.Fprintf(&sel, " FROM %s WHERE %s GROUP BY %s", sqltext.Postgres.QuoteName(t.Table), p.where, p.group)
 
 	tx, err := begin(ctx)
@@ -110,13 +134,19 @@ func profile(ctx context.Context, db querier, begin func(context.Context) (pgx.T
 	if err != nil {
 		return nil, profileError(t.Table, err)
 	}
-	n := 2 + len(spec.NotNull) + len(spec.TimeOrder) + len(spec.NoFuture)
+	n := 2 + len(spec.NotNull) + len(spec.TimeOrder) + len(spec.NoFuture) + 2*len(spec.Accepted) + 2*len(numeric)
 	var key string
 	counts := make([]int64, n-1)
 	dest := make([]any, n)
 	dest[0] = &key
 	for i := range counts {
 		dest[i+1] = &counts[i]
+	}
+	means := make([]float64, len(numeric))
+	// Each numeric column's mean follows its two counts.
+	for j := range numeric {
+		at := 2 + len(spec.NotNull) + len(spec.TimeOrder) + len(spec.NoFuture) + 2*len(spec.Accepted) + 3*j + 2
+		dest = slices.Insert(dest, at, any(&means[j]))
 	}
 	profiles := map[string]refill.Profile{}
 	_, err = pgx.ForEachRow(rows, dest, func() error {
@@ -139,13 +169,43 @@ func profile(ctx context.Context, db querier, begin func(context.Context) (pgx.T
 			pr.Future[name] = counts[i]
 			i++
 		}
+		if len(spec.Accepted) > 0 {
+			pr.Accepted = make(map[string]refill.AcceptedProfile, len(spec.Accepted))
+			for _, a := range spec.Accepted {
+				pr.Accepted[a.Column] = refill.AcceptedProfile{NonNull: counts[i], Outside: counts[i+1]}
+				i += 2
+			}
+		}
+		if len(spec.Drift) > 0 {
+			pr.Numeric = make(map[string]refill.NumericProfile, len(numeric))
+			for j, name := range numeric {
+				pr.Numeric[name] = refill.NumericProfile{NonNull: counts[i], Zeros: counts[i+1], Mean: means[j]}
+				i += 2
+			}
+		}
 		profiles[key] = pr
 		return nil
 	})
 	if err != nil {
 		return nil, profileError(t.Table, err)
 	}
+	if err := values(ctx, tx, t.Table, cols, p, spec.Drift, profiles); err != nil {
+		return nil, err
+	}
+	if err := duplicates(ctx, tx, t.Table, cols, p, spec.Unique, profiles); err != nil {
+		return nil, err
+	}
 	return profiles, nil
+}
+
+// numericType reports whether a PostgreSQL type holds numbers, so that
+// drift reads its mean and zero share.
+func numericType(typ string) bool {
+	switch typ {
+	case "smallint", "integer", "bigint", "real", "double precision":
+		return true
+	}
+	return strings.HasPrefix(typ, "numeric")
 }
 
 // profileError says what a failed profile query means: a text column

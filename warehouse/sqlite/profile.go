@@ -74,12 +74,19 @@ func profile(ctx context.Context, db querier, t refill.TableRef, spec refill.Pro
 	q := fmt.Sprintf("SELECT refill_profile(?3, %s%s) FROM %s WHERE %s >= ?1 AND %s < ?2",
 		key, plan.args, sqltext.SQLite.QuoteName(t.Table), col, col)
 	var rows int64
-	if err := db.QueryRowContext(ctx, q, lo, hi, id).Scan(&rows); err != nil {
+	if err := db.QueryRowContext(ctx, q, append([]any{lo, hi, id}, plan.binds...)...).Scan(&rows); err != nil {
 		return nil, fmt.Errorf("profile of %s: %w", t.Table, err)
 	}
 	out := make(map[string]refill.Profile, len(plan.agg.parts))
 	for p, c := range plan.agg.parts {
-		out[p] = plan.profile(c.counts)
+		out[p] = plan.profile(c)
+	}
+	g := grouped{db: db, table: t.Table, key: key, where: fmt.Sprintf("%s >= ?1 AND %s < ?2", col, col), lo: lo, hi: hi, from: from, to: to}
+	if err := g.values(ctx, cols, spec.Drift, out); err != nil {
+		return nil, err
+	}
+	if err := g.duplicates(ctx, cols, spec.Unique, out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -131,8 +138,11 @@ func (r *profileRegistry) remove(id int64) {
 // aggregate gets after the partition key, and how to read its counts back.
 type profilePlan struct {
 	spec refill.ProfileSpec
-	args string // ", nulls..., times..."
-	agg  profileSpec
+	args string // ", nulls..., times..., accepted flags..., numbers..."
+	// binds are the accepted values, bound as ?4 onwards.
+	binds   []any
+	numeric []string // the drift columns read as numbers, as spec names them
+	agg     profileSpec
 }
 
 // profileSpec tells the aggregate how to read its arguments, and collects
@@ -149,6 +159,9 @@ type profileSpec struct {
 	// pairs index the times as (earlier, later); future indexes them.
 	pairs  [][2]int
 	future []int
+	// accepted is how many accepted-values flags (c IN (...)) follow the
+	// times, numbers how many numeric drift columns follow those.
+	accepted, numbers int
 	// parts are the counts by partition key, which the aggregate fills.
 	parts map[string]*partCounts
 }
@@ -200,13 +213,53 @@ func planProfile(table string, cols []refill.Column, spec refill.ProfileSpec) (*
 		p.agg.future = append(p.agg.future, i)
 	}
 	p.agg.times = len(times)
+	for _, a := range spec.Accepted {
+		c, err := checkColumn(table, cols, a.Column, "accepted_values", false)
+		if err != nil {
+			return nil, err
+		}
+		// NULL IN (...) is NULL: neither accepted nor outside. SQLite
+		// applies the column's affinity to the list, so '1' matches 1 in
+		// an INTEGER column.
+		marks := make([]string, len(a.Values))
+		for i, v := range a.Values {
+			p.binds = append(p.binds, v)
+			marks[i] = fmt.Sprintf("?%d", 3+len(p.binds))
+		}
+		fmt.Fprintf(&args, ", %s IN (%s)", sqltext.QuoteIdent(c.Name), strings.Join(marks, ", "))
+	}
+	p.agg.accepted = len(spec.Accepted)
+	for _, name := range spec.Drift {
+		c, err := checkColumn(table, cols, name, "drift", false)
+		if err != nil {
+			return nil, err
+		}
+		if numericType(c.Type) {
+			p.numeric = append(p.numeric, name)
+			fmt.Fprintf(&args, ", %s", sqltext.QuoteIdent(c.Name))
+		}
+	}
+	p.agg.numbers = len(p.numeric)
 	p.args = args.String()
 	return p, nil
 }
 
+// numericType reports whether a declared SQLite type has INTEGER, REAL or
+// NUMERIC affinity, so that drift reads its mean and zero share.
+func numericType(typ string) bool {
+	for _, s := range []string{"int", "real", "floa", "doub", "num", "dec"} {
+		if strings.Contains(typ, s) {
+			return true
+		}
+	}
+	return false
+}
+
 // profile turns one partition's counts from the aggregate, laid out as
-// [rows, nulls..., inversions..., future...], into a Profile.
-func (p *profilePlan) profile(c []int64) refill.Profile {
+// [rows, nulls..., inversions..., future..., (non-null, outside)...,
+// (non-null, zeros)...], into a Profile.
+func (p *profilePlan) profile(pc *partCounts) refill.Profile {
+	c := pc.counts
 	get := func(i int) int64 {
 		if i < len(c) {
 			return c[i]
@@ -231,6 +284,24 @@ func (p *profilePlan) profile(c []int64) refill.Profile {
 	for _, name := range p.spec.NoFuture {
 		pr.Future[name] = get(i)
 		i++
+	}
+	if len(p.spec.Accepted) > 0 {
+		pr.Accepted = make(map[string]refill.AcceptedProfile, len(p.spec.Accepted))
+		for _, a := range p.spec.Accepted {
+			pr.Accepted[a.Column] = refill.AcceptedProfile{NonNull: get(i), Outside: get(i + 1)}
+			i += 2
+		}
+	}
+	if len(p.spec.Drift) > 0 {
+		pr.Numeric = make(map[string]refill.NumericProfile, len(p.numeric))
+		for j, name := range p.numeric {
+			n := refill.NumericProfile{NonNull: get(i), Zeros: get(i + 1)}
+			if n.NonNull > 0 {
+				n.Mean = pc.sum(j) / float64(n.NonNull)
+			}
+			pr.Numeric[name] = n
+			i += 2
+		}
 	}
 	return pr
 }
@@ -315,7 +386,8 @@ func (a *profileAgg) Step(_ *msqlite.FunctionContext, args []driver.Value) (err 
 		// key is SQLite's buffer, reused for the next row: keep a copy.
 		p := spec.parts[key]
 		if p == nil {
-			p = &partCounts{key: strings.Clone(key), counts: make([]int64, 1+spec.nulls+len(spec.pairs)+len(spec.future))}
+			p = &partCounts{key: strings.Clone(key), counts: make([]int64, 1+spec.nulls+len(spec.pairs)+len(spec.future)+2*spec.accepted+2*spec.numbers),
+				ints: make([]int64, spec.numbers), floats: make([]float64, spec.numbers)}
 			spec.parts[p.key] = p
 		}
 		a.last = p
@@ -328,9 +400,49 @@ func (a *profileAgg) Step(_ *msqlite.FunctionContext, args []driver.Value) (err 
 			c[1+j]++
 		}
 	}
-	if spec.times == 0 {
-		return nil
+	if spec.times > 0 {
+		a.stepTimes(args, c)
 	}
+	i := 1 + spec.nulls + len(spec.pairs) + len(spec.future)
+	base := 2 + spec.nulls + spec.times
+	for _, in := range args[base : base+spec.accepted] {
+		if in != nil {
+			c[i]++
+			if in == int64(0) {
+				c[i+1]++
+			}
+		}
+		i += 2
+	}
+	base += spec.accepted
+	for j, v := range args[base : base+spec.numbers] {
+		var x float64
+		switch v := v.(type) {
+		case nil:
+			i += 2
+			continue
+		case int64:
+			a.last.ints[j] += v // exact while it fits, as SQLite's sum() is
+			x = float64(v)
+		case float64:
+			a.last.floats[j] += v
+			x = v
+		default:
+			i += 2
+			continue // text in a numeric column is not a number
+		}
+		c[i]++
+		if x == 0 {
+			c[i+1]++
+		}
+		i += 2
+	}
+	return nil
+}
+
+// stepTimes counts one row's inverted pairs and future times.
+func (a *profileAgg) stepTimes(args []driver.Value, c []int64) {
+	spec := a.spec
 	base := 2 + spec.nulls
 	for i := range a.times {
 		a.times[i], a.valid[i] = julianMS(args[base+i], a.wallNow)
@@ -348,7 +460,6 @@ func (a *profileAgg) Step(_ *msqlite.FunctionContext, args []driver.Value) (err 
 		}
 		i++
 	}
-	return nil
 }
 
 // init finds the spec the first row's first argument names and checks the
@@ -359,8 +470,8 @@ func (a *profileAgg) init(args []driver.Value) error {
 	if spec == nil {
 		return fmt.Errorf("refill_profile: no profile %v is running", args[0])
 	}
-	if len(args) != 2+spec.nulls+spec.times {
-		return fmt.Errorf("refill_profile: %d arguments for a spec that needs %d", len(args), 2+spec.nulls+spec.times)
+	if want := 2 + spec.nulls + spec.times + spec.accepted + spec.numbers; len(args) != want {
+		return fmt.Errorf("refill_profile: %d arguments for a spec that needs %d", len(args), want)
 	}
 	a.spec = spec
 	a.times = make([]int64, spec.times)
@@ -373,7 +484,13 @@ func (a *profileAgg) init(args []driver.Value) error {
 type partCounts struct {
 	key    string
 	counts []int64
+	// ints and floats are each numeric drift column's sum, kept apart so
+	// that a column of integers sums exactly.
+	ints   []int64
+	floats []float64
 }
+
+func (p *partCounts) sum(j int) float64 { return float64(p.ints[j]) + p.floats[j] }
 
 func (a *profileAgg) WindowInverse(*msqlite.FunctionContext, []driver.Value) error {
 	return fmt.Errorf("refill_profile is not a window function")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -76,6 +77,78 @@ func exerciseProfile(t *testing.T, setup func(t *testing.T) (*Harness, context.C
 		}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("Profile =\n%v\nwant\n%v", got, want)
+		}
+	})
+
+	t.Run("ProfileKeysValuesAndShapes", func(t *testing.T) {
+		// Accepted values, means and zeros come from the one scan; value
+		// shapes and duplicate keys from one grouped query each. Every
+		// count is exact, and the same on every warehouse, so the gate's
+		// verdicts are too.
+		h, ctx := setup(t)
+		loadEvents(t, h)
+		h.Exec(t, `INSERT INTO events (id, day, customer, amount) VALUES (12, '2026-11-03', 'ada', 0), (13, '2026-11-03', 'ada', -4)`)
+		spec := refill.ProfileSpec{
+			Accepted: []refill.AcceptedValues{{Column: "customer", Values: []string{"ada", "bob"}}, {Column: "id", Values: []string{"1", "2", "3"}}},
+			Drift:    []string{"customer", "amount"},
+			Unique:   []string{"customer"},
+			Now:      profileNow,
+		}
+		got, err := profileOf(t, h).Profile(ctx, refill.TableRef{Table: "events", Column: "day", Grain: refill.GrainDay}, spec, "2026-11-01", "2026-11-04")
+		if err != nil {
+			t.Fatal(err)
+		}
+		type shape struct {
+			Rows     int64
+			Accepted map[string]refill.AcceptedProfile
+			Numeric  map[string]refill.NumericProfile
+			Values   map[string]refill.ValueProfile
+			Dup      refill.Duplicates
+		}
+		have := map[string]shape{}
+		for p, pr := range got {
+			s := shape{Rows: pr.Rows, Accepted: pr.Accepted, Numeric: map[string]refill.NumericProfile{}, Values: pr.Values}
+			for c, n := range pr.Numeric {
+				n.Mean = math.Round(n.Mean*1e6) / 1e6
+				s.Numeric[c] = n
+			}
+			if pr.Duplicates != nil {
+				s.Dup = *pr.Duplicates
+			}
+			have[p] = s
+		}
+		want := map[string]shape{
+			// cyd is outside the list, the NULLs are not_null's; customer
+			// is text, so it has no mean.
+			"2026-11-01": {Rows: 5,
+				Accepted: map[string]refill.AcceptedProfile{"customer": {NonNull: 3, Outside: 1}, "id": {NonNull: 5, Outside: 2}},
+				Numeric:  map[string]refill.NumericProfile{"amount": {NonNull: 3, Mean: 11.666667}},
+				Values:   map[string]refill.ValueProfile{"customer": {NonNull: 3, Distinct: 3, Top: 1}, "amount": {NonNull: 3, Distinct: 3, Top: 1}}},
+			// Two keys shared by two rows each: ada comes first.
+			"2026-11-02": {Rows: 4,
+				Accepted: map[string]refill.AcceptedProfile{"customer": {NonNull: 4}, "id": {NonNull: 4, Outside: 4}},
+				Numeric:  map[string]refill.NumericProfile{"amount": {NonNull: 4, Mean: 1.5}},
+				Values:   map[string]refill.ValueProfile{"customer": {NonNull: 4, Distinct: 2, Top: 2}, "amount": {NonNull: 4, Distinct: 2, Top: 2}},
+				Dup:      refill.Duplicates{Keys: 2, Rows: 4, Max: 2, Example: []string{"ada"}}},
+			// A zero and a negative amount.
+			"2026-11-03": {Rows: 2,
+				Accepted: map[string]refill.AcceptedProfile{"customer": {NonNull: 2}, "id": {NonNull: 2, Outside: 2}},
+				Numeric:  map[string]refill.NumericProfile{"amount": {NonNull: 2, Mean: -2, Zeros: 1}},
+				Values:   map[string]refill.ValueProfile{"customer": {NonNull: 2, Distinct: 1, Top: 2}, "amount": {NonNull: 2, Distinct: 2, Top: 1}},
+				Dup:      refill.Duplicates{Keys: 1, Rows: 2, Max: 2, Example: []string{"ada"}}},
+			// An all-NULL customer has no shape and no duplicates.
+			"2026-11-04": {Rows: 1,
+				Accepted: map[string]refill.AcceptedProfile{"customer": {}, "id": {NonNull: 1, Outside: 1}},
+				Numeric:  map[string]refill.NumericProfile{"amount": {NonNull: 1, Mean: 3}},
+				Values:   map[string]refill.ValueProfile{"amount": {NonNull: 1, Distinct: 1, Top: 1}}},
+		}
+		if fmt.Sprint(have) != fmt.Sprint(want) {
+			t.Errorf("Profile =\n%v\nwant\n%v", have, want)
+		}
+		for _, bad := range []refill.ProfileSpec{{Unique: []string{"nope"}}, {Drift: []string{"nope"}}, {Accepted: []refill.AcceptedValues{{Column: "nope", Values: []string{"x"}}}}} {
+			if _, err := profileOf(t, h).Profile(ctx, refill.TableRef{Table: "events", Column: "day", Grain: refill.GrainDay}, bad, "2026-11-01", "2026-11-04"); !errors.Is(err, refill.ErrBadInput) || !strings.Contains(err.Error(), "nope") {
+				t.Errorf("Profile(%+v): error = %v, want bad input naming the column", bad, err)
+			}
 		}
 	})
 

@@ -30,8 +30,9 @@ func digestOf(t *testing.T, ctx context.Context, d interface {
 	if err != nil {
 		t.Fatalf("Digest(%s, %s): %v", ref.Table, partition, err)
 	}
-	if len(dg.Checksum) != 16 || strings.Trim(dg.Checksum, "0123456789abcdef") != "" {
-		t.Fatalf("Digest(%s, %s): checksum %q is not 16 lower-case hex digits", ref.Table, partition, dg.Checksum)
+	if sum := dg.Sum(); len(sum) != 16 || strings.Trim(sum, "0123456789abcdef") != "" || dg.Version() < refill.DigestV1 ||
+		(dg.Version() == refill.DigestV1) != (sum == dg.Checksum) {
+		t.Fatalf("Digest(%s, %s): checksum %q is not 16 lower-case hex digits with a version mark (or none for version 1)", ref.Table, partition, dg.Checksum)
 	}
 	return dg
 }
@@ -67,8 +68,8 @@ func exerciseDigest(t *testing.T, setup func(t *testing.T) (*Harness, context.Co
 		if twice.Checksum == none.Checksum {
 			t.Errorf("two pairs of duplicates sum to the empty checksum %s", none.Checksum)
 		}
-		if none != (refill.Digest{Rows: 0, Checksum: "0000000000000000"}) {
-			t.Errorf("empty partition: %v, want 0 rows, checksum 0000000000000000", none)
+		if none.Rows != 0 || none.Sum() != "0000000000000000" || !none.Comparable(forward) {
+			t.Errorf("empty partition: %v, want 0 rows, checksum 0000000000000000 of the version of %s", none, forward.Checksum)
 		}
 
 		distinct := map[string][]string{
