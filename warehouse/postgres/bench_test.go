@@ -150,3 +150,69 @@ func benchSource(b *testing.B, rows int) (string, error) {
 	b.Logf("generated in %v", time.Since(start).Round(time.Second))
 	return dsn, nil
 }
+
+// BenchmarkDrift measures the gate with 10 not_null columns, unique on id
+// and drift on three columns against the analyst's SQL and one query per
+// check (warehousetest.RunDriftBench), on the same cached source:
+//
+//	go test ./warehouse/postgres -run '^$' -bench Drift -benchtime 3x -rows 1000000
+func BenchmarkDrift(b *testing.B) {
+	rows := warehousetest.BenchRows(b)
+	dsn, err := benchSource(b, rows)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w, err := Open(b.Context(), dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	ref := refill.TableRef{Table: warehousetest.BenchTable, Column: warehousetest.BenchColumn, Grain: refill.GrainDay}
+	cols, err := w.Columns(b.Context(), ref.Table)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := partitionPlanFor(ref, cols, warehousetest.BenchFrom, warehousetest.BenchTo)
+	if err != nil {
+		b.Fatal(err)
+	}
+	warehousetest.RunDriftBench(b, w, warehousetest.BenchSQL{
+		Where: p.where,
+		Sums: func(ctx context.Context, q string) (int64, []float64, error) {
+			rows, err := w.pool.Query(ctx, q, p.args...)
+			if err != nil {
+				return 0, nil, err
+			}
+			defer rows.Close()
+			var sums []float64
+			var n int64
+			for rows.Next() {
+				vals, err := rows.Values()
+				if err != nil {
+					return 0, nil, err
+				}
+				if sums == nil {
+					sums = make([]float64, len(vals)-1)
+				}
+				n++
+				for i, v := range vals[1:] {
+					switch v := v.(type) {
+					case int64:
+						sums[i] += float64(v)
+					case int32:
+						sums[i] += float64(v)
+					case float64:
+						sums[i] += v
+					case nil:
+					default:
+						return 0, nil, fmt.Errorf("column %d is %T", i+1, v)
+					}
+				}
+			}
+			if sums == nil {
+				sums = make([]float64, len(rows.FieldDescriptions())-1)
+			}
+			return n, sums, rows.Err()
+		},
+	})
+}

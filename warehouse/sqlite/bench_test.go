@@ -149,3 +149,69 @@ func benchSource(b *testing.B, rows int) (string, error) {
 	b.Logf("generated in %v", time.Since(start).Round(time.Second))
 	return path, nil
 }
+
+// BenchmarkDrift measures the gate with 10 not_null columns, unique on id
+// and drift on three columns against the analyst's SQL and one query per
+// check (warehousetest.RunDriftBench), on the same cached source:
+//
+//	go test ./warehouse/sqlite -run '^$' -bench Drift -benchtime 3x -rows 1000000
+func BenchmarkDrift(b *testing.B) {
+	rows := warehousetest.BenchRows(b)
+	path, err := benchSource(b, rows)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w, err := Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	ref := refill.TableRef{Table: warehousetest.BenchTable, Column: warehousetest.BenchColumn, Grain: refill.GrainDay}
+	cols, err := w.Columns(b.Context(), ref.Table)
+	if err != nil {
+		b.Fatal(err)
+	}
+	f, err := partitionFilter(ref, cols, warehousetest.BenchFrom, warehousetest.BenchTo)
+	if err != nil {
+		b.Fatal(err)
+	}
+	warehousetest.RunDriftBench(b, w, warehousetest.BenchSQL{
+		Where: f.where,
+		Sums: func(ctx context.Context, q string) (int64, []float64, error) {
+			rows, err := w.db.QueryContext(ctx, q, f.args...)
+			if err != nil {
+				return 0, nil, err
+			}
+			defer rows.Close()
+			names, err := rows.Columns()
+			if err != nil {
+				return 0, nil, err
+			}
+			vals := make([]any, len(names))
+			dest := make([]any, len(names))
+			for i := range vals {
+				dest[i] = &vals[i]
+			}
+			sums := make([]float64, len(names)-1)
+			var n int64
+			for rows.Next() {
+				if err := rows.Scan(dest...); err != nil {
+					return 0, nil, err
+				}
+				n++
+				for i, v := range vals[1:] {
+					switch v := v.(type) {
+					case int64:
+						sums[i] += float64(v)
+					case float64:
+						sums[i] += v
+					case nil:
+					default:
+						return 0, nil, fmt.Errorf("column %d is %T", i+1, v)
+					}
+				}
+			}
+			return n, sums, rows.Err()
+		},
+	})
+}
