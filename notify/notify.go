@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/run"
 	"github.com/refill-dev/refill/store"
 )
 
@@ -125,7 +126,7 @@ func (n *Notifier) Install(ctx context.Context) error {
 	if !n.Enabled() {
 		return nil
 	}
-	if err := migrate(ctx, n.st); err != nil {
+	if err := run.MigrateRiver(ctx, n.st); err != nil {
 		return fmt.Errorf("notify: %w", err)
 	}
 	q, err := newInserter(n.st)

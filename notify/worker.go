@@ -47,19 +47,18 @@ func (n *Notifier) Run(ctx context.Context, c *control.Control, log *slog.Logger
 	// River speaks at info level about its own housekeeping; only its
 	// warnings and errors are refill's business.
 	riverLog := slog.New(atLeast{Handler: log.Handler(), min: slog.LevelWarn})
-	q, closeDB, err := startConsumer(ctx, n.st, deliver, rescueAfter, run.WatchPeriodic(n.cfg), riverLog)
+	stop, err := startConsumer(ctx, n.st, deliver, rescueAfter, run.WatchPeriodic(n.cfg), riverLog)
 	if err != nil {
 		return fmt.Errorf("notify: %w", err)
 	}
-	defer closeDB()
 	log.Info("notify: delivering notices", slog.Any("targets", n.Targets()))
 	<-ctx.Done()
+	// Notices in flight finish (or, past the deadline, are cancelled and
+	// retried by the next process).
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopDeadline)
 	defer cancel()
-	if err := q.Stop(stopCtx); err != nil {
-		hard, cancelHard := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancelHard()
-		return errors.Join(fmt.Errorf("notify: stopping River: %w", err), q.StopAndCancel(hard))
+	if err := stop(stopCtx); err != nil {
+		return fmt.Errorf("notify: stopping River: %w", err)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -171,28 +172,11 @@ func (w *worker) Timeout(*river.Job[PartitionArgs]) time.Duration {
 // store's pool. River's schema is migrated first.
 func openQueue(ctx context.Context, st *store.Store, cfg queueConfig) (queue, error) {
 	if path := st.SQLitePath(); path != "" {
-		// River's own connection waits twice refill's usual busy timeout:
-		// its elector and producers contend with every publish record.
-		db, err := sql.Open("sqlite", path+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_txlock=immediate")
+		db, err := riverSQLite(path)
 		if err != nil {
 			return nil, err
 		}
-		db.SetMaxOpenConns(1)
-		driver := riversqlite.New(db)
-		// An IMMEDIATE transaction holds SQLite's one write lock, so two
-		// processes starting at once migrate River's schema in turn.
-		migrate := func(ctx context.Context, mig *rivermigrate.Migrator[*sql.Tx]) error {
-			tx, err := db.BeginTx(ctx, nil)
-			if err != nil {
-				return err
-			}
-			defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-			if _, err := mig.MigrateTx(ctx, tx, rivermigrate.DirectionUp, nil); err != nil {
-				return err
-			}
-			return tx.Commit()
-		}
-		q, err := startRiver(ctx, driver, migrate, cfg)
+		q, err := startRiver(ctx, riversqlite.New(db), migrateSQLite(db), cfg)
 		if err != nil {
 			db.Close()
 			return nil, err
@@ -201,11 +185,49 @@ func openQueue(ctx context.Context, st *store.Store, cfg queueConfig) (queue, er
 		q.argsWhere = `json_extract(args, '$.plan_id') = @plan AND json_extract(args, '$.run') = @run`
 		return q, nil
 	}
-	pool := st.Pool()
-	// Workers and applies starting together take turns migrating River's
-	// schema under a session advisory lock. (River's versions cannot share
-	// one transaction: one adds an enum value the next uses.)
-	migrate := func(ctx context.Context, mig *rivermigrate.Migrator[pgx.Tx]) error {
+	q, err := startRiver(ctx, riverpgxv5.New(st.Pool()), migratePostgres(st.Pool()), cfg)
+	if err != nil {
+		return nil, err
+	}
+	q.argsWhere = `args->>'plan_id' = @plan AND (args->>'run')::int = @run`
+	return q, nil
+}
+
+// riverSQLite opens River's own connection to the state's SQLite file. It
+// waits twice refill's usual busy timeout: River's elector and producers
+// contend with every publish record.
+func riverSQLite(path string) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", path+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("river: sqlite:%s: %w", path, err)
+	}
+	db.SetMaxOpenConns(1)
+	return db, nil
+}
+
+// migrateSQLite migrates River's schema in an IMMEDIATE transaction, which
+// holds SQLite's one write lock, so two processes starting at once migrate
+// in turn.
+func migrateSQLite(db *sql.DB) func(context.Context, *rivermigrate.Migrator[*sql.Tx]) error {
+	return func(ctx context.Context, mig *rivermigrate.Migrator[*sql.Tx]) error {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+		if _, err := mig.MigrateTx(ctx, tx, rivermigrate.DirectionUp, nil); err != nil {
+			return err
+		}
+		return tx.Commit()
+	}
+}
+
+// migratePostgres migrates River's schema under a session advisory lock,
+// so workers, applies and servers starting together take turns. (River's
+// versions cannot share one transaction: one adds an enum value the next
+// uses.)
+func migratePostgres(pool *pgxpool.Pool) func(context.Context, *rivermigrate.Migrator[pgx.Tx]) error {
+	return func(ctx context.Context, mig *rivermigrate.Migrator[pgx.Tx]) error {
 		conn, err := pool.Acquire(ctx)
 		if err != nil {
 			return err
@@ -219,12 +241,40 @@ func openQueue(ctx context.Context, st *store.Store, cfg queueConfig) (queue, er
 		_, err = mig.Migrate(ctx, rivermigrate.DirectionUp, nil)
 		return err
 	}
-	q, err := startRiver(ctx, riverpgxv5.New(pool), migrate, cfg)
-	if err != nil {
-		return nil, err
+}
+
+// MigrateRiver brings River's schema up to date on the state store, taking
+// turns with every other refill process as openQueue does: for a component
+// that only inserts jobs (the notifier's outbox) and so never opens a
+// queue.
+func MigrateRiver(ctx context.Context, st *store.Store) error {
+	log := slog.New(slog.DiscardHandler)
+	if path := st.SQLitePath(); path != "" {
+		db, err := riverSQLite(path)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		mig, err := rivermigrate.New(riversqlite.New(db), &rivermigrate.Config{Logger: log})
+		if err != nil {
+			return fmt.Errorf("river: %w", err)
+		}
+		if err := migrateSQLite(db)(ctx, mig); err != nil {
+			return fmt.Errorf("river: migrate: %w", err)
+		}
+		return nil
 	}
-	q.argsWhere = `args->>'plan_id' = @plan AND (args->>'run')::int = @run`
-	return q, nil
+	if st.Pool() == nil {
+		return fmt.Errorf("river: the state store is neither a SQLite file nor a PostgreSQL pool")
+	}
+	mig, err := rivermigrate.New(riverpgxv5.New(st.Pool()), &rivermigrate.Config{Logger: log})
+	if err != nil {
+		return fmt.Errorf("river: %w", err)
+	}
+	if err := migratePostgres(st.Pool())(ctx, mig); err != nil {
+		return fmt.Errorf("river: migrate: %w", err)
+	}
+	return nil
 }
 
 func startRiver[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], migrate func(context.Context, *rivermigrate.Migrator[TTx]) error, cfg queueConfig) (*riverQueue[TTx], error) {
