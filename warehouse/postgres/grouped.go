@@ -11,30 +11,30 @@ import (
 	"github.com/refill-dev/refill/warehouse/sqltext"
 )
 
-// values fills Values for cols from one statement for the whole range: a
-// GROUPING SETS query counts each (partition, value) of every column in one
-// scan, and an outer grouping turns those counts into each column's
-// non-NULL, distinct and most-frequent counts per partition. Results are
+// values fills Values for cols from one statement for the whole range:
+// one branch per column counts each (partition, value) of that column, and
+// an outer grouping turns those counts into each column's non-NULL,
+// distinct and most-frequent counts per partition. The branches are a
+// UNION ALL, which PostgreSQL runs as a Parallel Append, each branch
+// grouped on its own; a single GROUPING SETS scan was measured slower (it
+// sorts the whole range once per column in one process). Results are
 // streamed; refill holds one entry per partition and column.
 func values(ctx context.Context, tx pgx.Tx, table string, all []refill.Column, p partitionPlan, cols []string, out map[string]refill.Profile) error {
 	if len(cols) == 0 {
 		return nil
 	}
-	var sets, which, nonNull []string
+	branches := make([]string, len(cols))
 	for i, name := range cols {
 		c, err := checkColumn(table, all, name, "drift", false)
 		if err != nil {
 			return err
 		}
 		q := sqltext.QuoteIdent(c.Name)
-		sets = append(sets, "("+p.group+", "+q+")")
-		which = append(which, fmt.Sprintf("WHEN GROUPING(%s) = 0 THEN %d", q, i))
-		nonNull = append(nonNull, fmt.Sprintf("WHEN GROUPING(%s) = 0 THEN count(%s)", q, q))
+		branches[i] = fmt.Sprintf("SELECT %s AS refill_p, %d AS refill_i, count(*) AS refill_n FROM %s WHERE %s AND %s IS NOT NULL GROUP BY %s, %s",
+			p.group, i, sqltext.Postgres.QuoteName(table), p.where, q, p.group, q)
 	}
-	inner := fmt.Sprintf("SELECT %s AS refill_p, CASE %s END AS refill_i, CASE %s END AS refill_n FROM %s WHERE %s GROUP BY GROUPING SETS (%s)",
-		p.group, strings.Join(which, " "), strings.Join(nonNull, " "), sqltext.Postgres.QuoteName(table), p.where, strings.Join(sets, ", "))
-	q := fmt.Sprintf("SELECT %s, refill_i, count(*) FILTER (WHERE refill_n > 0), coalesce(max(refill_n), 0), coalesce(sum(refill_n), 0)::bigint FROM (%s) s GROUP BY refill_p, refill_i",
-		fmt.Sprintf(p.render, "refill_p"), inner)
+	q := fmt.Sprintf("SELECT %s, refill_i, count(*), max(refill_n), sum(refill_n)::bigint FROM (%s) s GROUP BY refill_p, refill_i",
+		fmt.Sprintf(p.render, "refill_p"), strings.Join(branches, " UNION ALL "))
 	rows, err := tx.Query(ctx, q, p.args...)
 	if err != nil {
 		return fmt.Errorf("value profile of %s: %w", table, err)
@@ -44,8 +44,8 @@ func values(ctx context.Context, tx pgx.Tx, table string, all []refill.Column, p
 	var v refill.ValueProfile
 	_, err = pgx.ForEachRow(rows, []any{&k, &i, &v.Distinct, &v.Top, &v.NonNull}, func() error {
 		pr, ok := out[k]
-		if !ok || i < 0 || i >= len(cols) || v.NonNull == 0 {
-			return nil // an all-NULL column has no shape, as in SQLite
+		if !ok || i < 0 || i >= len(cols) {
+			return nil
 		}
 		if pr.Values == nil {
 			pr.Values = make(map[string]refill.ValueProfile, len(cols))
