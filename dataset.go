@@ -22,6 +22,11 @@ const (
 type PartitionSpec struct {
 	Column string `json:"column"`
 	Grain  Grain  `json:"grain"`
+	// Timezone is the IANA zone whose week the data follows (default UTC).
+	// Partition keys stay in UTC; the zone only places each partition in
+	// the local week, so seasonal history and calendar days follow local
+	// time across daylight-saving changes.
+	Timezone string `json:"timezone,omitempty"`
 }
 
 // Dataset is a table (or other output) refill knows. A dataset without a job
@@ -89,7 +94,7 @@ func (d *Dataset) Ref() TableRef {
 	if g == "" {
 		g = GrainDay
 	}
-	return TableRef{Table: d.Table, Column: d.Partition.Column, Grain: g}
+	return TableRef{Table: d.Table, Column: d.Partition.Column, Grain: g, Timezone: d.Partition.Timezone}
 }
 
 // IsSource reports whether the dataset has no job.
@@ -242,8 +247,17 @@ type NotNullCheck struct {
 
 // VolumeCheck flags partitions whose row count is an outlier against history.
 type VolumeCheck struct {
+	// Lookback is in days at every grain.
 	Lookback int     `json:"lookback"`
 	MaxZ     float64 `json:"max_z"`
+	// MinChange, when set, is the relative change under which a count
+	// never alerts (0.10: ten per cent), replacing the grain's default
+	// floor.
+	MinChange float64 `json:"min_change,omitempty"`
+	// Calendar lists known exceptions, dates (2026-11-26) or recurring
+	// month-days (12-25), in the dataset's timezone: on them a volume
+	// failure is a warning, and they never count as history.
+	Calendar []string `json:"calendar,omitempty"`
 }
 
 // TimeOrderCheck says one timestamp column must not be later than another.

@@ -139,7 +139,7 @@ type SourceSeal struct {
 func (s *SourceSeal) SealedDataset() *Dataset {
 	d := &Dataset{Name: s.Dataset, Checks: s.Checks}
 	if s.Ref != nil {
-		d.Table, d.Partition = s.Ref.Table, PartitionSpec{Column: s.Ref.Column, Grain: s.Ref.Grain}
+		d.Table, d.Partition = s.Ref.Table, PartitionSpec{Column: s.Ref.Column, Grain: s.Ref.Grain, Timezone: s.Ref.Timezone}
 	}
 	return d
 }

@@ -25,6 +25,9 @@ type TableRef struct {
 	Table  string `json:"table"`
 	Column string `json:"column"`
 	Grain  Grain  `json:"grain"`
+	// Timezone is the dataset's partition.timezone; drivers ignore it
+	// (partition keys are UTC), the gate's seasons follow it.
+	Timezone string `json:"timezone,omitempty"`
 }
 
 // Warehouse is where datasets live. Drivers keep the heavy work in the

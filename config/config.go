@@ -273,8 +273,9 @@ type rawDataset struct {
 }
 
 type rawPartition struct {
-	Column string `yaml:"column"`
-	Grain  string `yaml:"grain"`
+	Column   string `yaml:"column"`
+	Grain    string `yaml:"grain"`
+	Timezone string `yaml:"timezone"`
 }
 
 type rawChecks struct {
@@ -302,8 +303,10 @@ type rawNotNull struct {
 }
 
 type rawVolume struct {
-	Lookback *int     `yaml:"lookback"`
-	MaxZ     *float64 `yaml:"max_z"`
+	Lookback  *int     `yaml:"lookback"`
+	MaxZ      *float64 `yaml:"max_z"`
+	MinChange *float64 `yaml:"min_change"`
+	Calendar  []string `yaml:"calendar"`
 }
 
 type rawTimeOrder struct {

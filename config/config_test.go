@@ -214,7 +214,7 @@ datasets:
 	if nn := src.Checks.NotNull; nn.MaxRatio != 0 {
 		t.Errorf("not_null max_ratio = %g, want 0", nn.MaxRatio)
 	}
-	if v := src.Checks.Volume; *v != (refill.VolumeCheck{Lookback: 28, MaxZ: 3}) {
+	if v := src.Checks.Volume; !reflect.DeepEqual(*v, refill.VolumeCheck{Lookback: 28, MaxZ: 3}) {
 		t.Errorf("volume = %+v", *v)
 	}
 	if s := src.Schedule; *s != (refill.Schedule{Every: refill.GrainDay, Lag: refill.Duration(90 * time.Minute), Horizon: 35}) {

@@ -230,7 +230,7 @@ func TestDatasetsFromErrors(t *testing.T) {
 			return edited(t, manifestV10, func(m map[string]any) {
 				node(m, "model.shop.events_daily")["meta"] = map[string]any{"refill": map[string]any{"checks": map[string]any{"volume": map[string]any{"lookback": 0}}}}
 			})
-		}, "", 3, "datasets_from.dbt_manifest", "dbt manifest target/manifest.json: model.shop.events_daily (dataset events_daily): checks.volume.lookback: must be at least 1 partition, got 0"},
+		}, "", 3, "datasets_from.dbt_manifest", "dbt manifest target/manifest.json: model.shop.events_daily (dataset events_daily): checks.volume.lookback: must be at least 1 day, got 0"},
 		{"unknown check", func(t *testing.T) string {
 			return edited(t, manifestV10, func(m map[string]any) {
 				node(m, "source.shop.raw.events")["meta"] = map[string]any{"refill": map[string]any{"partition": map[string]any{"column": "d"}, "checks": map[string]any{"volumes": 1}}}

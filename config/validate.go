@@ -412,6 +412,13 @@ func (c *converter) dataset(name string, raw *rawDataset) *refill.Dataset {
 		if rp.Grain != "" {
 			d.Partition.Grain = refill.Grain(rp.Grain)
 		}
+		if rp.Timezone != "" {
+			if _, err := refill.LoadZone(rp.Timezone); err != nil {
+				c.errorf(child(path, "partition", "timezone"), "unknown timezone %q: want an IANA name such as Europe/Berlin or America/New_York", clip(rp.Timezone))
+			} else {
+				d.Partition.Timezone = rp.Timezone
+			}
+		}
 	}
 	switch col := d.Partition.Column; {
 	case col == "" && raw.Table != "" && !lineageOnly:
@@ -510,13 +517,28 @@ func (c *converter) checks(path string, raw *rawChecks) *refill.Checks {
 		if v.Lookback != nil {
 			ch.Volume.Lookback = *v.Lookback
 			if *v.Lookback < 1 {
-				c.errorf(child(p, "lookback"), "must be at least 1 partition, got %d", *v.Lookback)
+				c.errorf(child(p, "lookback"), "must be at least 1 day, got %d", *v.Lookback)
 			}
 		}
 		if v.MaxZ != nil {
 			ch.Volume.MaxZ = *v.MaxZ
 			if !(*v.MaxZ > 0) {
 				c.errorf(child(p, "max_z"), "must be more than 0, got %g", *v.MaxZ)
+			}
+		}
+		if v.MinChange != nil {
+			ch.Volume.MinChange = *v.MinChange
+			if !(*v.MinChange > 0 && *v.MinChange <= 10) {
+				c.errorf(child(p, "min_change"), "must be a relative change above 0 (0.10 is ten per cent), got %g", *v.MinChange)
+			}
+		}
+		for i, day := range v.Calendar {
+			if err := refill.ParseCalendarDay(day); err != nil {
+				c.errorf(elem(child(p, "calendar"), i), "%q is not a calendar day: want YYYY-MM-DD for one date or MM-DD for a day every year", clip(day))
+				continue
+			}
+			if !slices.Contains(ch.Volume.Calendar, day) {
+				ch.Volume.Calendar = append(ch.Volume.Calendar, day)
 			}
 		}
 	}
@@ -559,7 +581,7 @@ func (c *converter) checks(path string, raw *rawChecks) *refill.Checks {
 		if d.Lookback != nil {
 			ch.Drift.Lookback = *d.Lookback
 			if *d.Lookback < 1 {
-				c.errorf(child(p, "lookback"), "must be at least 1 partition, got %d", *d.Lookback)
+				c.errorf(child(p, "lookback"), "must be at least 1 day, got %d", *d.Lookback)
 			}
 		}
 		if d.MaxZ != nil {

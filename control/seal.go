@@ -101,6 +101,16 @@ func diffRef(add func(string, ...any), name string, sealed, now refill.TableRef)
 	if sealed.Grain != now.Grain && sealed.Table != "" {
 		add("the grain of %s changed: sealed %s, now %s", name, sealed.Grain, now.Grain)
 	}
+	if sealed.Timezone != now.Timezone {
+		add("the partition timezone of %s changed: sealed %s, now %s", name, orUTC(sealed.Timezone), orUTC(now.Timezone))
+	}
+}
+
+func orUTC(tz string) string {
+	if tz == "" {
+		return "UTC"
+	}
+	return tz
 }
 
 func orNone(s string) string {

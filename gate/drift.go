@@ -98,7 +98,7 @@ func (m metric) format(x float64) string {
 // profiles of the range and of its history, from one scan.
 type driftScore struct {
 	check    refill.DriftCheck
-	grain    refill.Grain
+	season   refill.Season
 	points   int
 	profiles map[string]refill.Profile
 	// before lists the partitions before the range, newest first, flagged
@@ -106,10 +106,10 @@ type driftScore struct {
 	before []string
 }
 
-func newDrift(c *refill.DriftCheck, g refill.Grain, r refill.Range, profiles map[string]refill.Profile, flagged map[string]bool) *driftScore {
-	d := depth(c.Lookback, g)
-	window := r.Extend(g, d).Partitions(g)[:d]
-	s := &driftScore{check: *c, grain: g, points: max(MinHistory, c.Lookback/period(g)), profiles: profiles}
+func newDrift(c *refill.DriftCheck, se refill.Season, r refill.Range, profiles map[string]refill.Profile, flagged map[string]bool) *driftScore {
+	d := depth(c.Lookback, se)
+	window := r.Extend(se.Grain, d).Partitions(se.Grain)[:d]
+	s := &driftScore{check: *c, season: se, points: points(c.Lookback), profiles: profiles}
 	for i := len(window) - 1; i >= 0; i-- {
 		if !flagged[window[i]] {
 			s.before = append(s.before, window[i])
@@ -125,8 +125,8 @@ func (s *driftScore) judge(dataset, p string, pr refill.Profile) []refill.Findin
 	if pr.Rows == 0 {
 		return nil
 	}
-	pt, err := refill.PartitionTime(p, s.grain)
-	if err != nil {
+	slot, ok := s.season.Slot(p)
+	if !ok {
 		return nil
 	}
 	var hist []refill.Profile
@@ -135,22 +135,17 @@ func (s *driftScore) judge(dataset, p string, pr refill.Profile) []refill.Findin
 			break
 		}
 		hp, ok := s.profiles[h]
-		ht, err := refill.PartitionTime(h, s.grain)
-		if !ok || err != nil || hp.Rows == 0 {
+		if !ok || hp.Rows == 0 {
 			continue
 		}
-		if (s.grain == refill.GrainHour && ht.Hour() == pt.Hour()) || (s.grain != refill.GrainHour && ht.Weekday() == pt.Weekday()) {
+		if hs, ok := s.season.Slot(h); ok && hs == slot {
 			hist = append(hist, hp)
 		}
-	}
-	slot := "same-weekday"
-	if s.grain == refill.GrainHour {
-		slot = "same-hour"
 	}
 	if len(hist) < MinHistory {
 		return []refill.Finding{{Dataset: dataset, Partition: p, Check: CheckDrift, Column: strings.Join(s.check.Columns, ", "),
 			Observed: float64(len(hist)), Limit: s.check.MaxZ, Passed: true, Warning: true,
-			Message: fmt.Sprintf("insufficient history: %d non-empty %s partitions before the range, need %d; drift not scored", len(hist), slot, MinHistory)}}
+			Message: fmt.Sprintf("insufficient history: %d earlier non-empty %s before the range, need %d; drift not scored", len(hist), s.season.Describe(p), MinHistory)}}
 	}
 	var out []refill.Finding
 	for _, col := range s.check.Columns {
@@ -191,8 +186,8 @@ func (s *driftScore) judge(dataset, p string, pr refill.Profile) []refill.Findin
 			}
 			out = append(out, refill.Finding{Dataset: dataset, Partition: p, Check: CheckDrift, Column: col,
 				Observed: round(z), Limit: s.check.MaxZ,
-				Message: fmt.Sprintf("%s: %s %s (history %s, %d %s partitions): z = %.1f, limit %.1f",
-					col, m.name, m.format(x), m.format(typical), len(ys), slot, z, s.check.MaxZ)})
+				Message: fmt.Sprintf("%s: %s %s (history %s, %d earlier %s): z = %.1f, limit %.1f",
+					col, m.name, m.format(x), m.format(typical), len(ys), s.season.Describe(p), z, s.check.MaxZ)})
 		}
 	}
 	return out

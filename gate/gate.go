@@ -166,14 +166,14 @@ func (g *Gate) drift(ctx context.Context, d *refill.Dataset, cols []refill.Colum
 func (g *Gate) partitions(ctx context.Context, prof refill.Profiler, d *refill.Dataset, r refill.Range) ([]refill.Finding, error) {
 	c := d.Checks
 	ref := d.Ref()
-	grain := ref.Grain
+	grain, season := ref.Grain, ref.Season()
 	spec := RowSpec(c, g.Now.Now())
 	parts := r.Partitions(grain)
 	from := parts[0]
 	if c.Drift != nil {
 		// Drift's history is profiled in the same scan as the range.
 		spec.Drift = c.Drift.Columns
-		from = r.Extend(grain, depth(c.Drift.Lookback, grain)).Partitions(grain)[0]
+		from = r.Extend(grain, depth(c.Drift.Lookback, season)).Partitions(grain)[0]
 	}
 	profiles, err := prof.Profile(ctx, ref, spec, from, parts[len(parts)-1])
 	if err != nil {
@@ -194,12 +194,12 @@ func (g *Gate) partitions(ctx context.Context, prof refill.Profiler, d *refill.D
 	}
 	var dr *driftScore
 	if c.Drift != nil {
-		dr = newDrift(c.Drift, grain, r, profiles, flagged)
+		dr = newDrift(c.Drift, season, r, profiles, flagged)
 	}
 	for _, p := range parts {
 		pr := profiles[p]
 		if vol != nil {
-			out = append(out, vol.judge(d.Name, p, pr.Rows, grain)...)
+			out = append(out, vol.judge(d.Name, p, pr.Rows)...)
 		}
 		out = append(out, Judge(d.Name, p, pr, c, spec.Now)...)
 		if dr != nil {
@@ -209,12 +209,15 @@ func (g *Gate) partitions(ctx context.Context, prof refill.Profiler, d *refill.D
 	return out, nil
 }
 
+// points is how many same-slot history points a score with this lookback
+// (in days) compares against: one per week, at least MinHistory.
+func points(lookback int) int { return max(MinHistory, lookback/7) }
+
 // depth is how many partitions before a range a score with this lookback
-// reads: twice its same-slot points, so flagged partitions can be replaced
-// by older ones of the same slot.
-func depth(lookback int, g refill.Grain) int {
-	points := max(MinHistory, lookback/period(g))
-	return max(lookback, points*period(g)) * 2
+// reads: twice its same-slot points' weeks, so flagged partitions can be
+// replaced by older ones of the same slot.
+func depth(lookback int, s refill.Season) int {
+	return max(lookback, points(lookback)*7) * s.PerDay() * 2
 }
 
 // Judge checks one partition's profile against the row-level checks — null
@@ -301,42 +304,59 @@ func RowSpec(c *refill.Checks, now time.Time) refill.ProfileSpec {
 
 // volume holds the history a range's partitions are scored against.
 type volume struct {
-	check refill.VolumeCheck
-	grain refill.Grain
+	check  refill.VolumeCheck
+	season refill.Season
 	// points is how many same-slot partitions a score compares against.
 	points int
 	// before lists the partitions before the range, newest first, with
-	// their row counts; flagged ones are already left out.
+	// their row counts; flagged ones and calendar days are already left
+	// out.
 	before []string
 	counts map[string]int64
 }
 
-// period is how many partitions make one seasonal cycle: a week of days,
-// a day of hours.
-func period(g refill.Grain) int {
-	if g == refill.GrainHour {
-		return 24
+// hourFloor is the hour grain's relative floor: hourly counts are a few
+// hundred rows where daily ones are thousands, so the ordinary
+// hour-to-hour wobble of a busy table (±10%, plus counting noise) sits
+// right at day grain's ln 1.10. ln 1.15 keeps that quiet while a 40%
+// drop still scores over 3 (BENCHMARKS.md, "Hourly seasons").
+var hourFloor = math.Log(1.15)
+
+// floor is the smallest scale a score divides by: the relative floor
+// (volume.min_change, or the grain's default), and at hour grain also the
+// counting noise of the typical count, about 1/√n on the log scale, so a
+// quiet hour of 30 rows is not judged as strictly as a busy one of 3,000.
+func (v *volume) floor(typical float64) float64 {
+	f := scaleFloor
+	if v.season.Grain == refill.GrainHour {
+		f = hourFloor
 	}
-	return 7
+	if v.check.MinChange > 0 {
+		f = math.Log1p(v.check.MinChange)
+	}
+	if v.season.Grain == refill.GrainHour {
+		f = math.Max(f, 1/math.Sqrt(math.Max(1, typical)))
+	}
+	return f
 }
 
 // history reads, in one grouped count, the partitions before the range that
-// a score may compare against. The lookback is lookback partitions, so
-// lookback/period same-slot points (at least MinHistory); partitions the gate
-// flagged before are skipped and replaced by older ones of the same slot, so
-// an earlier incident neither becomes the norm nor starves the next check of
-// history.
+// a score may compare against: lookback days, so lookback/7 same-slot
+// points (at least MinHistory). Partitions the gate flagged before, and
+// calendar days, are skipped and replaced by older ones of the same slot,
+// so an earlier incident or a holiday neither becomes the norm nor starves
+// the next check of history.
 func (g *Gate) history(ctx context.Context, d *refill.Dataset, ref refill.TableRef, r refill.Range, vc *refill.VolumeCheck, flagged map[string]bool) (*volume, error) {
-	points := max(MinHistory, vc.Lookback/period(ref.Grain))
-	depth := depth(vc.Lookback, ref.Grain)
+	season := ref.Season()
+	depth := depth(vc.Lookback, season)
 	window := r.Extend(ref.Grain, depth).Partitions(ref.Grain)[:depth]
 	counts, err := g.Warehouse.PartitionCounts(ctx, ref, window[0], window[len(window)-1])
 	if err != nil {
 		return nil, fmt.Errorf("dataset %s: history: %w", d.Name, err)
 	}
-	v := &volume{check: *vc, grain: ref.Grain, points: points, counts: counts}
+	v := &volume{check: *vc, season: season, points: points(vc.Lookback), counts: counts}
 	for i := len(window) - 1; i >= 0; i-- {
-		if !flagged[window[i]] {
+		if _, holiday := season.OnCalendar(window[i], vc.Calendar); !flagged[window[i]] && !holiday {
 			v.before = append(v.before, window[i])
 		}
 	}
@@ -344,12 +364,13 @@ func (g *Gate) history(ctx context.Context, d *refill.Dataset, ref refill.TableR
 }
 
 // judge scores one partition's row count: y = ln(1+rows) against the
-// nearest non-empty history partitions in the same weekday (day grain) or
-// hour of day (hour grain); centre is their median, scale max(1.4826·MAD,
-// ln 1.10).
-func (v *volume) judge(dataset, p string, rows int64, g refill.Grain) []refill.Finding {
-	pt, err := refill.PartitionTime(p, g)
-	if err != nil {
+// nearest non-empty history partitions in the same slot of the week (the
+// weekday at day grain, the local hour of the weekday at hour grain);
+// centre is their median, scale max(1.4826·MAD, floor). On a calendar day
+// a failure is a warning.
+func (v *volume) judge(dataset, p string, rows int64) []refill.Finding {
+	slot, ok := v.season.Slot(p)
+	if !ok {
 		return nil
 	}
 	var ys []float64
@@ -358,46 +379,52 @@ func (v *volume) judge(dataset, p string, rows int64, g refill.Grain) []refill.F
 			break
 		}
 		n := v.counts[h]
-		ht, err := refill.PartitionTime(h, g)
-		if err != nil || n == 0 {
+		if n == 0 {
 			continue
 		}
-		if (g == refill.GrainHour && ht.Hour() == pt.Hour()) || (g != refill.GrainHour && ht.Weekday() == pt.Weekday()) {
+		if hs, ok := v.season.Slot(h); ok && hs == slot {
 			ys = append(ys, math.Log1p(float64(n)))
 		}
 	}
-	slot := "same-weekday"
-	if g == refill.GrainHour {
-		slot = "same-hour"
-	}
+	when := v.season.Describe(p)
 	f := refill.Finding{Dataset: dataset, Partition: p, Check: CheckVolume, Limit: v.check.MaxZ}
 	if len(ys) < MinHistory {
 		f.Passed, f.Warning = true, true
 		f.Observed = float64(len(ys))
-		f.Message = fmt.Sprintf("insufficient history: %d non-empty %s partitions before the range, need %d; volume not scored (%s rows)", len(ys), slot, MinHistory, humanize.Comma(rows))
+		f.Message = fmt.Sprintf("insufficient history: %d earlier non-empty %s before the range, need %d; volume not scored (%s rows)", len(ys), when, MinHistory, humanize.Comma(rows))
 		if rows == 0 && len(ys) > 0 {
 			f.Passed, f.Warning = false, false
-			f.Message = fmt.Sprintf("partition is empty; history has rows (%d %s partitions)", len(ys), slot)
+			f.Message = fmt.Sprintf("partition is empty; history has rows (%d earlier %s)", len(ys), when)
 		}
-		return []refill.Finding{f}
+		return v.onCalendar(f)
 	}
 	centre := median(ys)
 	dev := make([]float64, len(ys))
 	for i, y := range ys {
 		dev[i] = math.Abs(y - centre)
 	}
-	scale := math.Max(1.4826*median(dev), scaleFloor)
-	z := (math.Log1p(float64(rows)) - centre) / scale
 	typical := int64(math.Round(math.Expm1(centre)))
+	scale := math.Max(1.4826*median(dev), v.floor(float64(typical)))
+	z := (math.Log1p(float64(rows)) - centre) / scale
 	f.Observed = round(z)
 	switch {
 	case rows == 0 && typical > 0:
-		f.Message = fmt.Sprintf("partition is empty; typical %s is %s rows", slot, humanize.Comma(typical))
+		f.Message = fmt.Sprintf("partition is empty; typical on %s is %s rows", when, humanize.Comma(typical))
 	case math.Abs(z) > v.check.MaxZ:
-		f.Message = fmt.Sprintf("%s rows vs typical %s (%s, %d %s partitions): z = %.1f, limit %.1f",
-			humanize.Comma(rows), humanize.Comma(typical), pct(rows, typical), len(ys), slot, z, v.check.MaxZ)
+		f.Message = fmt.Sprintf("%s rows vs typical %s (%s, %d earlier %s): z = %.1f, limit %.1f",
+			humanize.Comma(rows), humanize.Comma(typical), pct(rows, typical), len(ys), when, z, v.check.MaxZ)
 	default:
 		return nil // a pass is not worth a line
+	}
+	return v.onCalendar(f)
+}
+
+// onCalendar turns a failure on a calendar day into a warning that says
+// so: shown, not blocking, never a pass for auto.
+func (v *volume) onCalendar(f refill.Finding) []refill.Finding {
+	if day, ok := v.season.OnCalendar(f.Partition, v.check.Calendar); ok && !f.Passed {
+		f.Passed, f.Warning = true, true
+		f.Message = fmt.Sprintf("on the calendar (%s), so a warning: %s", day, f.Message)
 	}
 	return []refill.Finding{f}
 }

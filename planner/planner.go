@@ -465,7 +465,7 @@ func (p *Planner) step(ctx context.Context, n lineage.Node, rng refill.Range) (r
 	}
 	history := wide.Partitions(grain)[:depth]
 	for i, part := range parts {
-		if e, ok := expectedFromHistory(part, grain, history, counts); ok {
+		if e, ok := expectedFromHistory(part, ref.Season(), history, counts); ok {
 			step.Partitions[i].ExpectedRows = &e
 			step.Partitions[i].ExpectedMethod = refill.ExpectedHistory
 		}
@@ -479,9 +479,9 @@ func (p *Planner) step(ctx context.Context, n lineage.Node, rng refill.Range) (r
 // non-empty history when the slot has none: weekends are not weekdays, a
 // table's busy hours are not its quiet ones, and Saturday 10:00 is not
 // Tuesday 10:00.
-func expectedFromHistory(part string, g refill.Grain, history []string, counts map[string]int64) (int64, bool) {
-	pt, err := refill.PartitionTime(part, g)
-	if err != nil {
+func expectedFromHistory(part string, s refill.Season, history []string, counts map[string]int64) (int64, bool) {
+	slot, ok := s.Slot(part)
+	if !ok {
 		return 0, false
 	}
 	var same, all []int64
@@ -491,11 +491,7 @@ func expectedFromHistory(part string, g refill.Grain, history []string, counts m
 			continue
 		}
 		all = append(all, c)
-		ht, err := refill.PartitionTime(h, g)
-		if err != nil {
-			continue
-		}
-		if ht.Weekday() == pt.Weekday() && (g != refill.GrainHour || ht.Hour() == pt.Hour()) {
+		if hs, ok := s.Slot(h); ok && hs == slot {
 			same = append(same, c)
 		}
 	}

@@ -328,7 +328,7 @@ func TestHourExpectationsKnowTheWeek(t *testing.T) {
 		{"2026-10-31T10", 40},  // a Saturday
 		{"2026-11-03T10", 100}, // a Tuesday
 	} {
-		got, ok := expectedFromHistory(c.part, refill.GrainHour, history, counts)
+		got, ok := expectedFromHistory(c.part, refill.Season{Grain: refill.GrainHour, Loc: time.UTC}, history, counts)
 		if !ok || got != c.want {
 			t.Errorf("%s: expected %d (%v), want %d", c.part, got, ok, c.want)
 		}
