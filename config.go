@@ -27,6 +27,12 @@ type Config struct {
 	Audit AuditConfig `json:"audit"`
 	// Housekeeping is policy.plan_ttl and policy.snapshot_ttl.
 	Housekeeping Housekeeping `json:"housekeeping"`
+	// AcceptLeadTags is policy.accept_lead_tags: on datasets with any of
+	// these tags only a lead may accept a finding as real data (refill
+	// accept). It defaults to the manual tags: data whose backfills need a
+	// lead needs one to declare an anomaly real. It is checked when a
+	// finding is accepted, so no plan seals it.
+	AcceptLeadTags []string `json:"accept_lead_tags"`
 }
 
 // DefaultAuditKeyEnv names the environment variable holding the audit

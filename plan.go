@@ -193,6 +193,9 @@ type Finding struct {
 	Passed    bool    `json:"passed"`
 	Warning   bool    `json:"warning,omitempty"`
 	Message   string  `json:"message,omitempty"`
+	// Accepted is set on a finding a person accepted as real data (refill
+	// accept): it passes, and says who, why and when.
+	Accepted *Accepted `json:"accepted,omitempty"`
 }
 
 // Gate is the source gate's verdict for a plan.

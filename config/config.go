@@ -242,6 +242,7 @@ type rawPolicy struct {
 	Rules          []rawRule `yaml:"rules"`
 	PlanTTL        *string   `yaml:"plan_ttl"`
 	SnapshotTTL    *string   `yaml:"snapshot_ttl"`
+	AcceptLeadTags *[]string `yaml:"accept_lead_tags"`
 }
 
 type rawRule struct {

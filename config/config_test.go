@@ -140,10 +140,11 @@ func TestLoadExample(t *testing.T) {
 				Line: 57,
 			},
 		},
-		MaxRangeDays: refill.DefaultMaxRangeDays,
-		Audit:        refill.AuditConfig{KeyEnv: "REFILL_AUDIT_KEY"},
-		Housekeeping: refill.DefaultHousekeeping(),
-		Watch:        refill.WatchConfig{Interval: refill.Duration(5 * time.Minute)},
+		MaxRangeDays:   refill.DefaultMaxRangeDays,
+		Audit:          refill.AuditConfig{KeyEnv: "REFILL_AUDIT_KEY"},
+		Housekeeping:   refill.DefaultHousekeeping(),
+		AcceptLeadTags: []string{"billing", "external"},
+		Watch:          refill.WatchConfig{Interval: refill.Duration(5 * time.Minute)},
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		got, _ := json.MarshalIndent(cfg, "", "  ")

@@ -133,6 +133,10 @@ func (c *converter) config(raw *rawConfig) *refill.Config {
 	}
 	cfg.Policy = c.policy(raw.Policy)
 	cfg.Housekeeping = refill.DefaultHousekeeping()
+	cfg.AcceptLeadTags = slices.Clone(cfg.Policy.ManualTags)
+	if raw.Policy != nil && raw.Policy.AcceptLeadTags != nil {
+		cfg.AcceptLeadTags = nonNil(*raw.Policy.AcceptLeadTags)
+	}
 	if raw.Policy != nil && raw.Policy.PlanTTL != nil {
 		cfg.Housekeeping.PlanTTL = refill.Duration(c.days("policy.plan_ttl", *raw.Policy.PlanTTL))
 	}

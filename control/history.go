@@ -114,3 +114,17 @@ func (c *Control) History(ctx context.Context, dataset, partition string) ([]Tou
 	}
 	return out, nil
 }
+
+// Acceptances lists the findings accepted as real data on a dataset's
+// partition, oldest first. Whether one still holds is the gate's to
+// say: it lapses when the partition changes.
+func (c *Control) Acceptances(ctx context.Context, dataset, partition string) ([]refill.Acceptance, error) {
+	d, ok := c.Config.Datasets[dataset]
+	if !ok {
+		return nil, refill.NotFoundf("unknown dataset %q", dataset)
+	}
+	if _, err := refill.PartitionTime(partition, d.Ref().Grain); err != nil {
+		return nil, err
+	}
+	return c.Store.Acceptances(ctx, dataset, partition)
+}

@@ -60,11 +60,19 @@ type Result struct {
 	refill.GateVerdict
 	Schemas []refill.SchemaSnapshot
 	Flags   []refill.Flag
+	// Measured is what each failing or accepted finding's check saw (by
+	// MeasureKey): the figures an acceptance is bound to.
+	Measured map[string]string
+}
+
+// MeasureKey names a finding's measurement in Result.Measured.
+func MeasureKey(dataset, partition, check, column string) string {
+	return dataset + "\x00" + partition + "\x00" + check + "\x00" + column
 }
 
 // Check runs the gate over datasets for the partitions of r.
 func (g *Gate) Check(ctx context.Context, datasets []string, r refill.Range) (Result, error) {
-	res := Result{GateVerdict: refill.GateVerdict{Passed: true, Checked: []string{}, Findings: []refill.Finding{}}}
+	res := Result{GateVerdict: refill.GateVerdict{Passed: true, Checked: []string{}, Findings: []refill.Finding{}}, Measured: map[string]string{}}
 	for _, name := range datasets {
 		d, ok := g.Config.Datasets[name]
 		if !ok {
@@ -89,7 +97,7 @@ func (g *Gate) Check(ctx context.Context, datasets []string, r refill.Range) (Re
 			if !ok {
 				return res, fmt.Errorf("the %s warehouse cannot profile tables", g.Warehouse.Driver())
 			}
-			fs, err := g.partitions(ctx, prof, d, r)
+			fs, err := g.partitions(ctx, prof, d, r, res.Measured)
 			if err != nil {
 				return res, err
 			}
@@ -163,7 +171,7 @@ func (g *Gate) drift(ctx context.Context, d *refill.Dataset, cols []refill.Colum
 // range (and, with drift, of its history), one grouped count of the volume
 // history, and at most one grouped query each for unique keys and drift's
 // value shapes.
-func (g *Gate) partitions(ctx context.Context, prof refill.Profiler, d *refill.Dataset, r refill.Range) ([]refill.Finding, error) {
+func (g *Gate) partitions(ctx context.Context, prof refill.Profiler, d *refill.Dataset, r refill.Range, measured map[string]string) ([]refill.Finding, error) {
 	c := d.Checks
 	ref := d.Ref()
 	grain, season := ref.Grain, ref.Season()
@@ -179,10 +187,24 @@ func (g *Gate) partitions(ctx context.Context, prof refill.Profiler, d *refill.D
 	if err != nil {
 		return nil, fmt.Errorf("dataset %s: %w", d.Name, err)
 	}
-	var flagged map[string]bool
-	if g.Store != nil && (c.Volume != nil || c.Drift != nil) {
-		if flagged, err = g.Store.Flagged(ctx, d.Name); err != nil {
+	flagged := map[string]bool{}
+	accepted := map[string]refill.Acceptance{}
+	if g.Store != nil {
+		if c.Volume != nil || c.Drift != nil {
+			if flagged, err = g.Store.Flagged(ctx, d.Name); err != nil {
+				return nil, err
+			}
+		}
+		as, err := g.Store.Acceptances(ctx, d.Name, "")
+		if err != nil {
 			return nil, err
+		}
+		for _, a := range as {
+			// The newest acceptance of a finding is the one in force; an
+			// accepted partition never returns to history, lapsed or not,
+			// so a holiday never becomes the norm.
+			accepted[MeasureKey(a.Dataset, a.Partition, a.Check, a.Column)] = a
+			flagged[a.Partition] = true
 		}
 	}
 	var out []refill.Finding
@@ -198,15 +220,80 @@ func (g *Gate) partitions(ctx context.Context, prof refill.Profiler, d *refill.D
 	}
 	for _, p := range parts {
 		pr := profiles[p]
+		var fs []refill.Finding
 		if vol != nil {
-			out = append(out, vol.judge(d.Name, p, pr.Rows)...)
+			fs = append(fs, vol.judge(d.Name, p, pr.Rows)...)
 		}
-		out = append(out, Judge(d.Name, p, pr, c, spec.Now)...)
+		fs = append(fs, Judge(d.Name, p, pr, c, spec.Now)...)
 		if dr != nil {
-			out = append(out, dr.judge(d.Name, p, pr)...)
+			fs = append(fs, dr.judge(d.Name, p, pr)...)
 		}
+		for i := range fs {
+			f := &fs[i]
+			if f.Passed || f.Warning {
+				continue
+			}
+			key := MeasureKey(f.Dataset, f.Partition, f.Check, f.Column)
+			m := Measure(f.Check, f.Column, pr, c)
+			measured[key] = m
+			if a, ok := accepted[key]; ok {
+				accept(f, a, m)
+			}
+		}
+		out = append(out, fs...)
 	}
 	return out, nil
+}
+
+// accept applies an acceptance to the failing finding it names: while the
+// partition measures what it measured when accepted, the finding passes and
+// says who accepted it and why; once it measures differently, the
+// acceptance has lapsed and the finding fails, saying so.
+func accept(f *refill.Finding, a refill.Acceptance, now string) {
+	day := a.At.UTC().Format("2006-01-02")
+	if a.Measured != now {
+		f.Message = fmt.Sprintf("%s; accepted as real by %s on %s, but the partition changed since (then %s, now %s), so the acceptance has lapsed", f.Message, a.By, day, a.Measured, now)
+		return
+	}
+	f.Passed = true
+	f.Accepted = &refill.Accepted{By: a.By, Reason: a.Reason, At: a.At}
+	f.Message = fmt.Sprintf("accepted as real by %s on %s (%s): %s", a.By, day, a.Reason, f.Message)
+}
+
+// Measure renders what check saw of column in a partition's profile, the
+// figures an acceptance is bound to: the row count, and the counts (or,
+// for drift, the profile) the check judged.
+func Measure(check, column string, pr refill.Profile, c *refill.Checks) string {
+	m := fmt.Sprintf("rows=%d", pr.Rows)
+	switch check {
+	case CheckNotNull:
+		m += fmt.Sprintf(" nulls=%d", pr.Nulls[column])
+	case CheckTimeOrder:
+		for i, to := range c.TimeOrder {
+			if to.Earlier+">"+to.Later == column && i < len(pr.Inversions) {
+				m += fmt.Sprintf(" inversions=%d", pr.Inversions[i])
+			}
+		}
+	case CheckNoFuture:
+		m += fmt.Sprintf(" future=%d", pr.Future[column])
+	case CheckUnique:
+		if du := pr.Duplicates; du != nil {
+			m += fmt.Sprintf(" shared=%d keys=%d max=%d", du.Rows, du.Keys, du.Max)
+		}
+	case CheckAccepted:
+		ap := pr.Accepted[column]
+		m += fmt.Sprintf(" non_null=%d outside=%d", ap.NonNull, ap.Outside)
+	case CheckDrift:
+		if np, ok := pr.Numeric[column]; ok {
+			// Nine significant digits: a mean summed in another order
+			// (a parallel scan) is the same mean.
+			m += fmt.Sprintf(" non_null=%d zeros=%d mean=%.9g", np.NonNull, np.Zeros, np.Mean)
+		}
+		if vp, ok := pr.Values[column]; ok {
+			m += fmt.Sprintf(" distinct=%d top=%d", vp.Distinct, vp.Top)
+		}
+	}
+	return m
 }
 
 // points is how many same-slot history points a score with this lookback

@@ -56,6 +56,7 @@ func (s *Server) api() {
 	h("DELETE /api/v1/freeze", s.freeze(true))
 	h("POST /api/v1/dags/{dataset}/dagRuns", s.dagRun)
 	h("POST /api/v1/datasets/{dataset}/prove", s.prove)
+	h("POST /api/v1/datasets/{dataset}/accept", s.accept)
 	h("GET /api/v1/audit/verify", s.verifyAudit)
 	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		// A path served for other methods is 405, with them in Allow.
@@ -332,7 +333,12 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request, _ string) {
 	if hist == nil {
 		hist = []control.Touch{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"dataset": dataset, "partition": partition, "plans": hist})
+	acc, err := s.ctl().Acceptances(r.Context(), dataset, partition)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"dataset": dataset, "partition": partition, "plans": hist, "acceptances": acc})
 }
 
 // planLineage serves a plan's lineage picture: its datasets highlighted in
@@ -505,6 +511,32 @@ func (s *Server) prove(w http.ResponseWriter, r *http.Request, user string) {
 		return
 	}
 	writeJSON(w, http.StatusOK, pr)
+}
+
+// accept is refill accept: a failing finding accepted as real data, as the
+// token's user, by control's rules; 201 with the acceptance.
+func (s *Server) accept(w http.ResponseWriter, r *http.Request, user string) {
+	var b struct {
+		Partition string `json:"partition"`
+		Check     string `json:"check"`
+		Column    string `json:"column"`
+		Reason    string `json:"reason"`
+	}
+	if err := decode(w, r, &b); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if b.Partition == "" || b.Check == "" {
+		s.writeError(w, r, refill.BadInputf("partition and check are required: name the finding that is real data"))
+		return
+	}
+	acc, err := s.ctl().Accept(r.Context(), control.AcceptRequest{Dataset: r.PathValue("dataset"), Partition: b.Partition,
+		Check: b.Check, Column: b.Column, Reason: b.Reason}, user)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, acc)
 }
 
 // verifyAudit walks the audit chain (refill audit verify): 200 when it

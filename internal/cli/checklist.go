@@ -132,7 +132,11 @@ func (a *app) historyCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.view().History(args[0], partition, hist)
+			acc, err := c.Acceptances(cmd.Context(), args[0], partition)
+			if err != nil {
+				return err
+			}
+			return a.view().History(args[0], partition, hist, acc)
 		},
 	}
 	cmd.Flags().StringVar(&partition, "partition", "", "the partition (YYYY-MM-DD or YYYY-MM-DDTHH)")
@@ -160,6 +164,24 @@ func renderHistory(dataset, partition string, hist []control.Touch) string {
 			fmt.Fprintf(&b, "    %s  %s by %s\n", ev.At.Format("2006-01-02 15:04"), ev.Kind, ev.Actor)
 		}
 		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// renderAcceptances lists the findings people accepted as real data.
+func renderAcceptances(acc []refill.Acceptance) string {
+	if len(acc) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Accepted as real data:\n\n")
+	for _, a := range acc {
+		what := a.Check
+		if a.Column != "" {
+			what += " on " + a.Column
+		}
+		fmt.Fprintf(&b, "  %s  %s accepted by %s: %s\n", a.At.Format("2006-01-02 15:04"), what, a.By, a.Reason)
+		fmt.Fprintf(&b, "    bound to   %s (lapses if the partition changes)\n", a.Measured)
 	}
 	return b.String()
 }

@@ -58,11 +58,13 @@ func renderPlan(p *refill.Plan, cfg *refill.Config) string {
 }
 
 func renderGate(b *strings.Builder, g refill.GateVerdict) {
-	var bad, warn []refill.Finding
+	var bad, warn, accepted []refill.Finding
 	for _, f := range g.Findings {
 		switch {
 		case f.Warning:
 			warn = append(warn, f)
+		case f.Accepted != nil:
+			accepted = append(accepted, f)
 		case !f.Passed:
 			bad = append(bad, f)
 		}
@@ -75,10 +77,13 @@ func renderGate(b *strings.Builder, g refill.GateVerdict) {
 	default:
 		fmt.Fprintf(b, "Source gate: passed (%s)\n", strings.Join(g.Checked, ", "))
 	}
-	for _, f := range append(bad, warn...) {
+	for _, f := range append(append(bad, warn...), accepted...) {
 		mark := "x"
-		if f.Warning {
+		switch {
+		case f.Warning:
 			mark = "!"
+		case f.Accepted != nil:
+			mark = "="
 		}
 		col := ""
 		if f.Column != "" {

@@ -1,0 +1,142 @@
+package control
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/gate"
+	"github.com/refill-dev/refill/store"
+)
+
+// AcceptRequest names the finding a person says is real data.
+type AcceptRequest struct {
+	Dataset   string `json:"dataset"`
+	Partition string `json:"partition"`
+	Check     string `json:"check"`
+	// Column names the column of a per-column check (not_null, drift,
+	// accepted_values, no_future; earlier>later for time_order).
+	Column string `json:"column,omitempty"`
+	Reason string `json:"reason"`
+}
+
+// perColumn are the checks whose findings name a column.
+var perColumn = []string{gate.CheckNotNull, gate.CheckDrift, gate.CheckAccepted, gate.CheckNoFuture, gate.CheckTimeOrder}
+
+// Accept records that a failing finding is real data (a holiday, a launch,
+// an outage that happened), as actor: the check passes on that partition
+// while the partition measures what the gate measures now, and the
+// partition leaves later volume and drift history. It needs an identity
+// and a reason, a lead on datasets with an accept_lead_tags tag, and a
+// finding that fails now; it is audited and shows in history.
+func (c *Control) Accept(ctx context.Context, req AcceptRequest, actor string) (refill.Acceptance, error) {
+	var none refill.Acceptance
+	if err := c.BeforeWrite(ctx); err != nil {
+		return none, err
+	}
+	req.Reason, req.Column = strings.TrimSpace(req.Reason), strings.TrimSpace(req.Column)
+	if actor == "" || actor == refill.Watcher {
+		return none, refill.NotPermittedf("accepting a finding needs a person's identity: pass --as USER or set REFILL_USER")
+	}
+	if len(c.Config.Users) > 0 {
+		if _, ok := c.Config.Users[actor]; !ok {
+			return none, refill.NotPermittedf("%s is not in users: of %s", actor, c.Config.Name())
+		}
+	}
+	if req.Reason == "" {
+		return none, refill.BadInputf("--reason is required: say why %s %s is real data", req.Dataset, req.Partition)
+	}
+	d, ok := c.Config.Datasets[req.Dataset]
+	if !ok {
+		return none, refill.NotFoundf("unknown dataset %q (known: %s)", req.Dataset, strings.Join(c.Config.DatasetNames(), ", "))
+	}
+	if d.Checks == nil || d.Table == "" {
+		return none, refill.BadInputf("%s has no checks, so nothing to accept", req.Dataset)
+	}
+	if _, err := refill.PartitionTime(req.Partition, d.Ref().Grain); err != nil {
+		return none, fmt.Errorf("--partition: %w", err)
+	}
+	switch {
+	case req.Check == gate.CheckSchemaDrift:
+		return none, refill.BadInputf("schema drift is accepted for the whole dataset: refill schema accept %s --reason ...", req.Dataset)
+	case req.Check != gate.CheckVolume && req.Check != gate.CheckUnique && !slices.Contains(perColumn, req.Check):
+		return none, refill.BadInputf("unknown check %q: want one of volume, not_null, unique, accepted_values, drift, time_order, no_future", req.Check)
+	case slices.Contains(perColumn, req.Check) && req.Column == "":
+		return none, refill.BadInputf("--column is required for %s: name the column whose finding is real", req.Check)
+	case !slices.Contains(perColumn, req.Check) && req.Check != gate.CheckUnique && req.Column != "":
+		return none, refill.BadInputf("%s has no column; leave out --column", req.Check)
+	}
+	if hasAny(d.Tags, c.Config.AcceptLeadTags) {
+		if !c.isLead(actor) {
+			return none, refill.NotPermittedf("%s is tagged %s: only a lead may accept its findings (policy.accept_lead_tags)", req.Dataset, strings.Join(d.Tags, ", "))
+		}
+	}
+	if c.Warehouse == nil {
+		return none, fmt.Errorf("accepting a finding needs the warehouse, to measure the partition")
+	}
+	r, err := refill.ParseRange(req.Partition, req.Partition, refill.NoRangeLimit)
+	if err != nil {
+		return none, err
+	}
+	if d.Ref().Grain == refill.GrainDay && r.Hourly {
+		return none, refill.BadInputf("--partition %s is an hour; %s's partitions are days", req.Partition, req.Dataset)
+	}
+	g := &gate.Gate{Config: c.Config, Warehouse: c.Warehouse, Store: c.Store, Now: c.Now}
+	res, err := g.Check(ctx, []string{req.Dataset}, r)
+	if err != nil {
+		return none, err
+	}
+	var failing []string
+	var match *refill.Finding
+	for i, f := range res.Findings {
+		if f.Partition != req.Partition || f.Check != req.Check {
+			continue
+		}
+		if f.Accepted != nil && (req.Column == "" || f.Column == req.Column) {
+			return none, refill.BadInputf("%s %s %s is already accepted, by %s on %s (%s)", req.Dataset, req.Partition, label(f.Check, f.Column), f.Accepted.By, f.Accepted.At.Format("2006-01-02"), f.Accepted.Reason)
+		}
+		if f.Passed || f.Warning {
+			continue
+		}
+		failing = append(failing, f.Column)
+		if f.Column == req.Column || (req.Check == gate.CheckUnique && req.Column == "") {
+			match = &res.Findings[i]
+		}
+	}
+	if match == nil {
+		if len(failing) > 0 {
+			return none, refill.BadInputf("%s fails on %s %s for column %s, not %q: accept the finding that fails", req.Check, req.Dataset, req.Partition, strings.Join(failing, ", "), req.Column)
+		}
+		return none, refill.BadInputf("%s passes on %s %s: there is no failing finding to accept", label(req.Check, req.Column), req.Dataset, req.Partition)
+	}
+	a := refill.Acceptance{Dataset: req.Dataset, Partition: req.Partition, Check: req.Check, Column: match.Column,
+		By: actor, Reason: req.Reason, At: stamp(),
+		Measured: res.Measured[gate.MeasureKey(req.Dataset, req.Partition, req.Check, match.Column)]}
+	err = c.Store.Update(ctx, func(tx *store.Tx) error {
+		if err := tx.Accept(ctx, a); err != nil {
+			return err
+		}
+		return tx.Append(ctx, &refill.Event{Kind: refill.EventFindingAccepted, Actor: actor, Dataset: a.Dataset, Partition: a.Partition, At: c.Now.Now(),
+			Detail: refill.Detail(map[string]any{"check": a.Check, "column": a.Column, "reason": a.Reason, "measured": a.Measured,
+				"finding": match.Message, "observed": match.Observed, "limit": match.Limit})})
+	})
+	return a, err
+}
+
+func label(check, column string) string {
+	if column == "" {
+		return check
+	}
+	return check + " on " + column
+}
+
+func hasAny(tags, of []string) bool {
+	for _, t := range tags {
+		if slices.Contains(of, t) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,48 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/refill-dev/refill"
+)
+
+// Accept records an acceptance; the caller appends its audit entry in the
+// same transaction.
+func (t *Tx) Accept(ctx context.Context, a refill.Acceptance) error {
+	_, err := t.tx.ExecContext(ctx, t.d.rebind(`INSERT INTO acceptances (dataset, partition, check_name, column_name, measured, accepted_by, reason, accepted_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
+		a.Dataset, a.Partition, a.Check, a.Column, a.Measured, a.By, a.Reason, t.d.timestamp(a.At))
+	if err != nil {
+		return fmt.Errorf("accept %s %s %s: %w", a.Dataset, a.Partition, a.Check, err)
+	}
+	return nil
+}
+
+// Acceptances lists a dataset's acceptances, oldest first; with partition
+// set, only that partition's. The newest for a (partition, check, column)
+// is the one in force.
+func (s *Store) Acceptances(ctx context.Context, dataset, partition string) ([]refill.Acceptance, error) {
+	q := `SELECT dataset, partition, check_name, column_name, measured, accepted_by, reason, accepted_at FROM acceptances WHERE dataset = ?`
+	args := []any{dataset}
+	if partition != "" {
+		q += ` AND partition = ?`
+		args = append(args, partition)
+	}
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(q+` ORDER BY id`), args...)
+	if err != nil {
+		return nil, fmt.Errorf("acceptances of %s: %w", dataset, err)
+	}
+	defer rows.Close()
+	out := []refill.Acceptance{}
+	for rows.Next() {
+		var a refill.Acceptance
+		var at timestamp
+		if err := rows.Scan(&a.Dataset, &a.Partition, &a.Check, &a.Column, &a.Measured, &a.By, &a.Reason, &at); err != nil {
+			return nil, fmt.Errorf("acceptances of %s: %w", dataset, err)
+		}
+		a.At = at.Time
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}

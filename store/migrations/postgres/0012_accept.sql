@@ -1,0 +1,16 @@
+-- Findings accepted as real data (refill accept): one row per acceptance,
+-- the newest for a (dataset, partition, check, column) the one in force.
+-- measured is what the check saw when it was accepted; when the partition
+-- measures differently, the acceptance has lapsed.
+CREATE TABLE acceptances (
+    id          bigserial PRIMARY KEY,
+    dataset     text NOT NULL,
+    partition   text NOT NULL,
+    check_name  text NOT NULL,
+    column_name text NOT NULL,
+    measured    text NOT NULL,
+    accepted_by text NOT NULL,
+    reason      text NOT NULL,
+    accepted_at timestamptz NOT NULL
+);
+CREATE INDEX acceptances_dataset ON acceptances (dataset, partition);

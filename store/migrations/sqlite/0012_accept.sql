@@ -1,0 +1,16 @@
+-- Findings accepted as real data (refill accept): one row per acceptance,
+-- the newest for a (dataset, partition, check, column) the one in force.
+-- measured is what the check saw when it was accepted; when the partition
+-- measures differently, the acceptance has lapsed.
+CREATE TABLE acceptances (
+    id          INTEGER PRIMARY KEY,
+    dataset     TEXT NOT NULL,
+    partition   TEXT NOT NULL,
+    check_name  TEXT NOT NULL,
+    column_name TEXT NOT NULL,
+    measured    TEXT NOT NULL,
+    accepted_by TEXT NOT NULL,
+    reason      TEXT NOT NULL,
+    accepted_at TEXT NOT NULL
+) STRICT;
+CREATE INDEX acceptances_dataset ON acceptances (dataset, partition);
