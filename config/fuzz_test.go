@@ -41,6 +41,8 @@ func FuzzParse(f *testing.F) {
 		head + "datasets:\n  e: {table: e, partition: {column: d}, checks: {accepted_values: {columns: [a], max_ratio: .nan, x: 1}, drift: {columns: [a.b]}}}\n",
 		head + "datasets:\n  e: {table: e, partition: {column: d}, checks: {accepted_values: {max_ratio: 1, c: {d: 1}}, unique: x}}\n",
 		head + "datasets:\n  e: {table: e, partition: {column: d}, checks: {accepted_values: [a], drift: {columns: [a], extra: 1}}}\n",
+		head + "datasets:\n  e: {table: e, partition: {column: d, grain: hour, timezone: America/New_York}, checks: {volume: {min_change: 0.2, calendar: [12-25, 2026-11-26, 02-29]}}}\n",
+		head + "datasets:\n  e: {table: e, partition: {column: d, timezone: ../../x}, checks: {volume: {min_change: .nan, calendar: [13-01, 1, null]}}}\n",
 		"version: 1\nwarehouse: [\n",
 		"version: 1\n\twarehouse: x\n",
 		"a: 1\n---\nb: 2\n",
@@ -104,6 +106,9 @@ func checkAccepted(t *testing.T, cfg *refill.Config) {
 		if j := d.Job; j != nil && (j.Kind == refill.JobQuery || j.Kind == refill.JobSQL) && d.Table == "" {
 			t.Fatalf("accepted %s job without a table", j.Kind)
 		}
+		if _, err := refill.LoadZone(d.Partition.Timezone); err != nil {
+			t.Fatalf("accepted timezone %q", d.Partition.Timezone)
+		}
 		if c := d.Checks; c != nil {
 			if c.NotNull != nil {
 				for _, col := range c.NotNull.Columns {
@@ -117,8 +122,15 @@ func checkAccepted(t *testing.T, cfg *refill.Config) {
 			for _, col := range c.NoFuture {
 				checkName(t, "no_future column", col, 1)
 			}
-			if c.Volume != nil && (c.Volume.Lookback < 1 || !(c.Volume.MaxZ > 0)) {
+			if c.Volume != nil && (c.Volume.Lookback < 1 || !(c.Volume.MaxZ > 0) || c.Volume.MinChange < 0) {
 				t.Fatalf("accepted volume check %+v", *c.Volume)
+			}
+			if c.Volume != nil {
+				for _, day := range c.Volume.Calendar {
+					if err := refill.ParseCalendarDay(day); err != nil {
+						t.Fatalf("accepted calendar day %q: %v", day, err)
+					}
+				}
 			}
 			if !(c.MaxRatio >= 0 && c.MaxRatio <= 1) {
 				t.Fatalf("accepted max_ratio %g", c.MaxRatio)

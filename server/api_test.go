@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -410,5 +411,42 @@ func TestAPIMetrics(t *testing.T) {
 		if !bytes.Contains(body, []byte(want)) {
 			t.Errorf("metrics lack %s", want)
 		}
+	}
+}
+
+// TestAPIAccept: refill accept over HTTP, as the token's user, with the
+// CLI's rules: a failing finding is accepted (201) and shows in history;
+// a passing check, a missing reason, an unknown dataset or field are
+// refused and record nothing.
+func TestAPIAccept(t *testing.T) {
+	t.Parallel()
+	e := apiServe(t, "")
+	day := e.sc.Day(demo.RemappedAgo)
+	path := "/api/v1/datasets/events_raw/accept"
+	before := e.auditLen()
+	for _, c := range []struct {
+		what, path, body string
+		status, code     int
+	}{
+		{"no reason", path, `{"partition":"` + day + `","check":"drift","column":"event_type"}`, http.StatusBadRequest, refill.ExitBadInput},
+		{"a passing check", path, `{"partition":"` + day + `","check":"volume","reason":"x"}`, http.StatusBadRequest, refill.ExitBadInput},
+		{"another column", path, `{"partition":"` + day + `","check":"drift","column":"amount","reason":"x"}`, http.StatusBadRequest, refill.ExitBadInput},
+		{"an unknown field", path, `{"partition":"` + day + `","check":"drift","column":"event_type","reason":"x","as":"carol"}`, http.StatusBadRequest, refill.ExitBadInput},
+		{"an unknown dataset", "/api/v1/datasets/nope/accept", `{"partition":"` + day + `","check":"volume","reason":"x"}`, http.StatusNotFound, refill.ExitBadInput},
+	} {
+		st, res := e.call("alice", "POST", c.path, c.body)
+		wantError(t, c.what, st, res, c.status, c.code)
+	}
+	if n := e.auditLen(); n != before {
+		t.Errorf("refused acceptances changed the audit log: %d -> %d entries", before, n)
+	}
+	st, res := e.call("bob", "POST", path, `{"partition":"`+day+`","check":"drift","column":"event_type","reason":"the upstream really did stop sending types that day (INC-7)"}`)
+	if st != http.StatusCreated || res["by"] != "bob" || res["column"] != "event_type" || !strings.Contains(fmt.Sprint(res["measured"]), "distinct=1 ") {
+		t.Fatalf("accept: HTTP %d %v", st, res)
+	}
+	st, res = e.call("alice", "GET", "/api/v1/history?dataset=events_raw&partition="+day, "")
+	acc, _ := res["acceptances"].([]any)
+	if st != http.StatusOK || len(acc) != 1 || acc[0].(map[string]any)["reason"] != "the upstream really did stop sending types that day (INC-7)" {
+		t.Fatalf("history after accept: HTTP %d %v", st, res)
 	}
 }
