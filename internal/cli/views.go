@@ -108,7 +108,7 @@ func (v textView) State(s *control.State, cfg *refill.Config) error {
 }
 func (v textView) Plans(list []refill.PlanSummary) error { return v.print(renderPlans(list)) }
 func (v textView) Report(rep control.Report) error       { return v.print(renderReport(rep)) }
-func (v textView) Accepted(acc refill.Acceptance) error { return v.print(renderAccepted(acc)) }
+func (v textView) Accepted(acc refill.Acceptance) error  { return v.print(renderAccepted(acc)) }
 func (v textView) History(dataset, partition string, hist []control.Touch, acc []refill.Acceptance) error {
 	return v.print(renderHistory(dataset, partition, hist) + renderAcceptances(acc))
 }
