@@ -233,7 +233,7 @@ func (w *Watcher) gaps(ctx context.Context) (out []Gap, n int, errs []string, er
 				continue
 			}
 			for _, p := range due {
-				if counts[p] == 0 && expected(counts, bad, p, due[0], ref.Grain) {
+				if counts[p] == 0 && expected(counts, bad, p, due[0], ref.Season()) {
 					bad[p] = "missing"
 				}
 			}
@@ -297,13 +297,15 @@ func Due(d *refill.Dataset, now time.Time) []string {
 }
 
 // expected reports whether partition p should hold rows: the same slot of
-// the week held rows (a positive median) in the four weeks before it.
+// the week (in the dataset's timezone) held rows (a positive median) in the
+// four weeks before it.
 // Partitions already found missing are not history — an outage longer
 // than a week would otherwise hide its own later days — and when the
 // four weeks hold nothing else, the four weeks before the horizon decide.
-func expected(counts map[string]int64, missing map[string]string, p, first string, g refill.Grain) bool {
-	t, err := refill.PartitionTime(p, g)
-	if err != nil {
+func expected(counts map[string]int64, missing map[string]string, p, first string, se refill.Season) bool {
+	g := se.Grain
+	t, ok := se.Local(p)
+	if !ok {
 		return false
 	}
 	slot := func(base time.Time, skipMissing bool) []int64 {
@@ -321,8 +323,8 @@ func expected(counts map[string]int64, missing map[string]string, p, first strin
 	if len(hist) == 0 {
 		// Every same-slot partition before p is itself missing: judge by
 		// the same slot before the horizon began.
-		f, err := refill.PartitionTime(first, g)
-		if err != nil {
+		f, ok := se.Local(first)
+		if !ok {
 			return false
 		}
 		back := t
