@@ -395,6 +395,9 @@ type datasetData struct {
 	Checks     string
 	Touches    []touchView
 	More       bool
+	// Accepted are the findings people accepted as real data, newest
+	// first.
+	Accepted []refill.Acceptance
 }
 
 // touchView is one plan's dealings with one partition, from the audit log.
@@ -483,6 +486,11 @@ func (ui *webUI) dataset(w http.ResponseWriter, r *http.Request, v *view) {
 			t.Status, t.By, t.Reason = p.Status, p.Request.RequestedBy, p.Request.Reason
 		}
 	}
+	if data.Accepted, err = ui.s.Store.Acceptances(r.Context(), name, ""); err != nil {
+		ui.fail(w, r, v, err)
+		return
+	}
+	slices.Reverse(data.Accepted)
 	v.Title, v.Nav, v.Data = "Dataset "+name, "", data
 	ui.render(w, r, http.StatusOK, "dataset", v)
 }

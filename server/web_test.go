@@ -675,3 +675,26 @@ func TestWebNewPlan(t *testing.T) {
 		t.Errorf("blocked plan page: status %q", text(page.body, "status"))
 	}
 }
+
+// TestWebDatasetShowsAcceptances: the dataset page lists findings accepted
+// as real data, with who, why and what they are bound to.
+func TestWebDatasetShowsAcceptances(t *testing.T) {
+	t.Parallel()
+	e := webSetup(t)
+	if r := e.get(t, "/datasets/events_raw", "bob"); r.StatusCode != http.StatusOK || has(r.body, "accepted") {
+		t.Fatalf("dataset page before any acceptance: HTTP %d, accepted section %v", r.StatusCode, has(r.body, "accepted"))
+	}
+	day := e.sc.Day(demo.RemappedAgo)
+	if _, err := e.ctl.Accept(e.ctx, control.AcceptRequest{Dataset: "events_raw", Partition: day, Check: "drift", Column: "event_type",
+		Reason: "the upstream <really> stopped sending types"}, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	r := e.get(t, "/datasets/events_raw", "bob")
+	got := r.body[max(0, strings.Index(r.body, `id="accepted"`)):]
+	got = got[:max(0, strings.Index(got, "</section>"))]
+	for _, want := range []string{day, "drift", "event_type", "alice", "the upstream &lt;really&gt; stopped sending types", "distinct=1 "} {
+		if !strings.Contains(got, want) {
+			t.Errorf("accepted section lacks %q:\n%s", want, got)
+		}
+	}
+}
