@@ -597,6 +597,17 @@ func (w *Watcher) fingerprintAt(ctx context.Context, p *refill.Plan, g Gap, vers
 			return "", fmt.Errorf("fingerprint of %s: %w", in, err)
 		}
 		fmt.Fprintf(h, "%s\n", in)
+		// A finding accepted as real data since changes the gate's verdict
+		// as surely as new data does; none leaves the fingerprint as it was.
+		acc, err := w.Store.Acceptances(ctx, in, "")
+		if err != nil {
+			return "", fmt.Errorf("fingerprint of %s: %w", in, err)
+		}
+		for _, a := range acc {
+			if a.Partition >= from && a.Partition <= to {
+				fmt.Fprintf(h, "accepted %s %s %s %s\n", a.Partition, a.Check, a.Column, a.At.UTC().Format(time.RFC3339Nano))
+			}
+		}
 		if dg, ok := w.Warehouse.(refill.Rehearser); ok {
 			if rng, err := refill.ParseRange(from, to, refill.NoRangeLimit); err == nil {
 				if parts := rng.Partitions(ref.Grain); len(parts) <= maxDigests {

@@ -14,6 +14,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/control"
 	"github.com/refill-dev/refill/project"
 	"github.com/refill-dev/refill/store"
 	"github.com/refill-dev/refill/watch"
@@ -408,5 +409,31 @@ func TestTwoTicksAtOnceMakeOnePlan(t *testing.T) {
 	}
 	if n := len(wd.plans()); n != 1 {
 		t.Errorf("four ticks at once made %d plans (%d skipped)", n, skipped)
+	}
+}
+
+// TestAcceptedFindingIsPlannedAgain: a gap blocked by the gate stays
+// unchanged tick after tick, until someone accepts the finding as real
+// data; then it is planned again, and runs.
+func TestAcceptedFindingIsPlannedAgain(t *testing.T) {
+	wd := newWorld(t, false, "")
+	wd.miss("2026-11-26")
+	if _, err := wd.db.Exec(`UPDATE src SET v = NULL WHERE day = '2026-11-26'`); err != nil {
+		t.Fatal(err)
+	}
+	d := one(t, wd.tick())
+	if d.Status != refill.StatusBlocked {
+		t.Fatalf("blocked gap: %+v", d)
+	}
+	if d := one(t, wd.tick()); d.Action != watch.Unchanged {
+		t.Fatalf("nothing changed: %+v", d)
+	}
+	if _, err := wd.p.Control.Accept(context.Background(), control.AcceptRequest{Dataset: "src", Partition: "2026-11-26", Check: "not_null", Column: "v",
+		Reason: "the meter was off for Thanksgiving: no readings is right"}, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	d2 := one(t, wd.tick())
+	if d2.Action != watch.Applied || d2.PlanID == d.PlanID || wd.rows("2026-11-26") != 1 {
+		t.Fatalf("after the acceptance: %+v, %d rows", d2, wd.rows("2026-11-26"))
 	}
 }
