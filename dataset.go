@@ -94,7 +94,13 @@ func (d *Dataset) Ref() TableRef {
 	if g == "" {
 		g = GrainDay
 	}
-	return TableRef{Table: d.Table, Column: d.Partition.Column, Grain: g, Timezone: d.Partition.Timezone}
+	ref := TableRef{Table: d.Table, Column: d.Partition.Column, Grain: g}
+	if g == GrainHour {
+		// A day partition is a calendar date: a timezone changes nothing
+		// about it, so it is neither used nor sealed.
+		ref.Timezone = d.Partition.Timezone
+	}
+	return ref
 }
 
 // IsSource reports whether the dataset has no job.

@@ -196,6 +196,10 @@ type Finding struct {
 	// Accepted is set on a finding a person accepted as real data (refill
 	// accept): it passes, and says who, why and when.
 	Accepted *Accepted `json:"accepted,omitempty"`
+	// Lapsed is set on a failing finding whose acceptance no longer holds:
+	// the partition changed since it was accepted, or the dataset now
+	// needs a lead's acceptance.
+	Lapsed *Accepted `json:"lapsed,omitempty"`
 }
 
 // Gate is the source gate's verdict for a plan.

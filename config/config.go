@@ -274,9 +274,9 @@ type rawDataset struct {
 }
 
 type rawPartition struct {
-	Column   string `yaml:"column"`
-	Grain    string `yaml:"grain"`
-	Timezone string `yaml:"timezone"`
+	Column   string  `yaml:"column"`
+	Grain    string  `yaml:"grain"`
+	Timezone *string `yaml:"timezone"`
 }
 
 type rawChecks struct {

@@ -416,11 +416,13 @@ func (c *converter) dataset(name string, raw *rawDataset) *refill.Dataset {
 		if rp.Grain != "" {
 			d.Partition.Grain = refill.Grain(rp.Grain)
 		}
-		if rp.Timezone != "" {
-			if _, err := refill.LoadZone(rp.Timezone); err != nil {
-				c.errorf(child(path, "partition", "timezone"), "unknown timezone %q: want an IANA name such as Europe/Berlin or America/New_York", clip(rp.Timezone))
-			} else {
-				d.Partition.Timezone = rp.Timezone
+		if tz := rp.Timezone; tz != nil {
+			switch _, err := refill.LoadZone(*tz); {
+			case *tz == "" || err != nil:
+				c.errorf(child(path, "partition", "timezone"), "unknown timezone %q: want an IANA name such as Europe/Berlin or America/New_York", clip(*tz))
+			case *tz != "UTC":
+				// UTC is the default: written or not, the same dataset.
+				d.Partition.Timezone = *tz
 			}
 		}
 	}
@@ -545,6 +547,9 @@ func (c *converter) checks(path string, raw *rawChecks) *refill.Checks {
 				ch.Volume.Calendar = append(ch.Volume.Calendar, day)
 			}
 		}
+		// In one order, so that a plan sealed with the same days in
+		// another order is not stale.
+		slices.Sort(ch.Volume.Calendar)
 	}
 	for i, to := range raw.TimeOrder {
 		p := elem(child(path, "time_order"), i)

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/gate"
@@ -21,6 +24,10 @@ type AcceptRequest struct {
 	Column string `json:"column,omitempty"`
 	Reason string `json:"reason"`
 }
+
+// maxReason bounds an acceptance's reason: a sentence and a ticket, not a
+// document.
+const maxReason = 1000
 
 // perColumn are the checks whose findings name a column.
 var perColumn = []string{gate.CheckNotNull, gate.CheckDrift, gate.CheckAccepted, gate.CheckNoFuture, gate.CheckTimeOrder}
@@ -46,7 +53,10 @@ func (c *Control) Accept(ctx context.Context, req AcceptRequest, actor string) (
 		}
 	}
 	if req.Reason == "" {
-		return none, refill.BadInputf("--reason is required: say why %s %s is real data", req.Dataset, req.Partition)
+		return none, refill.BadInputf("a reason is required (--reason): say why %s %s is real data", req.Dataset, req.Partition)
+	}
+	if n := utf8.RuneCountInString(req.Reason); n > maxReason || !utf8.ValidString(req.Reason) || strings.ContainsFunc(req.Reason, unicode.IsControl) {
+		return none, refill.BadInputf("the reason must be one line of at most %d characters of text, without control characters (got %d characters)", maxReason, n)
 	}
 	d, ok := c.Config.Datasets[req.Dataset]
 	if !ok {
@@ -55,8 +65,12 @@ func (c *Control) Accept(ctx context.Context, req AcceptRequest, actor string) (
 	if d.Checks == nil || d.Table == "" {
 		return none, refill.BadInputf("%s has no checks, so nothing to accept", req.Dataset)
 	}
-	if _, err := refill.PartitionTime(req.Partition, d.Ref().Grain); err != nil {
+	start, err := refill.PartitionTime(req.Partition, d.Ref().Grain)
+	if err != nil {
 		return none, fmt.Errorf("--partition: %w", err)
+	}
+	if now := c.Now.Now(); start.After(now) {
+		return none, refill.BadInputf("%s %s has not begun (it is %s): nothing has been measured that could be accepted", req.Dataset, req.Partition, now.UTC().Format(time.RFC3339))
 	}
 	switch {
 	case req.Check == gate.CheckSchemaDrift:
@@ -89,13 +103,16 @@ func (c *Control) Accept(ctx context.Context, req AcceptRequest, actor string) (
 		return none, err
 	}
 	var failing []string
-	var match *refill.Finding
+	var match, warning *refill.Finding
 	for i, f := range res.Findings {
 		if f.Partition != req.Partition || f.Check != req.Check {
 			continue
 		}
 		if f.Accepted != nil && (req.Column == "" || f.Column == req.Column) {
 			return none, refill.BadInputf("%s %s %s is already accepted, by %s on %s (%s)", req.Dataset, req.Partition, label(f.Check, f.Column), f.Accepted.By, f.Accepted.At.Format("2006-01-02"), f.Accepted.Reason)
+		}
+		if f.Warning {
+			warning = &res.Findings[i]
 		}
 		if f.Passed || f.Warning {
 			continue
@@ -108,6 +125,9 @@ func (c *Control) Accept(ctx context.Context, req AcceptRequest, actor string) (
 	if match == nil {
 		if len(failing) > 0 {
 			return none, refill.BadInputf("%s fails on %s %s for column %s, not %q: accept the finding that fails", req.Check, req.Dataset, req.Partition, strings.Join(failing, ", "), req.Column)
+		}
+		if warning != nil {
+			return none, refill.BadInputf("%s on %s %s is a warning, not a failure, so there is nothing to accept: %s", req.Check, req.Dataset, req.Partition, warning.Message)
 		}
 		return none, refill.BadInputf("%s passes on %s %s: there is no failing finding to accept", label(req.Check, req.Column), req.Dataset, req.Partition)
 	}

@@ -3,6 +3,7 @@ package control
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -164,9 +165,28 @@ func checksDiff(sealed, now *refill.Checks) string {
 	if jsonEqual(sealed, now) {
 		return ""
 	}
+	// Name each check that differs, not the whole block: "volume: sealed
+	// {...}, now {...}".
+	var a, b map[string]json.RawMessage
 	b1, _ := json.Marshal(sealed)
 	b2, _ := json.Marshal(now)
-	return fmt.Sprintf("sealed %s, now %s", b1, b2)
+	if json.Unmarshal(b1, &a) != nil || json.Unmarshal(b2, &b) != nil || a == nil || b == nil {
+		return fmt.Sprintf("sealed %s, now %s", b1, b2)
+	}
+	keys := map[string]bool{}
+	for k := range a {
+		keys[k] = true
+	}
+	for k := range b {
+		keys[k] = true
+	}
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		if string(a[k]) != string(b[k]) {
+			out = append(out, fmt.Sprintf("%s: sealed %s, now %s", k, orNone(string(a[k])), orNone(string(b[k]))))
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 func policyDiff(sealed, now refill.Policy) string {

@@ -55,6 +55,12 @@ func TestStale(t *testing.T) {
 			c.Datasets["agg"].Checks = &refill.Checks{NotNull: &refill.NotNullCheck{Columns: []string{"day"}}}
 		}, "the checks of agg changed"},
 		{"source checks", func(c *refill.Config) { c.Datasets["src"].Checks.Volume.MaxZ = 30 }, "the checks of input src changed"},
+		{"calendar", func(c *refill.Config) { c.Datasets["src"].Checks.Volume.Calendar = []string{"12-25"} },
+			`the checks of input src changed: volume: sealed {"lookback":28,"max_z":3}, now {"lookback":28,"max_z":3,"calendar":["12-25"]}`},
+		{"timezone at day grain", func(c *refill.Config) { c.Datasets["src"].Partition.Timezone = "Asia/Seoul" }, ""},
+		{"timezone at hour grain", func(c *refill.Config) {
+			c.Datasets["agg"].Partition.Grain, c.Datasets["agg"].Partition.Timezone = refill.GrainHour, "Asia/Seoul"
+		}, "the partition timezone of agg changed: sealed UTC, now Asia/Seoul"},
 		{"source table", func(c *refill.Config) { c.Datasets["src"].Table = "raw.events_v2" }, "the table of src changed"},
 		{"dataset gone", func(c *refill.Config) { delete(c.Datasets, "agg") }, "dataset agg is no longer in the config"},
 		{"became a source", func(c *refill.Config) { c.Datasets["agg"].Job = nil }, "agg no longer has a job"},

@@ -136,3 +136,34 @@ func TestCalendarAndAcceptedDaysLeaveHistory(t *testing.T) {
 		}
 	})
 }
+
+// TestEmptyHourOfAFewRows: an empty day against a positive median always
+// fails; an hour that holds two rows on a typical week is empty by chance,
+// and fails only when its score says so.
+func TestEmptyHourOfAFewRows(t *testing.T) {
+	judge := func(g refill.Grain, history []int64, rows int64) []refill.Finding {
+		se := refill.TableRef{Grain: g}.Season()
+		p := "2026-11-24T10"
+		step := 7 * 24 * time.Hour
+		if g == refill.GrainDay {
+			p = "2026-11-24"
+		}
+		pt, _ := refill.PartitionTime(p, g)
+		v := &volume{check: refill.VolumeCheck{Lookback: 28, MaxZ: 3}, season: se, points: 4, counts: map[string]int64{}}
+		for i, n := range history {
+			h := refill.FormatPartition(pt.Add(-time.Duration(i+1)*step), g)
+			v.before = append(v.before, h)
+			v.counts[h] = n
+		}
+		return v.judge("ev", p, rows)
+	}
+	if fs := judge(refill.GrainHour, []int64{2, 1, 3, 2}, 0); len(fs) != 0 {
+		t.Errorf("an empty hour against 2 rows typical: %+v", fs)
+	}
+	if fs := judge(refill.GrainHour, []int64{40, 38, 45, 41}, 0); len(fs) != 1 || fs[0].Passed || !strings.Contains(fs[0].Message, "partition is empty") {
+		t.Errorf("an empty hour against 40 rows typical: %+v", fs)
+	}
+	if fs := judge(refill.GrainDay, []int64{2, 1, 3, 2}, 0); len(fs) != 1 || fs[0].Passed {
+		t.Errorf("an empty day against 2 rows typical: %+v", fs)
+	}
+}

@@ -237,7 +237,7 @@ func (g *Gate) partitions(ctx context.Context, prof refill.Profiler, d *refill.D
 			m := Measure(f.Check, f.Column, pr, c)
 			measured[key] = m
 			if a, ok := accepted[key]; ok {
-				accept(f, a, m)
+				g.accept(f, d, a, m)
 			}
 		}
 		out = append(out, fs...)
@@ -248,15 +248,24 @@ func (g *Gate) partitions(ctx context.Context, prof refill.Profiler, d *refill.D
 // accept applies an acceptance to the failing finding it names: while the
 // partition measures what it measured when accepted, the finding passes and
 // says who accepted it and why; once it measures differently, the
-// acceptance has lapsed and the finding fails, saying so.
-func accept(f *refill.Finding, a refill.Acceptance, now string) {
+// acceptance has lapsed and the finding fails, saying so. On a dataset
+// that needs a lead's acceptance (policy.accept_lead_tags, perhaps tagged
+// since), only a lead's counts.
+func (g *Gate) accept(f *refill.Finding, d *refill.Dataset, a refill.Acceptance, now string) {
 	day := a.At.UTC().Format("2006-01-02")
+	by := &refill.Accepted{By: a.By, Reason: a.Reason, At: a.At}
+	if needs := slices.ContainsFunc(d.Tags, func(t string) bool { return slices.Contains(g.Config.AcceptLeadTags, t) }); needs && !g.Config.Users[a.By].HasRole(refill.RoleLead) {
+		f.Lapsed = by
+		f.Message = fmt.Sprintf("%s; accepted as real by %s on %s, but on a dataset tagged %s only a lead's acceptance counts (policy.accept_lead_tags)", f.Message, a.By, day, strings.Join(d.Tags, ", "))
+		return
+	}
 	if a.Measured != now {
+		f.Lapsed = by
 		f.Message = fmt.Sprintf("%s; accepted as real by %s on %s, but the partition changed since (then %s, now %s), so the acceptance has lapsed", f.Message, a.By, day, a.Measured, now)
 		return
 	}
 	f.Passed = true
-	f.Accepted = &refill.Accepted{By: a.By, Reason: a.Reason, At: a.At}
+	f.Accepted = by
 	f.Message = fmt.Sprintf("accepted as real by %s on %s (%s): %s", a.By, day, a.Reason, f.Message)
 }
 
@@ -492,7 +501,11 @@ func (v *volume) judge(dataset, p string, rows int64) []refill.Finding {
 	z := (math.Log1p(float64(rows)) - centre) / scale
 	f.Observed = round(z)
 	switch {
-	case rows == 0 && typical > 0:
+	// An empty day against a positive median always fails. An hour of a
+	// few rows is empty by chance now and then (a Poisson count of mean 2
+	// is zero one hour in seven), so at hour grain an empty hour fails
+	// when its score does: from a typical count of about five rows.
+	case rows == 0 && typical > 0 && (v.season.Grain != refill.GrainHour || math.Abs(z) > v.check.MaxZ):
 		f.Message = fmt.Sprintf("partition is empty; typical on %s is %s rows", when, humanize.Comma(typical))
 	case math.Abs(z) > v.check.MaxZ:
 		f.Message = fmt.Sprintf("%s rows vs typical %s (%s, %d earlier %s): z = %.1f, limit %.1f",

@@ -195,6 +195,9 @@ func (p *Planner) assemble(ctx context.Context, r Request, seen *gate.Result) (*
 		if f.Warning {
 			in.Unscored = append(in.Unscored, fmt.Sprintf("%s %s %s: %s", f.Dataset, f.Partition, f.Check, f.Message))
 		}
+		if f.Accepted != nil {
+			in.Accepted = append(in.Accepted, fmt.Sprintf("%s %s %s, accepted by %s", f.Dataset, f.Partition, f.Check, f.Accepted.By))
+		}
 	}
 	for _, st := range plan.Steps {
 		in.Partitions += len(st.Partitions)

@@ -42,6 +42,11 @@ type Input struct {
 	// history, say), as "dataset partition: why". A check that was not
 	// scored did not pass, so it never counts toward auto.
 	Unscored []string
+	// Accepted lists gate findings that pass only because a person
+	// accepted them as real data (refill accept), as "dataset partition
+	// check: by whom". One person's word passes the gate, but never makes
+	// a plan auto: someone else must look.
+	Accepted []string
 	// Partitions counts the partitions the plan rewrites.
 	Partitions int
 	// LineageOnly are the lineage-only datasets whose rows change with the
@@ -202,7 +207,14 @@ func (p *Policy) Decide(in Input) (Decision, error) {
 		if n > 1 {
 			more = fmt.Sprintf(" (and %d more)", n-1)
 		}
-		notAuto = append(notAuto, fmt.Sprintf("the source gate could not score %d check(s): %s%s; a check that was not scored did not pass, so a person must look", n, in.Unscored[0], more))
+		notAuto = append(notAuto, fmt.Sprintf("the source gate left %d check(s) as warnings: %s%s; a check that was not scored, or that failed on a calendar day, did not pass, so a person must look", n, in.Unscored[0], more))
+	}
+	if n := len(in.Accepted); n > 0 {
+		more := ""
+		if n > 1 {
+			more = fmt.Sprintf(" (and %d more)", n-1)
+		}
+		notAuto = append(notAuto, fmt.Sprintf("%d finding(s) of the source gate pass only because a person accepted them as real data: %s%s; someone else must look", n, in.Accepted[0], more))
 	}
 	var unproven, stale []string
 	for _, d := range in.Rebuilt {

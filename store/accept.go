@@ -8,13 +8,18 @@ import (
 )
 
 // Accept records an acceptance; the caller appends its audit entry in the
-// same transaction.
+// same transaction. The same finding accepted at the same measurement
+// before (two people at once, say) is refused with ErrBadInput, so one
+// acceptance and one audit entry are recorded.
 func (t *Tx) Accept(ctx context.Context, a refill.Acceptance) error {
-	_, err := t.tx.ExecContext(ctx, t.d.rebind(`INSERT INTO acceptances (dataset, partition, check_name, column_name, measured, accepted_by, reason, accepted_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
+	res, err := t.tx.ExecContext(ctx, t.d.rebind(`INSERT INTO acceptances (dataset, partition, check_name, column_name, measured, accepted_by, reason, accepted_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (dataset, partition, check_name, column_name, measured) DO NOTHING`),
 		a.Dataset, a.Partition, a.Check, a.Column, a.Measured, a.By, a.Reason, t.d.timestamp(a.At))
 	if err != nil {
 		return fmt.Errorf("accept %s %s %s: %w", a.Dataset, a.Partition, a.Check, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return refill.BadInputf("%s %s %s is already accepted at this measurement (%s)", a.Dataset, a.Partition, a.Check, a.Measured)
 	}
 	return nil
 }

@@ -13,4 +13,6 @@ CREATE TABLE acceptances (
     reason      TEXT NOT NULL,
     accepted_at TEXT NOT NULL
 ) STRICT;
-CREATE INDEX acceptances_dataset ON acceptances (dataset, partition);
+-- One acceptance per finding and measurement: two people accepting the
+-- same finding at once record it once.
+CREATE UNIQUE INDEX acceptances_finding ON acceptances (dataset, partition, check_name, column_name, measured);
