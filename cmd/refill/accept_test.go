@@ -11,12 +11,12 @@ import (
 )
 
 type acceptedFinding struct {
-	Partition string `json:"partition"`
-	Check     string `json:"check"`
-	Column    string `json:"column"`
-	Passed    bool   `json:"passed"`
-	Warning   bool   `json:"warning"`
-	Message   string `json:"message"`
+	Partition string      `json:"partition"`
+	Check     string      `json:"check"`
+	Column    string      `json:"column"`
+	Passed    bool        `json:"passed"`
+	Warning   bool        `json:"warning"`
+	Message   string      `json:"message"`
 	Accepted  *acceptedBy `json:"accepted"`
 	Lapsed    *acceptedBy `json:"lapsed"`
 }
