@@ -7,6 +7,10 @@ import "time"
 // was measured when they did.
 const EventFindingAccepted EventKind = "finding_accepted"
 
+// EventAcceptanceRevoked records an acceptance withdrawn by its author or
+// a lead: the finding fails again.
+const EventAcceptanceRevoked EventKind = "acceptance_revoked"
+
 // Acceptance is a person's word that one check's finding on one partition
 // is real: the check passes there, and the partition leaves later volume
 // and drift history, for as long as the partition still measures what it
@@ -24,6 +28,9 @@ type Acceptance struct {
 	// Measured is what the check saw when the finding was accepted, as
 	// the gate renders it ("rows=1234", "rows=1234 nulls=310").
 	Measured string `json:"measured"`
+	// Revoked is set once the acceptance was withdrawn (refill accept
+	// --revoke): it no longer counts.
+	Revoked *Accepted `json:"revoked,omitempty"`
 }
 
 // Accepted is how a finding shows its acceptance: passing, with who, why

@@ -160,3 +160,61 @@ func hasAny(tags, of []string) bool {
 	}
 	return false
 }
+
+// Revoke withdraws the acceptance in force of one finding, as actor: its
+// author or a lead, with a reason. The finding fails again where it fails;
+// the partition stays out of history. Audited.
+func (c *Control) Revoke(ctx context.Context, req AcceptRequest, actor string) (refill.Acceptance, error) {
+	var none refill.Acceptance
+	if err := c.BeforeWrite(ctx); err != nil {
+		return none, err
+	}
+	req.Reason, req.Column = strings.TrimSpace(req.Reason), strings.TrimSpace(req.Column)
+	if actor == "" || actor == refill.Watcher {
+		return none, refill.NotPermittedf("revoking an acceptance needs a person's identity: pass --as USER or set REFILL_USER")
+	}
+	if len(c.Config.Users) > 0 {
+		if _, ok := c.Config.Users[actor]; !ok {
+			return none, refill.NotPermittedf("%s is not in users: of %s", actor, c.Config.Name())
+		}
+	}
+	if req.Reason == "" {
+		return none, refill.BadInputf("a reason is required (--reason): say why the acceptance of %s %s %s is withdrawn", req.Dataset, req.Partition, req.Check)
+	}
+	if n := utf8.RuneCountInString(req.Reason); n > maxReason || !utf8.ValidString(req.Reason) || strings.ContainsFunc(req.Reason, unicode.IsControl) {
+		return none, refill.BadInputf("the reason must be one line of at most %d characters of text, without control characters (got %d characters)", maxReason, n)
+	}
+	if _, ok := c.Config.Datasets[req.Dataset]; !ok {
+		return none, refill.NotFoundf("unknown dataset %q (known: %s)", req.Dataset, strings.Join(c.Config.DatasetNames(), ", "))
+	}
+	all, err := c.Acceptances(ctx, req.Dataset, req.Partition)
+	if err != nil {
+		return none, err
+	}
+	var live []refill.Acceptance
+	for _, a := range all {
+		if a.Revoked == nil && a.Check == req.Check && (a.Column == req.Column || (req.Column == "" && req.Check == gate.CheckUnique)) {
+			live = append(live, a)
+		}
+	}
+	if len(live) == 0 {
+		return none, refill.NotFoundf("no acceptance of %s on %s %s is in force", label(req.Check, req.Column), req.Dataset, req.Partition)
+	}
+	if !c.isLead(actor) && !slices.ContainsFunc(live, func(a refill.Acceptance) bool { return a.By == actor }) {
+		return none, refill.NotPermittedf("only whoever accepted it (%s) or a lead may withdraw the acceptance of %s on %s %s", live[len(live)-1].By, label(req.Check, req.Column), req.Dataset, req.Partition)
+	}
+	a := live[len(live)-1]
+	a.Revoked = &refill.Accepted{By: actor, Reason: req.Reason, At: stamp()}
+	err = c.Store.Update(ctx, func(tx *store.Tx) error {
+		n, err := tx.Revoke(ctx, a, *a.Revoked)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return refill.NotFoundf("no acceptance of %s on %s %s is in force (withdrawn just now?)", label(req.Check, req.Column), req.Dataset, req.Partition)
+		}
+		return tx.Append(ctx, &refill.Event{Kind: refill.EventAcceptanceRevoked, Actor: actor, Dataset: a.Dataset, Partition: a.Partition, At: c.Now.Now(),
+			Detail: refill.Detail(map[string]any{"check": a.Check, "column": a.Column, "reason": req.Reason, "accepted_by": a.By, "measured": a.Measured})})
+	})
+	return a, err
+}

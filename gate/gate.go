@@ -200,11 +200,14 @@ func (g *Gate) partitions(ctx context.Context, prof refill.Profiler, d *refill.D
 			return nil, err
 		}
 		for _, a := range as {
-			// The newest acceptance of a finding is the one in force; an
-			// accepted partition never returns to history, lapsed or not,
-			// so a holiday never becomes the norm.
-			accepted[MeasureKey(a.Dataset, a.Partition, a.Check, a.Column)] = a
+			// The newest acceptance of a finding not revoked is the one in
+			// force; an accepted partition never returns to history,
+			// lapsed or revoked, so neither a holiday nor a mistake
+			// becomes the norm.
 			flagged[a.Partition] = true
+			if a.Revoked == nil {
+				accepted[MeasureKey(a.Dataset, a.Partition, a.Check, a.Column)] = a
+			}
 		}
 	}
 	var out []refill.Finding

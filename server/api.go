@@ -56,7 +56,8 @@ func (s *Server) api() {
 	h("DELETE /api/v1/freeze", s.freeze(true))
 	h("POST /api/v1/dags/{dataset}/dagRuns", s.dagRun)
 	h("POST /api/v1/datasets/{dataset}/prove", s.prove)
-	h("POST /api/v1/datasets/{dataset}/accept", s.accept)
+	h("POST /api/v1/datasets/{dataset}/accept", s.accept(false))
+	h("POST /api/v1/datasets/{dataset}/accept/revoke", s.accept(true))
 	h("GET /api/v1/audit/verify", s.verifyAudit)
 	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		// A path served for other methods is 405, with them in Allow.
@@ -513,30 +514,38 @@ func (s *Server) prove(w http.ResponseWriter, r *http.Request, user string) {
 	writeJSON(w, http.StatusOK, pr)
 }
 
-// accept is refill accept: a failing finding accepted as real data, as the
-// token's user, by control's rules; 201 with the acceptance.
-func (s *Server) accept(w http.ResponseWriter, r *http.Request, user string) {
-	var b struct {
-		Partition string `json:"partition"`
-		Check     string `json:"check"`
-		Column    string `json:"column"`
-		Reason    string `json:"reason"`
+// accept is refill accept (or, revoking, refill accept --revoke): a failing
+// finding accepted as real data, or the acceptance withdrawn, as the
+// token's user, by control's rules; 201 with the acceptance (200 when
+// revoking).
+func (s *Server) accept(revoke bool) func(http.ResponseWriter, *http.Request, string) {
+	return func(w http.ResponseWriter, r *http.Request, user string) {
+		var b struct {
+			Partition string `json:"partition"`
+			Check     string `json:"check"`
+			Column    string `json:"column"`
+			Reason    string `json:"reason"`
+		}
+		if err := decode(w, r, &b); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if b.Partition == "" || b.Check == "" {
+			s.writeError(w, r, refill.BadInputf("partition and check are required: name the finding"))
+			return
+		}
+		req := control.AcceptRequest{Dataset: r.PathValue("dataset"), Partition: b.Partition, Check: b.Check, Column: b.Column, Reason: b.Reason}
+		act, status := s.ctl().Accept, http.StatusCreated
+		if revoke {
+			act, status = s.ctl().Revoke, http.StatusOK
+		}
+		acc, err := act(r.Context(), req, user)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		writeJSON(w, status, acc)
 	}
-	if err := decode(w, r, &b); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if b.Partition == "" || b.Check == "" {
-		s.writeError(w, r, refill.BadInputf("partition and check are required: name the finding that is real data"))
-		return
-	}
-	acc, err := s.ctl().Accept(r.Context(), control.AcceptRequest{Dataset: r.PathValue("dataset"), Partition: b.Partition,
-		Check: b.Check, Column: b.Column, Reason: b.Reason}, user)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, acc)
 }
 
 // verifyAudit walks the audit chain (refill audit verify): 200 when it

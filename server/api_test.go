@@ -449,4 +449,14 @@ func TestAPIAccept(t *testing.T) {
 	if st != http.StatusOK || len(acc) != 1 || acc[0].(map[string]any)["reason"] != "the upstream really did stop sending types that day (INC-7)" {
 		t.Fatalf("history after accept: HTTP %d %v", st, res)
 	}
+	// Withdrawn by its author or a lead only.
+	body := `{"partition":"` + day + `","check":"drift","column":"event_type","reason":"it was a bug after all"}`
+	st, res = e.call("alice", "POST", path+"/revoke", body)
+	wantError(t, "revoke by someone else", st, res, http.StatusForbidden, refill.ExitNotPermitted)
+	st, res = e.call("carol", "POST", path+"/revoke", body)
+	if rv, _ := res["revoked"].(map[string]any); st != http.StatusOK || rv == nil || rv["by"] != "carol" {
+		t.Fatalf("revoke by a lead: HTTP %d %v", st, res)
+	}
+	st, res = e.call("carol", "POST", path+"/revoke", body)
+	wantError(t, "nothing left to revoke", st, res, http.StatusNotFound, refill.ExitBadInput)
 }

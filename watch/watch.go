@@ -606,6 +606,9 @@ func (w *Watcher) fingerprintAt(ctx context.Context, p *refill.Plan, g Gap, vers
 		for _, a := range acc {
 			if a.Partition >= from && a.Partition <= to {
 				fmt.Fprintf(h, "accepted %s %s %s %s\n", a.Partition, a.Check, a.Column, a.At.UTC().Format(time.RFC3339Nano))
+				if a.Revoked != nil {
+					fmt.Fprintf(h, "revoked %s\n", a.Revoked.At.UTC().Format(time.RFC3339Nano))
+				}
 			}
 		}
 		if dg, ok := w.Warehouse.(refill.Rehearser); ok {

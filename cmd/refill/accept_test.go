@@ -255,3 +255,45 @@ func TestCalendarIsSealedAndNeverAuto(t *testing.T) {
 		t.Errorf("a timezone at day grain made the plan stale:\n%s", out)
 	}
 }
+
+// TestRevokeAnAcceptance: a mistaken acceptance is withdrawn by its author
+// or a lead, with a reason; the finding fails again, history says who
+// withdrew it, and the finding can be accepted afresh.
+func TestRevokeAnAcceptance(t *testing.T) {
+	d := setup(t)
+	const day = "2026-11-25"
+	warehouseExec(t, d, `DELETE FROM events_raw WHERE event_date = '`+day+`' AND event_id % 2 = 0`)
+	revoke := func(code int, want string, args ...string) result {
+		t.Helper()
+		return step(t, d, code, want, append([]string{"accept", "events_raw", "--partition", day, "--check", "volume", "--revoke"}, args...)...)
+	}
+	revoke(2, "", "--reason", "nothing yet", "--as", "alice") // nothing in force: not found
+	step(t, d, 0, "", "accept", "events_raw", "--partition", day, "--check", "volume", "--reason", "a half day", "--as", "alice")
+	if v := findingOf(checkFindings(t, d, 3, day), "volume", ""); v == nil || v.Accepted == nil {
+		t.Fatalf("accepted volume: %+v", v)
+	}
+	revoke(4, "only whoever accepted it (alice) or a lead", "--reason", "not a half day at all", "--as", "bob")
+	revoke(2, "a reason is required", "--as", "alice")
+	revoke(0, "Withdrew alice's acceptance of volume", "--reason", "it was not a holiday: the upstream lost half the files (INC-312)", "--as", "carol")
+	if v := findingOf(checkFindings(t, d, 3, day), "volume", ""); v == nil || v.Passed || v.Accepted != nil {
+		t.Fatalf("volume after the acceptance was withdrawn: %+v", v)
+	}
+	step(t, d, 0, "withdrawn  ", "history", "events_raw", "--partition", day)
+	var hist struct {
+		Acceptances []struct {
+			By      string `json:"by"`
+			Revoked *struct {
+				By, Reason string
+			} `json:"revoked"`
+		} `json:"acceptances"`
+	}
+	if err := json.Unmarshal([]byte(step(t, d, 0, "", "history", "events_raw", "--partition", day, "-o", "json").stdout), &hist); err != nil {
+		t.Fatal(err)
+	}
+	if len(hist.Acceptances) != 1 || hist.Acceptances[0].Revoked == nil || hist.Acceptances[0].Revoked.By != "carol" || !strings.Contains(hist.Acceptances[0].Revoked.Reason, "INC-312") {
+		t.Fatalf("history after the withdrawal: %+v", hist.Acceptances)
+	}
+	step(t, d, 0, "Accepted volume", "accept", "events_raw", "--partition", day, "--check", "volume", "--reason", "recounted: it was a half day after all", "--as", "bob")
+	checkFindings(t, d, 3, day) // drift on user_id still fails
+	step(t, d, 0, "intact", "audit", "verify")
+}

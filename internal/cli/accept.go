@@ -11,6 +11,7 @@ import (
 
 func (a *app) acceptCmd() *cobra.Command {
 	var req control.AcceptRequest
+	var revoke bool
 	cmd := &cobra.Command{
 		Use:   "accept DATASET --partition P --check CHECK [--column C] --reason TEXT [--as USER]",
 		Short: "Accept a failing finding as real data: a holiday, a launch, an outage that happened (audited)",
@@ -25,7 +26,10 @@ changes afterwards (its row count, or the figures the check saw), it lapses
 and the check fails again. It names one check (and, for per-column checks,
 one column), and passes nothing else. It needs an identity (--as or
 REFILL_USER) and a reason; on datasets with a tag in policy.accept_lead_tags
-(default: the manual tags) only a lead may accept.`,
+(default: the manual tags) only a lead may accept.
+
+--revoke withdraws the acceptance in force (its author or a lead, with a
+reason): the finding fails again where it fails. Both are audited.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if a.as == "" && a.getenv("REFILL_USER") == "" {
@@ -40,7 +44,11 @@ REFILL_USER) and a reason; on datasets with a tag in policy.accept_lead_tags
 			}
 			defer e.Close()
 			req.Dataset = args[0]
-			acc, err := c.Accept(cmd.Context(), req, actor)
+			accept := c.Accept
+			if revoke {
+				accept = c.Revoke
+			}
+			acc, err := accept(cmd.Context(), req, actor)
 			if err != nil {
 				return err
 			}
@@ -52,6 +60,7 @@ REFILL_USER) and a reason; on datasets with a tag in policy.accept_lead_tags
 	cmd.Flags().StringVar(&req.Column, "column", "", "the column, for per-column checks")
 	cmd.Flags().StringVar(&req.Reason, "reason", "", "why the anomaly is real (required; audited)")
 	cmd.Flags().StringVar(&a.as, "as", "", "who is accepting (default $REFILL_USER)")
+	cmd.Flags().BoolVar(&revoke, "revoke", false, "withdraw the acceptance in force instead (its author or a lead)")
 	return cmd
 }
 
@@ -59,6 +68,9 @@ func renderAccepted(acc refill.Acceptance) string {
 	what := acc.Check
 	if acc.Column != "" {
 		what += " on " + acc.Column
+	}
+	if r := acc.Revoked; r != nil {
+		return fmt.Sprintf("Withdrew %s's acceptance of %s on %s %s, by %s: %s\nThe finding fails again wherever it fails.\n", acc.By, what, acc.Dataset, acc.Partition, r.By, r.Reason)
 	}
 	return fmt.Sprintf("Accepted %s of %s %s as real data, by %s: %s\n"+
 		"Bound to what was measured (%s): if the partition changes, the acceptance lapses and the check fails again.\n",

@@ -182,6 +182,9 @@ func renderAcceptances(acc []refill.Acceptance) string {
 		}
 		fmt.Fprintf(&b, "  %s  %s accepted by %s: %s\n", a.At.Format("2006-01-02 15:04"), what, a.By, a.Reason)
 		fmt.Fprintf(&b, "    bound to   %s (lapses if the partition changes)\n", a.Measured)
+		if r := a.Revoked; r != nil {
+			fmt.Fprintf(&b, "    withdrawn  %s by %s: %s\n", r.At.Format("2006-01-02 15:04"), r.By, r.Reason)
+		}
 	}
 	return b.String()
 }
