@@ -167,3 +167,19 @@ func TestEmptyHourOfAFewRows(t *testing.T) {
 		t.Errorf("an empty day against 2 rows typical: %+v", fs)
 	}
 }
+
+func TestZText(t *testing.T) {
+	for _, c := range []struct {
+		z, limit float64
+		want     string
+	}{
+		{-3.04, 3, "z = -3.04, limit 3.0"},
+		{3.04, 3, "z = 3.04, limit 3.0"},
+		{-7.48, 3, "z = -7.5, limit 3.0"},
+		{4.21, 4, "z = 4.2, limit 4.0"},
+	} {
+		if got := zText(c.z, c.limit); got != c.want {
+			t.Errorf("zText(%g, %g) = %q, want %q", c.z, c.limit, got, c.want)
+		}
+	}
+}

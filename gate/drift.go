@@ -186,8 +186,8 @@ func (s *driftScore) judge(dataset, p string, pr refill.Profile) []refill.Findin
 			}
 			out = append(out, refill.Finding{Dataset: dataset, Partition: p, Check: CheckDrift, Column: col,
 				Observed: round(z), Limit: s.check.MaxZ,
-				Message: fmt.Sprintf("%s: %s %s (history %s, %d earlier %s): z = %.1f, limit %.1f",
-					col, m.name, m.format(x), m.format(typical), len(ys), s.season.Describe(p), z, s.check.MaxZ)})
+				Message: fmt.Sprintf("%s: %s %s (history %s, %d earlier %s): %s",
+					col, m.name, m.format(x), m.format(typical), len(ys), s.season.Describe(p), zText(z, s.check.MaxZ))})
 		}
 	}
 	return out

@@ -511,8 +511,8 @@ func (v *volume) judge(dataset, p string, rows int64) []refill.Finding {
 	case rows == 0 && typical > 0 && (v.season.Grain != refill.GrainHour || math.Abs(z) > v.check.MaxZ):
 		f.Message = fmt.Sprintf("partition is empty; typical on %s is %s rows", when, humanize.Comma(typical))
 	case math.Abs(z) > v.check.MaxZ:
-		f.Message = fmt.Sprintf("%s rows vs typical %s (%s, %d earlier %s): z = %.1f, limit %.1f",
-			humanize.Comma(rows), humanize.Comma(typical), pct(rows, typical), len(ys), when, z, v.check.MaxZ)
+		f.Message = fmt.Sprintf("%s rows vs typical %s (%s, %d earlier %s): %s",
+			humanize.Comma(rows), humanize.Comma(typical), pct(rows, typical), len(ys), when, zText(z, v.check.MaxZ))
 	default:
 		return nil // a pass is not worth a line
 	}
@@ -527,6 +527,15 @@ func (v *volume) onCalendar(f refill.Finding) []refill.Finding {
 		f.Message = fmt.Sprintf("on the calendar (%s), so a warning: %s", day, f.Message)
 	}
 	return []refill.Finding{f}
+}
+
+// zText shows a score beside its limit with one decimal, or two where one
+// would make a failing score read as the limit itself (z = -3.0, limit 3.0).
+func zText(z, limit float64) string {
+	if math.Abs(math.Round(z*10)/10) == math.Round(limit*10)/10 {
+		return fmt.Sprintf("z = %.2f, limit %.1f", z, limit)
+	}
+	return fmt.Sprintf("z = %.1f, limit %.1f", z, limit)
 }
 
 func pct(rows, typical int64) string {

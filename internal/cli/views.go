@@ -114,7 +114,7 @@ func (v textView) History(dataset, partition string, hist []control.Touch, acc [
 }
 func (v textView) Check(g refill.GateVerdict, datasets []string, rng refill.Range) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Checked %s for %s..%s (%d days)\n\n", strings.Join(datasets, ", "), rng.FromString(), rng.ToString(), rng.Days())
+	fmt.Fprintf(&b, "Checked %s for %s..%s (%d %s)\n\n", strings.Join(datasets, ", "), rng.FromString(), rng.ToString(), rng.Days(), plural(rng.Days(), "day", "days"))
 	renderGate(&b, g)
 	if len(g.Findings) == 0 {
 		b.WriteString("  every partition passed every check\n")
