@@ -40,23 +40,8 @@ var perColumn = []string{gate.CheckNotNull, gate.CheckDrift, gate.CheckAccepted,
 // finding that fails now; it is audited and shows in history.
 func (c *Control) Accept(ctx context.Context, req AcceptRequest, actor string) (refill.Acceptance, error) {
 	var none refill.Acceptance
-	if err := c.BeforeWrite(ctx); err != nil {
+	if err := c.vouch(ctx, &req, actor, "accepting a finding", fmt.Sprintf("say why %s %s is real data", req.Dataset, req.Partition)); err != nil {
 		return none, err
-	}
-	req.Reason, req.Column = strings.TrimSpace(req.Reason), strings.TrimSpace(req.Column)
-	if actor == "" || actor == refill.Watcher {
-		return none, refill.NotPermittedf("accepting a finding needs a person's identity: pass --as USER or set REFILL_USER")
-	}
-	if len(c.Config.Users) > 0 {
-		if _, ok := c.Config.Users[actor]; !ok {
-			return none, refill.NotPermittedf("%s is not in users: of %s", actor, c.Config.Name())
-		}
-	}
-	if req.Reason == "" {
-		return none, refill.BadInputf("a reason is required (--reason): say why %s %s is real data", req.Dataset, req.Partition)
-	}
-	if n := utf8.RuneCountInString(req.Reason); n > maxReason || !utf8.ValidString(req.Reason) || strings.ContainsFunc(req.Reason, unicode.IsControl) {
-		return none, refill.BadInputf("the reason must be one line of at most %d characters of text, without control characters (got %d characters)", maxReason, n)
 	}
 	d, ok := c.Config.Datasets[req.Dataset]
 	if !ok {
@@ -145,6 +130,31 @@ func (c *Control) Accept(ctx context.Context, req AcceptRequest, actor string) (
 	return a, err
 }
 
+// vouch is what accepting and withdrawing both need: a writable store, a
+// person (never the watcher) known to users:, and a reason of one line.
+// It trims the request's reason and column.
+func (c *Control) vouch(ctx context.Context, req *AcceptRequest, actor, doing, why string) error {
+	if err := c.BeforeWrite(ctx); err != nil {
+		return err
+	}
+	req.Reason, req.Column = strings.TrimSpace(req.Reason), strings.TrimSpace(req.Column)
+	if actor == "" || actor == refill.Watcher {
+		return refill.NotPermittedf("%s needs a person's identity: pass --as USER or set REFILL_USER", doing)
+	}
+	if len(c.Config.Users) > 0 {
+		if _, ok := c.Config.Users[actor]; !ok {
+			return refill.NotPermittedf("%s is not in users: of %s", actor, c.Config.Name())
+		}
+	}
+	if req.Reason == "" {
+		return refill.BadInputf("a reason is required (--reason): %s", why)
+	}
+	if n := utf8.RuneCountInString(req.Reason); n > maxReason || !utf8.ValidString(req.Reason) || strings.ContainsFunc(req.Reason, unicode.IsControl) {
+		return refill.BadInputf("the reason must be one line of at most %d characters of text, without control characters (got %d characters)", maxReason, n)
+	}
+	return nil
+}
+
 func label(check, column string) string {
 	if column == "" {
 		return check
@@ -166,23 +176,8 @@ func hasAny(tags, of []string) bool {
 // the partition stays out of history. Audited.
 func (c *Control) Revoke(ctx context.Context, req AcceptRequest, actor string) (refill.Acceptance, error) {
 	var none refill.Acceptance
-	if err := c.BeforeWrite(ctx); err != nil {
+	if err := c.vouch(ctx, &req, actor, "withdrawing an acceptance", fmt.Sprintf("say why the acceptance of %s %s %s is withdrawn", req.Dataset, req.Partition, req.Check)); err != nil {
 		return none, err
-	}
-	req.Reason, req.Column = strings.TrimSpace(req.Reason), strings.TrimSpace(req.Column)
-	if actor == "" || actor == refill.Watcher {
-		return none, refill.NotPermittedf("revoking an acceptance needs a person's identity: pass --as USER or set REFILL_USER")
-	}
-	if len(c.Config.Users) > 0 {
-		if _, ok := c.Config.Users[actor]; !ok {
-			return none, refill.NotPermittedf("%s is not in users: of %s", actor, c.Config.Name())
-		}
-	}
-	if req.Reason == "" {
-		return none, refill.BadInputf("a reason is required (--reason): say why the acceptance of %s %s %s is withdrawn", req.Dataset, req.Partition, req.Check)
-	}
-	if n := utf8.RuneCountInString(req.Reason); n > maxReason || !utf8.ValidString(req.Reason) || strings.ContainsFunc(req.Reason, unicode.IsControl) {
-		return none, refill.BadInputf("the reason must be one line of at most %d characters of text, without control characters (got %d characters)", maxReason, n)
 	}
 	if _, ok := c.Config.Datasets[req.Dataset]; !ok {
 		return none, refill.NotFoundf("unknown dataset %q (known: %s)", req.Dataset, strings.Join(c.Config.DatasetNames(), ", "))
