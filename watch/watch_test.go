@@ -414,7 +414,7 @@ func TestTwoTicksAtOnceMakeOnePlan(t *testing.T) {
 
 // TestAcceptedFindingIsPlannedAgain: a gap blocked by the gate stays
 // unchanged tick after tick, until someone accepts the finding as real
-// data; then it is planned again, and runs.
+// data; then it is planned again, for another person to approve.
 func TestAcceptedFindingIsPlannedAgain(t *testing.T) {
 	wd := newWorld(t, false, "")
 	wd.miss("2026-11-26")
@@ -432,8 +432,17 @@ func TestAcceptedFindingIsPlannedAgain(t *testing.T) {
 		Reason: "the meter was off for Thanksgiving: no readings is right"}, "alice"); err != nil {
 		t.Fatal(err)
 	}
+	// Planned again; one person's word never makes it auto, so it waits
+	// for someone else.
 	d2 := one(t, wd.tick())
-	if d2.Action != watch.Applied || d2.PlanID == d.PlanID || wd.rows("2026-11-26") != 1 {
-		t.Fatalf("after the acceptance: %+v, %d rows", d2, wd.rows("2026-11-26"))
+	if d2.Action != watch.Planned || d2.PlanID == d.PlanID || d2.Status != refill.StatusPending || d2.Tier != refill.TierSemiAuto ||
+		!strings.Contains(d2.Why, "accepted by alice") {
+		t.Fatalf("after the acceptance: %+v", d2)
+	}
+	if _, err := wd.p.Control.Approve(context.Background(), d2.PlanID, "bob", "the meter really was off"); err != nil {
+		t.Fatal(err)
+	}
+	if err := wd.p.Control.Apply(context.Background(), d2.PlanID, "bob"); err != nil || wd.rows("2026-11-26") != 1 {
+		t.Fatalf("apply after approval: %v, %d rows", err, wd.rows("2026-11-26"))
 	}
 }
