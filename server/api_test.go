@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -41,10 +40,7 @@ func apiServeB(t testing.TB, stateDSN string) *apiEnv {
 	t.Helper()
 	ctx := context.Background()
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	sc, err := demo.Write(ctx, filepath.Join(t.TempDir(), "demo"), now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := demoCopy(t, now)
 	if stateDSN != "" {
 		b, err := os.ReadFile(sc.Config)
 		if err != nil {

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -39,10 +38,7 @@ func webSetup(t *testing.T) *webEnv {
 	t.Helper()
 	ctx := context.Background()
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	sc, err := demo.Write(ctx, filepath.Join(t.TempDir(), "demo"), now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := demoCopy(t, now)
 	p, err := project.Open(ctx, project.Options{Config: sc.Config, Now: func() time.Time { return now },
 		Getenv: func(string) string { return "" }})
 	if err != nil {
