@@ -126,9 +126,18 @@ func TestCalendarAndAcceptedDaysLeaveHistory(t *testing.T) {
 			}
 		}
 		v.Calendar = []string{day(10)}
+		b.gate.Config.Datasets["ev"].Checks.Drift = &refill.DriftCheck{Columns: []string{"amount"}, Lookback: 28, MaxZ: 4}
 		if f := vol(); !f.Warning || f.Observed != 3 || !strings.Contains(f.Message, "insufficient history: 3 earlier non-empty") {
 			t.Errorf("with day 10 on the calendar, day 3 still had four points: %+v", f)
 		}
+		res, err := b.gate.Check(ctx, []string{"ev"}, rangeOf(t, 3, 3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f := findingOf(res.Findings, CheckDrift, "amount"); f == nil || !f.Warning || f.Observed != 3 {
+			t.Errorf("drift with day 10 on the calendar: %+v", f)
+		}
+		b.gate.Config.Datasets["ev"].Checks.Drift = nil
 		v.Calendar = nil
 		acceptNow(t, b.st, refill.Acceptance{Dataset: "ev", Partition: day(17), Check: CheckVolume, By: "carol", Reason: "launch", Measured: "rows=1"})
 		if f := vol(); !f.Warning || f.Observed != 3 {

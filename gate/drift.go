@@ -106,12 +106,14 @@ type driftScore struct {
 	before []string
 }
 
-func newDrift(c *refill.DriftCheck, se refill.Season, r refill.Range, profiles map[string]refill.Profile, flagged map[string]bool) *driftScore {
+// newDrift reads history as volume does: flagged partitions and calendar
+// days (volume.calendar) are left out and replaced by older ones.
+func newDrift(c *refill.DriftCheck, se refill.Season, r refill.Range, profiles map[string]refill.Profile, flagged map[string]bool, calendar []string) *driftScore {
 	d := depth(c.Lookback, se)
 	window := r.Extend(se.Grain, d).Partitions(se.Grain)[:d]
 	s := &driftScore{check: *c, season: se, points: points(c.Lookback), profiles: profiles}
 	for i := len(window) - 1; i >= 0; i-- {
-		if !flagged[window[i]] {
+		if _, holiday := se.OnCalendar(window[i], calendar); !flagged[window[i]] && !holiday {
 			s.before = append(s.before, window[i])
 		}
 	}

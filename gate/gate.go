@@ -219,7 +219,11 @@ func (g *Gate) partitions(ctx context.Context, prof refill.Profiler, d *refill.D
 	}
 	var dr *driftScore
 	if c.Drift != nil {
-		dr = newDrift(c.Drift, season, r, profiles, flagged)
+		var calendar []string
+		if c.Volume != nil {
+			calendar = c.Volume.Calendar
+		}
+		dr = newDrift(c.Drift, season, r, profiles, flagged, calendar)
 	}
 	for _, p := range parts {
 		pr := profiles[p]
