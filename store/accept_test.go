@@ -2,12 +2,10 @@ package store_test
 
 import (
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/refill-dev/refill"
-	"github.com/refill-dev/refill/internal/pgtest"
 	"github.com/refill-dev/refill/store"
 )
 
@@ -15,59 +13,46 @@ import (
 // and measurement; revoking withdraws every one in force and lets the
 // finding be accepted afresh; the list keeps them all, oldest first.
 func TestAcceptances(t *testing.T) {
-	t.Parallel()
-	for _, engine := range []string{"sqlite", "postgres"} {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			dsn := "sqlite:" + filepath.Join(t.TempDir(), "state.db")
-			if engine == "postgres" {
-				dsn = pgtest.Schema(t)
-			}
-			s, err := store.Open(t.Context(), dsn, "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			ctx := t.Context()
-			at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-			a := refill.Acceptance{Dataset: "ev", Partition: "2026-11-25", Check: "volume", By: "alice", Reason: "half day", At: at, Measured: "rows=239"}
-			accept := func(a refill.Acceptance) error {
-				return s.Update(ctx, func(tx *store.Tx) error { return tx.Accept(ctx, a) })
-			}
-			if err := accept(a); err != nil {
-				t.Fatal(err)
-			}
-			b := a
-			b.By = "bob"
-			if err := accept(b); !errors.Is(err, refill.ErrBadInput) {
-				t.Fatalf("the same finding and measurement accepted twice: %v", err)
-			}
-			c := a
-			c.Measured, c.At = "rows=240", at.Add(time.Hour)
-			if err := accept(c); err != nil {
-				t.Fatalf("a new measurement: %v", err)
-			}
-			var n int64
-			if err := s.Update(ctx, func(tx *store.Tx) error {
-				var err error
-				n, err = tx.Revoke(ctx, a, refill.Accepted{By: "carol", Reason: "not a holiday", At: at.Add(2 * time.Hour)})
-				return err
-			}); err != nil || n != 2 {
-				t.Fatalf("revoke: %d withdrawn, %v; want 2", n, err)
-			}
-			if err := accept(b); err != nil {
-				t.Fatalf("accepted afresh after the withdrawal: %v", err)
-			}
-			got, err := s.Acceptances(ctx, "ev", "2026-11-25")
-			if err != nil || len(got) != 3 {
-				t.Fatalf("acceptances: %v %v", got, err)
-			}
-			if got[0].Revoked == nil || got[0].Revoked.By != "carol" || !got[0].Revoked.At.Equal(at.Add(2*time.Hour)) || got[1].Revoked == nil || got[2].Revoked != nil || got[2].By != "bob" {
-				t.Fatalf("acceptances after revoke and re-accept: %+v", got)
-			}
-			if other, err := s.Acceptances(ctx, "ev", "2026-11-26"); err != nil || len(other) != 0 {
-				t.Fatalf("another partition: %v %v", other, err)
-			}
-		})
-	}
+	eachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+		a := refill.Acceptance{Dataset: "ev", Partition: "2026-11-25", Check: "volume", By: "alice", Reason: "half day", At: at, Measured: "rows=239"}
+		accept := func(a refill.Acceptance) error {
+			return s.Update(ctx, func(tx *store.Tx) error { return tx.Accept(ctx, a) })
+		}
+		if err := accept(a); err != nil {
+			t.Fatal(err)
+		}
+		b := a
+		b.By = "bob"
+		if err := accept(b); !errors.Is(err, refill.ErrBadInput) {
+			t.Fatalf("the same finding and measurement accepted twice: %v", err)
+		}
+		c := a
+		c.Measured, c.At = "rows=240", at.Add(time.Hour)
+		if err := accept(c); err != nil {
+			t.Fatalf("a new measurement: %v", err)
+		}
+		var n int64
+		if err := s.Update(ctx, func(tx *store.Tx) error {
+			var err error
+			n, err = tx.Revoke(ctx, a, refill.Accepted{By: "carol", Reason: "not a holiday", At: at.Add(2 * time.Hour)})
+			return err
+		}); err != nil || n != 2 {
+			t.Fatalf("revoke: %d withdrawn, %v; want 2", n, err)
+		}
+		if err := accept(b); err != nil {
+			t.Fatalf("accepted afresh after the withdrawal: %v", err)
+		}
+		got, err := s.Acceptances(ctx, "ev", "2026-11-25")
+		if err != nil || len(got) != 3 {
+			t.Fatalf("acceptances: %v %v", got, err)
+		}
+		if got[0].Revoked == nil || got[0].Revoked.By != "carol" || !got[0].Revoked.At.Equal(at.Add(2*time.Hour)) || got[1].Revoked == nil || got[2].Revoked != nil || got[2].By != "bob" {
+			t.Fatalf("acceptances after revoke and re-accept: %+v", got)
+		}
+		if other, err := s.Acceptances(ctx, "ev", "2026-11-26"); err != nil || len(other) != 0 {
+			t.Fatalf("another partition: %v %v", other, err)
+		}
+	})
 }
