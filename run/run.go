@@ -424,6 +424,12 @@ func (r *Runner) wait(ctx context.Context, q queue, planID string, runNo int, to
 		}
 		for _, g := range gone {
 			if !published[key(g.Dataset, g.Partition)] {
+				// A job that gave up on its last attempt records why
+				// before River marks it: if that happened since the look
+				// above, the recorded failure says more.
+				if failure, err := r.exhausted(ctx, planID); err == nil && failure != "" {
+					return errors.New(failure)
+				}
 				return fmt.Errorf("%s %s: River %s its job after %d attempt(s) without publishing it (last error: %s)",
 					g.Dataset, g.Partition, g.State, g.Attempts, orUnknown(g.LastError))
 			}
