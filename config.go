@@ -150,6 +150,12 @@ func (c *Config) Actor(as, fallback string) (string, error) {
 	return name, nil
 }
 
+// AcceptNeedsLead reports whether only a lead's acceptance of d's
+// findings counts: d has a tag in policy.accept_lead_tags.
+func (c *Config) AcceptNeedsLead(d *Dataset) bool {
+	return slices.ContainsFunc(d.Tags, func(t string) bool { return slices.Contains(c.AcceptLeadTags, t) })
+}
+
 func (c *Config) userNames() string {
 	names := make([]string, 0, len(c.Users))
 	for n := range c.Users {

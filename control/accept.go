@@ -67,7 +67,7 @@ func (c *Control) Accept(ctx context.Context, req AcceptRequest, actor string) (
 	case !slices.Contains(perColumn, req.Check) && req.Check != gate.CheckUnique && req.Column != "":
 		return none, refill.BadInputf("%s has no column; leave out --column", req.Check)
 	}
-	if hasAny(d.Tags, c.Config.AcceptLeadTags) {
+	if c.Config.AcceptNeedsLead(d) {
 		if !c.isLead(actor) {
 			return none, refill.NotPermittedf("%s is tagged %s: only a lead may accept its findings (policy.accept_lead_tags)", req.Dataset, strings.Join(d.Tags, ", "))
 		}
@@ -160,15 +160,6 @@ func label(check, column string) string {
 		return check
 	}
 	return check + " on " + column
-}
-
-func hasAny(tags, of []string) bool {
-	for _, t := range tags {
-		if slices.Contains(of, t) {
-			return true
-		}
-	}
-	return false
 }
 
 // Revoke withdraws the acceptance in force of one finding, as actor: its

@@ -161,7 +161,7 @@ func TestEmptyHourOfAFewRows(t *testing.T) {
 		v := &volume{check: refill.VolumeCheck{Lookback: 28, MaxZ: 3}, season: se, points: 4, counts: map[string]int64{}}
 		for i, n := range history {
 			h := refill.FormatPartition(pt.Add(-time.Duration(i+1)*step), g)
-			v.before = append(v.before, h)
+			v.before, v.slots = append(v.before, h), append(v.slots, slotOf(se, h))
 			v.counts[h] = n
 		}
 		return v.judge("ev", p, rows)

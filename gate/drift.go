@@ -102,8 +102,9 @@ type driftScore struct {
 	points   int
 	profiles map[string]refill.Profile
 	// before lists the partitions before the range, newest first, flagged
-	// ones left out.
+	// ones left out; slots are their places in the week.
 	before []string
+	slots  []int
 }
 
 // newDrift reads history as volume does: flagged partitions and calendar
@@ -115,6 +116,7 @@ func newDrift(c *refill.DriftCheck, se refill.Season, r refill.Range, profiles m
 	for i := len(window) - 1; i >= 0; i-- {
 		if _, holiday := se.OnCalendar(window[i], calendar); !flagged[window[i]] && !holiday {
 			s.before = append(s.before, window[i])
+			s.slots = append(s.slots, slotOf(se, window[i]))
 		}
 	}
 	return s
@@ -132,15 +134,11 @@ func (s *driftScore) judge(dataset, p string, pr refill.Profile) []refill.Findin
 		return nil
 	}
 	var hist []refill.Profile
-	for _, h := range s.before {
+	for i, h := range s.before {
 		if len(hist) == s.points {
 			break
 		}
-		hp, ok := s.profiles[h]
-		if !ok || hp.Rows == 0 {
-			continue
-		}
-		if hs, ok := s.season.Slot(h); ok && hs == slot {
+		if hp, ok := s.profiles[h]; ok && hp.Rows > 0 && s.slots[i] == slot {
 			hist = append(hist, hp)
 		}
 	}

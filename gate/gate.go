@@ -261,7 +261,7 @@ func (g *Gate) partitions(ctx context.Context, prof refill.Profiler, d *refill.D
 func (g *Gate) accept(f *refill.Finding, d *refill.Dataset, a refill.Acceptance, now string) {
 	day := a.At.UTC().Format("2006-01-02")
 	by := &refill.Accepted{By: a.By, Reason: a.Reason, At: a.At}
-	if needs := slices.ContainsFunc(d.Tags, func(t string) bool { return slices.Contains(g.Config.AcceptLeadTags, t) }); needs && !g.Config.Users[a.By].HasRole(refill.RoleLead) {
+	if g.Config.AcceptNeedsLead(d) && !g.Config.Users[a.By].HasRole(refill.RoleLead) {
 		f.Lapsed = by
 		f.Message = fmt.Sprintf("%s; accepted as real by %s on %s, but on a dataset tagged %s only a lead's acceptance counts (policy.accept_lead_tags)", f.Message, a.By, day, strings.Join(d.Tags, ", "))
 		return
@@ -310,6 +310,14 @@ func Measure(check, column string, pr refill.Profile, c *refill.Checks) string {
 		}
 	}
 	return m
+}
+
+// slotOf is p's place in the week, or -1 for a key that is not a partition.
+func slotOf(s refill.Season, p string) int {
+	if slot, ok := s.Slot(p); ok {
+		return slot
+	}
+	return -1
 }
 
 // points is how many same-slot history points a score with this lookback
@@ -415,6 +423,8 @@ type volume struct {
 	// their row counts; flagged ones and calendar days are already left
 	// out.
 	before []string
+	// slots are before's places in the week, computed once.
+	slots  []int
 	counts map[string]int64
 }
 
@@ -458,6 +468,7 @@ func (g *Gate) history(ctx context.Context, d *refill.Dataset, ref refill.TableR
 	for i := len(window) - 1; i >= 0; i-- {
 		if _, holiday := season.OnCalendar(window[i], vc.Calendar); !flagged[window[i]] && !holiday {
 			v.before = append(v.before, window[i])
+			v.slots = append(v.slots, slotOf(season, window[i]))
 		}
 	}
 	return v, nil
@@ -474,15 +485,11 @@ func (v *volume) judge(dataset, p string, rows int64) []refill.Finding {
 		return nil
 	}
 	var ys []float64
-	for _, h := range v.before {
+	for i, h := range v.before {
 		if len(ys) == v.points {
 			break
 		}
-		n := v.counts[h]
-		if n == 0 {
-			continue
-		}
-		if hs, ok := v.season.Slot(h); ok && hs == slot {
+		if n := v.counts[h]; n > 0 && v.slots[i] == slot {
 			ys = append(ys, math.Log1p(float64(n)))
 		}
 	}

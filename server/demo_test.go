@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -43,29 +42,7 @@ func demoCopy(t testing.TB, now time.Time) *demo.Scenario {
 		t.Fatalf("the demo template is for %s, not %s", demoTemplate.sc.Today, now)
 	}
 	dst := filepath.Join(t.TempDir(), "demo")
-	err := filepath.WalkDir(demoTemplate.dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(demoTemplate.dir, path)
-		if err != nil {
-			return err
-		}
-		to := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(to, 0o755)
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(to, b, info.Mode().Perm())
-	})
-	if err != nil {
+	if err := os.CopyFS(dst, os.DirFS(demoTemplate.dir)); err != nil {
 		t.Fatal(err)
 	}
 	sc := *demoTemplate.sc

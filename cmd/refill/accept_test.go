@@ -7,34 +7,18 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/refill-dev/refill"
 )
 
-type acceptedFinding struct {
-	Partition string      `json:"partition"`
-	Check     string      `json:"check"`
-	Column    string      `json:"column"`
-	Passed    bool        `json:"passed"`
-	Warning   bool        `json:"warning"`
-	Message   string      `json:"message"`
-	Accepted  *acceptedBy `json:"accepted"`
-	Lapsed    *acceptedBy `json:"lapsed"`
-}
-
-type acceptedBy struct {
-	By     string    `json:"by"`
-	Reason string    `json:"reason"`
-	At     time.Time `json:"at"`
-}
-
-func checkFindings(t *testing.T, d string, code int, day string) []acceptedFinding {
+func checkFindings(t *testing.T, d string, code int, day string) []refill.Finding {
 	t.Helper()
 	r := run(t, d, nil, "check", "events_raw", "--from", day, "--to", day, "-o", "json")
 	if r.code != code {
 		t.Fatalf("check %s: exit %d, want %d\n%s%s", day, r.code, code, r.stdout, r.stderr)
 	}
 	var v struct {
-		Findings []acceptedFinding `json:"findings"`
+		Findings []refill.Finding `json:"findings"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil {
 		t.Fatalf("check -o json: %v\n%s", err, r.stdout)
@@ -42,7 +26,7 @@ func checkFindings(t *testing.T, d string, code int, day string) []acceptedFindi
 	return v.Findings
 }
 
-func findingOf(fs []acceptedFinding, check, column string) *acceptedFinding {
+func findingOf(fs []refill.Finding, check, column string) *refill.Finding {
 	for i, f := range fs {
 		if f.Check == check && f.Column == column {
 			return &fs[i]
@@ -143,7 +127,7 @@ func TestAcceptARealAnomaly(t *testing.T) {
 	p := decode[planJSON](t, step(t, d, 0, "", "plan", "sessions", "--from", day, "--to", day, "--reason", "rebuild after the closures", "--as", "alice", "-o", "json").stdout)
 	var accepted []string
 	for _, raw := range p.Gate.Findings {
-		var f acceptedFinding
+		var f refill.Finding
 		if err := json.Unmarshal(raw, &f); err != nil {
 			t.Fatal(err)
 		}
@@ -236,7 +220,7 @@ func TestCalendarIsSealedAndNeverAuto(t *testing.T) {
 	p := plan(0)
 	var warned bool
 	for _, raw := range p.Gate.Findings {
-		var f acceptedFinding
+		var f refill.Finding
 		if err := json.Unmarshal(raw, &f); err != nil {
 			t.Fatal(err)
 		}
