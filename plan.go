@@ -58,6 +58,22 @@ const (
 	StatusCancelled Status = "cancelled"
 )
 
+// Statuses are every status a plan can have, in life order: the plans
+// list's filter accepts exactly these.
+var Statuses = []Status{StatusPending, StatusReady, StatusApproved, StatusRunning,
+	StatusApplied, StatusFailed, StatusBlocked, StatusRejected, StatusSuperseded,
+	StatusRolledBack, StatusExpired, StatusCancelled}
+
+// Known reports whether s is one of Statuses.
+func (s Status) Known() bool {
+	for _, k := range Statuses {
+		if k == s {
+			return true
+		}
+	}
+	return false
+}
+
 // Request is "reprocess targets T for partitions from..to, because R".
 type Request struct {
 	Targets     []string `json:"targets"`

@@ -73,9 +73,16 @@ func (c *Control) History(ctx context.Context, dataset, partition string) ([]Tou
 	for _, e := range evs {
 		events[e.PlanID] = append(events[e.PlanID], e)
 	}
+	due, err := c.expiring(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out := []Touch{}
 	for i, id := range ids {
 		p := plans[i]
+		if due[id] {
+			p.Status = refill.StatusExpired // past plan_ttl, as show reads it
+		}
 		t := Touch{PlanID: id, Status: p.Status, Tier: p.Tier, RequestedBy: p.Request.RequestedBy, Reason: p.Request.Reason,
 			Range: p.Request.From + ".." + p.Request.To, PlannedAt: p.CreatedAt, ApprovedBy: []string{}}
 		for _, st := range p.Steps {

@@ -57,8 +57,8 @@ type Swept struct {
 
 // Sweep expires every plan that waited past policy.plan_ttl and, when the
 // warehouse is at hand, drops the snapshot tables of plans that ended
-// (signed off, rejected, expired, rolled back) more than
-// policy.snapshot_ttl ago. Each step is audited as the housekeeper.
+// (signed off, rejected, expired, superseded, cancelled, rolled back) more
+// than policy.snapshot_ttl ago. Each step is audited as the housekeeper.
 func (c *Control) Sweep(ctx context.Context) (Swept, error) {
 	var out Swept
 	due, err := c.Store.Waiting(ctx, time.Now().Add(-c.planTTL()))
@@ -105,10 +105,13 @@ func (c *Control) Sweep(ctx context.Context) (Swept, error) {
 }
 
 // ended returns when a plan was done with its snapshot — signed off,
-// rejected, expired or rolled back — by the real clock of the audit log.
+// rejected, expired, superseded, cancelled or rolled back — by the real
+// clock of the audit log. A cancelled plan's partial run may still be
+// rolled back for policy.snapshot_ttl after it was cancelled.
 func (c *Control) ended(ctx context.Context, planID string, status refill.Status) (time.Time, bool, error) {
 	switch status {
-	case refill.StatusApplied, refill.StatusRejected, refill.StatusExpired, refill.StatusRolledBack:
+	case refill.StatusApplied, refill.StatusRejected, refill.StatusExpired, refill.StatusRolledBack,
+		refill.StatusSuperseded, refill.StatusCancelled:
 	default:
 		return time.Time{}, false, nil
 	}
@@ -121,6 +124,7 @@ func (c *Control) ended(ctx context.Context, planID string, status refill.Status
 	for _, e := range evs {
 		switch {
 		case e.Kind == refill.EventSignoff, e.Kind == refill.EventRejection, e.Kind == refill.EventExpired,
+			e.Kind == refill.EventSuperseded, e.Kind == refill.EventRunCancelled,
 			e.Kind == refill.EventRollback && e.Partition == "":
 			at, found = e.At, true
 		}
@@ -153,6 +157,14 @@ func (c *Control) DropSnapshot(ctx context.Context, id, actor, reason string) ([
 		}
 		switch s.Plan.Status {
 		case refill.StatusRejected, refill.StatusExpired, refill.StatusRolledBack, refill.StatusSuperseded, refill.StatusBlocked:
+		case refill.StatusCancelled:
+			// A cancelled run that published partitions may still be
+			// rolled back: the snapshot is what that would restore.
+			if pub, err := c.Store.Published(ctx, id); err != nil {
+				return nil, err
+			} else if len(pub) > 0 {
+				return nil, refill.NotPermittedf("plan %s was cancelled after publishing %d partition(s), which may still be rolled back from its snapshot: roll back first (refill rollback %s), or let policy.snapshot_ttl drop it", id, len(pub), id)
+			}
 		case refill.StatusApplied:
 			// Until its report is signed off, an applied run may still be
 			// rolled back: the snapshot is what that would restore.
@@ -194,4 +206,54 @@ func (c *Control) dropSnapshot(ctx context.Context, k store.KeptSnapshot, actor,
 		return tx.Append(ctx, &refill.Event{Kind: refill.EventSnapshotDropped, Actor: actor, PlanID: k.PlanID, At: c.Now.Now(),
 			Detail: refill.Detail(map[string]any{"tables": k.Tables, "reason": reason, "plan_status": k.Status})})
 	})
+}
+
+// Plans lists plans as `refill plans` shows them: a waiting plan past
+// policy.plan_ttl reads as expired whether or not a sweep has recorded it
+// yet, as `show` reads it, so a read never has to write to tell the truth.
+func (c *Control) Plans(ctx context.Context, f refill.PlanFilter) ([]refill.PlanSummary, error) {
+	due, err := c.expiring(ctx)
+	if err != nil || len(due) == 0 {
+		if err != nil {
+			return nil, err
+		}
+		return c.Store.Plans(ctx, f)
+	}
+	g := f
+	switch f.Status {
+	case refill.StatusExpired, refill.StatusPending, refill.StatusReady, refill.StatusApproved:
+		// Which plans these are depends on the clock: read them all.
+		g = refill.PlanFilter{}
+	}
+	list, err := c.Store.Plans(ctx, g)
+	if err != nil {
+		return nil, err
+	}
+	out := list[:0]
+	for _, p := range list {
+		if due[p.ID] {
+			p.Status = refill.StatusExpired
+		}
+		if f.Status == "" || p.Status == f.Status {
+			out = append(out, p)
+		}
+	}
+	if f.Limit > 0 && len(out) > f.Limit {
+		out = out[:f.Limit]
+	}
+	return out, nil
+}
+
+// expiring returns the waiting plans past policy.plan_ttl by the real
+// clock that no sweep has expired yet.
+func (c *Control) expiring(ctx context.Context) (map[string]bool, error) {
+	due, err := c.Store.Waiting(ctx, time.Now().Add(-c.planTTL()))
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(due))
+	for _, p := range due {
+		out[p.ID] = true
+	}
+	return out, nil
 }

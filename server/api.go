@@ -148,7 +148,7 @@ func (s *Server) listPlans(w http.ResponseWriter, r *http.Request, _ string) {
 		}
 		f.Limit = n
 	}
-	list, err := s.Store.Plans(r.Context(), f)
+	list, err := s.ctl().Plans(r.Context(), f)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -111,7 +111,7 @@ func (ui *webUI) newPlan(w http.ResponseWriter, r *http.Request, v *view) {
 		}
 	}
 	if err != nil {
-		list, lerr := ui.s.Store.Plans(r.Context(), refill.PlanFilter{Limit: 100})
+		list, lerr := ui.s.ctl().Plans(r.Context(), refill.PlanFilter{Limit: 100})
 		if lerr != nil {
 			ui.fail(w, r, v, err)
 			return
@@ -123,7 +123,7 @@ func (ui *webUI) newPlan(w http.ResponseWriter, r *http.Request, v *view) {
 		}
 		v.Flash = &flash{Kind: "error", Msg: text}
 		v.Title, v.Nav = "Plans", "plans"
-		v.Data = plansData{Plans: list, Statuses: allStatuses, Limit: 100, Datasets: ui.s.conf().DatasetNames(), Form: f}
+		v.Data = plansData{Plans: list, Statuses: refill.Statuses, Limit: 100, Datasets: ui.s.conf().DatasetNames(), Form: f}
 		ui.render(w, r, status, "plans", v)
 		return
 	}

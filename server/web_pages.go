@@ -52,11 +52,6 @@ var webFuncs = template.FuncMap{
 	},
 }
 
-// allStatuses are the statuses the plans list filters by, in life order.
-var allStatuses = []refill.Status{refill.StatusPending, refill.StatusReady, refill.StatusApproved, refill.StatusRunning,
-	refill.StatusApplied, refill.StatusFailed, refill.StatusBlocked, refill.StatusRejected, refill.StatusSuperseded,
-	refill.StatusRolledBack, refill.StatusExpired, refill.StatusCancelled}
-
 // The plans list.
 
 type plansData struct {
@@ -79,8 +74,8 @@ type planForm struct {
 
 func (ui *webUI) plans(w http.ResponseWriter, r *http.Request, v *view) {
 	q := r.URL.Query()
-	d := plansData{Status: refill.Status(q.Get("status")), Statuses: allStatuses, Limit: 100, Datasets: ui.s.conf().DatasetNames()}
-	if d.Status != "" && !slices.Contains(allStatuses, d.Status) {
+	d := plansData{Status: refill.Status(q.Get("status")), Statuses: refill.Statuses, Limit: 100, Datasets: ui.s.conf().DatasetNames()}
+	if d.Status != "" && !d.Status.Known() {
 		ui.fail(w, r, v, refill.BadInputf("status %q: want one of %s", d.Status, statusNames()))
 		return
 	}
@@ -93,7 +88,7 @@ func (ui *webUI) plans(w http.ResponseWriter, r *http.Request, v *view) {
 		d.Limit = n
 	}
 	var err error
-	if d.Plans, err = ui.s.Store.Plans(r.Context(), refill.PlanFilter{Status: d.Status, Limit: d.Limit}); err != nil {
+	if d.Plans, err = ui.s.ctl().Plans(r.Context(), refill.PlanFilter{Status: d.Status, Limit: d.Limit}); err != nil {
 		ui.fail(w, r, v, err)
 		return
 	}
@@ -103,7 +98,7 @@ func (ui *webUI) plans(w http.ResponseWriter, r *http.Request, v *view) {
 
 func statusNames() string {
 	var s []string
-	for _, st := range allStatuses {
+	for _, st := range refill.Statuses {
 		s = append(s, string(st))
 	}
 	return strings.Join(s, ", ")

@@ -89,7 +89,7 @@ func (a *app) plansCmd() *cobra.Command {
 		Short: "List stored plans, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if status != "" && !knownStatus(refill.Status(status)) {
+			if status != "" && !refill.Status(status).Known() {
 				return refill.BadInputf("--status %q: want one of %s", status, strings.Join(statusNames(), ", "))
 			}
 			e, err := a.open(cmd.Context(), false, true)
@@ -97,7 +97,11 @@ func (a *app) plansCmd() *cobra.Command {
 				return err
 			}
 			defer e.Close()
-			list, err := e.st.Plans(cmd.Context(), refill.PlanFilter{Status: refill.Status(status), Limit: limit})
+			c, err := a.control(e)
+			if err != nil {
+				return err
+			}
+			list, err := c.Plans(cmd.Context(), refill.PlanFilter{Status: refill.Status(status), Limit: limit})
 			if err != nil {
 				return err
 			}
@@ -109,24 +113,9 @@ func (a *app) plansCmd() *cobra.Command {
 	return cmd
 }
 
-var allStatuses = []refill.Status{
-	refill.StatusPending, refill.StatusReady, refill.StatusBlocked, refill.StatusApproved,
-	refill.StatusRejected, refill.StatusSuperseded, refill.StatusRunning, refill.StatusApplied,
-	refill.StatusFailed, refill.StatusRolledBack,
-}
-
-func knownStatus(s refill.Status) bool {
-	for _, k := range allStatuses {
-		if k == s {
-			return true
-		}
-	}
-	return false
-}
-
 func statusNames() []string {
-	out := make([]string, len(allStatuses))
-	for i, s := range allStatuses {
+	out := make([]string, len(refill.Statuses))
+	for i, s := range refill.Statuses {
 		out[i] = string(s)
 	}
 	return out
