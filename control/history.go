@@ -135,3 +135,84 @@ func (c *Control) Acceptances(ctx context.Context, dataset, partition string) ([
 	}
 	return c.Store.Acceptances(ctx, dataset, partition)
 }
+
+// PartitionHistory is everything that answers "why was this date
+// reprocessed?" and "why did the gate let it through?": the plans that
+// touched the partition, the findings on it accepted as real data, and
+// every time a person moved the dataset's schema-drift baseline.
+type PartitionHistory struct {
+	Dataset         string              `json:"dataset"`
+	Partition       string              `json:"partition"`
+	Plans           []Touch             `json:"plans"`
+	Acceptances     []refill.Acceptance `json:"acceptances"`
+	SchemaBaselines []SchemaChange      `json:"schema_baselines"`
+}
+
+// SchemaChange is one `refill schema accept`: who moved the baseline that
+// schema drift is judged against, why, and what changed.
+type SchemaChange struct {
+	At      time.Time `json:"at"`
+	By      string    `json:"by"`
+	Reason  string    `json:"reason"`
+	Added   []string  `json:"added"`
+	Removed []string  `json:"removed"`
+	Retyped []string  `json:"retyped"`
+}
+
+// PartitionHistory gathers a partition's history: plans, acceptances and
+// the dataset's schema baselines, oldest first.
+func (c *Control) PartitionHistory(ctx context.Context, dataset, partition string) (PartitionHistory, error) {
+	h := PartitionHistory{Dataset: dataset, Partition: partition}
+	var err error
+	if h.Plans, err = c.History(ctx, dataset, partition); err != nil {
+		return h, err
+	}
+	if h.Acceptances, err = c.Acceptances(ctx, dataset, partition); err != nil {
+		return h, err
+	}
+	if h.Acceptances == nil {
+		h.Acceptances = []refill.Acceptance{}
+	}
+	h.SchemaBaselines, err = c.SchemaChanges(ctx, dataset)
+	return h, err
+}
+
+// SchemaChanges lists every `refill schema accept` of a dataset from the
+// audit log, oldest first.
+func (c *Control) SchemaChanges(ctx context.Context, dataset string) ([]SchemaChange, error) {
+	evs, err := c.Store.Audit(ctx, store.AuditFilter{Kind: refill.EventSchemaAccepted, Dataset: dataset})
+	if err != nil {
+		return nil, err
+	}
+	out := []SchemaChange{}
+	for _, e := range evs {
+		var det struct {
+			Reason   string          `json:"reason"`
+			Columns  []refill.Column `json:"columns"`
+			Previous []refill.Column `json:"previous"`
+		}
+		_ = json.Unmarshal(e.Detail, &det)
+		ch := SchemaChange{At: e.At, By: e.Actor, Reason: det.Reason, Added: []string{}, Removed: []string{}, Retyped: []string{}}
+		was := map[string]string{}
+		for _, col := range det.Previous {
+			was[col.Name] = col.Type
+		}
+		now := map[string]bool{}
+		for _, col := range det.Columns {
+			now[col.Name] = true
+			switch t, ok := was[col.Name]; {
+			case !ok && det.Previous != nil:
+				ch.Added = append(ch.Added, col.Name)
+			case ok && t != col.Type:
+				ch.Retyped = append(ch.Retyped, col.Name+" "+t+" -> "+col.Type)
+			}
+		}
+		for _, col := range det.Previous {
+			if !now[col.Name] {
+				ch.Removed = append(ch.Removed, col.Name)
+			}
+		}
+		out = append(out, ch)
+	}
+	return out, nil
+}

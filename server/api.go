@@ -326,20 +326,12 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request, _ string) {
 		s.writeError(w, r, refill.BadInputf("dataset and partition are required: /api/v1/history?dataset=D&partition=P"))
 		return
 	}
-	hist, err := s.ctl().History(r.Context(), dataset, partition)
+	h, err := s.ctl().PartitionHistory(r.Context(), dataset, partition)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if hist == nil {
-		hist = []control.Touch{}
-	}
-	acc, err := s.ctl().Acceptances(r.Context(), dataset, partition)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"dataset": dataset, "partition": partition, "plans": hist, "acceptances": acc})
+	writeJSON(w, http.StatusOK, h)
 }
 
 // planLineage serves a plan's lineage picture: its datasets highlighted in

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -179,6 +180,17 @@ func TestSchemaDriftIsNotClearedByPlanning(t *testing.T) {
 	}
 	if who != "alice" || !strings.Contains(detail, "CHG-12") || !strings.Contains(detail, "coupon") {
 		t.Errorf("schema_accepted entry: %s %s", who, detail)
+	}
+	// Moving the baseline shows in the history of the source's partitions.
+	step(t, d, 0, "by alice: coupon codes are new upstream (CHG-12)\n    columns    +coupon", "history", "events_raw", "--partition", "2026-11-07")
+	h := decode[struct {
+		SchemaBaselines []struct {
+			By    string   `json:"by"`
+			Added []string `json:"added"`
+		} `json:"schema_baselines"`
+	}](t, step(t, d, 0, "", "history", "events_raw", "--partition", "2026-11-07", "-o", "json").stdout)
+	if len(h.SchemaBaselines) != 1 || h.SchemaBaselines[0].By != "alice" || !slices.Equal(h.SchemaBaselines[0].Added, []string{"coupon"}) {
+		t.Errorf("history -o json schema_baselines: %+v", h.SchemaBaselines)
 	}
 	step(t, d, 0, "intact", "audit", "verify")
 }

@@ -128,15 +128,11 @@ func (a *app) historyCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			hist, err := c.History(cmd.Context(), args[0], partition)
+			h, err := c.PartitionHistory(cmd.Context(), args[0], partition)
 			if err != nil {
 				return err
 			}
-			acc, err := c.Acceptances(cmd.Context(), args[0], partition)
-			if err != nil {
-				return err
-			}
-			return a.view().History(args[0], partition, hist, acc)
+			return a.view().History(h)
 		},
 	}
 	cmd.Flags().StringVar(&partition, "partition", "", "the partition (YYYY-MM-DD or YYYY-MM-DDTHH)")
@@ -169,6 +165,29 @@ func renderHistory(dataset, partition string, hist []control.Touch) string {
 }
 
 // renderAcceptances lists the findings people accepted as real data.
+func renderSchemaChanges(dataset string, chs []control.SchemaChange) string {
+	if len(chs) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nSchema baseline of %s moved by people (refill schema accept):\n\n", dataset)
+	for _, ch := range chs {
+		fmt.Fprintf(&b, "  %s  by %s: %s\n", ch.At.Format("2006-01-02 15:04"), ch.By, ch.Reason)
+		var what []string
+		for _, c := range ch.Added {
+			what = append(what, "+"+c)
+		}
+		for _, c := range ch.Removed {
+			what = append(what, "-"+c)
+		}
+		what = append(what, ch.Retyped...)
+		if len(what) > 0 {
+			fmt.Fprintf(&b, "    columns    %s\n", strings.Join(what, ", "))
+		}
+	}
+	return b.String()
+}
+
 func renderAcceptances(acc []refill.Acceptance) string {
 	if len(acc) == 0 {
 		return ""

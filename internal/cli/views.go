@@ -23,7 +23,7 @@ type view interface {
 	State(s *control.State, cfg *refill.Config) error
 	Plans(list []refill.PlanSummary) error
 	Report(rep control.Report) error
-	History(dataset, partition string, hist []control.Touch, acc []refill.Acceptance) error
+	History(h control.PartitionHistory) error
 	Accepted(a refill.Acceptance) error
 	Check(v refill.GateVerdict, datasets []string, rng refill.Range) error
 	Proof(pr *refill.Proof) error
@@ -57,9 +57,7 @@ func (v jsonView) Plans(list []refill.PlanSummary) error {
 	return v.a.printJSON(list)
 }
 func (v jsonView) Report(rep control.Report) error { return v.a.printJSON(rep) }
-func (v jsonView) History(dataset, partition string, hist []control.Touch, acc []refill.Acceptance) error {
-	return v.a.printJSON(map[string]any{"dataset": dataset, "partition": partition, "plans": hist, "acceptances": acc})
-}
+func (v jsonView) History(h control.PartitionHistory) error { return v.a.printJSON(h) }
 func (v jsonView) Accepted(a refill.Acceptance) error { return v.a.printJSON(a) }
 func (v jsonView) Check(g refill.GateVerdict, _ []string, _ refill.Range) error {
 	return v.a.printJSON(g)
@@ -109,8 +107,8 @@ func (v textView) State(s *control.State, cfg *refill.Config) error {
 func (v textView) Plans(list []refill.PlanSummary) error { return v.print(renderPlans(list)) }
 func (v textView) Report(rep control.Report) error       { return v.print(renderReport(rep)) }
 func (v textView) Accepted(acc refill.Acceptance) error  { return v.print(renderAccepted(acc)) }
-func (v textView) History(dataset, partition string, hist []control.Touch, acc []refill.Acceptance) error {
-	return v.print(renderHistory(dataset, partition, hist) + renderAcceptances(acc))
+func (v textView) History(h control.PartitionHistory) error {
+	return v.print(renderHistory(h.Dataset, h.Partition, h.Plans) + renderAcceptances(h.Acceptances) + renderSchemaChanges(h.Dataset, h.SchemaBaselines))
 }
 func (v textView) Check(g refill.GateVerdict, datasets []string, rng refill.Range) error {
 	var b strings.Builder
