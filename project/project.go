@@ -25,6 +25,7 @@ import (
 	"github.com/refill-dev/refill/notify"
 	"github.com/refill-dev/refill/planner"
 	"github.com/refill-dev/refill/proof"
+	"github.com/refill-dev/refill/proof/scratch"
 	"github.com/refill-dev/refill/run"
 	"github.com/refill-dev/refill/store"
 	"github.com/refill-dev/refill/warehouse"
@@ -97,8 +98,9 @@ func Open(ctx context.Context, o Options) (*Project, error) {
 }
 
 // Wire builds the core over an open warehouse (nil for state-only work)
-// and state store: the planner with proof evidence, the runner as the
-// control's executor, all on the clock now (nil: the real one).
+// and state store: the planner with proof evidence, the prover with
+// proof_warehouse for command jobs, the runner as the control's executor,
+// all on the clock now (nil: the real one).
 func Wire(cfg *refill.Config, wh refill.Warehouse, st *store.Store, now func() time.Time) (*control.Control, *run.Runner, error) {
 	if now == nil {
 		now = time.Now
@@ -108,7 +110,8 @@ func Wire(cfg *refill.Config, wh refill.Warehouse, st *store.Store, now func() t
 		Gate:    &gate.Gate{Config: cfg, Warehouse: wh, Store: st, Now: now},
 		Backoff: time.Duration(cfg.Run.Backoff), RescueAfter: time.Duration(cfg.Run.RescueAfter)}
 	c.Executor = r
-	c.Prover = &proof.Prover{Config: cfg, Warehouse: wh, Store: st, Now: now}
+	c.Prover = &proof.Prover{Config: cfg, Warehouse: wh, Store: st, Now: now,
+		OpenCommands: scratch.Opener(cfg, wh)}
 	if wh != nil {
 		pl, err := planner.New(cfg, wh, st)
 		if err != nil {

@@ -48,9 +48,11 @@ type Prover struct {
 	Warehouse refill.Warehouse
 	Store     *store.Store
 	Now       refill.Clock
-	// Commands builds command jobs against the proof warehouse; nil means
-	// command jobs cannot be proven here.
-	Commands CommandRunner
+	// OpenCommands opens where command jobs are built (proof_warehouse,
+	// package proof/scratch) for one proof, which closes it after; nil
+	// means command jobs cannot be proven here. Opening it per proof keeps
+	// a core that never proves a command job from ever touching it.
+	OpenCommands func(ctx context.Context) (CommandRunner, error)
 }
 
 // CommandRunner runs a command job for one partition against a warehouse
@@ -67,6 +69,8 @@ type CommandRunner interface {
 	Seed(ctx context.Context, d *refill.Dataset, partition string) (int64, error)
 	// Name says where the builds run, for the evidence.
 	Name() string
+	// Close releases it when the proof is done.
+	Close() error
 }
 
 // Prove proves one dataset's job on one partition and stores the evidence.
@@ -99,11 +103,16 @@ func (p *Prover) Prove(ctx context.Context, dataset, partition, actor string) (*
 		pr.Warehouse = "warehouse (one transaction, rolled back)"
 		err = p.rehearse(ctx, d, ref, partition, pr)
 	case refill.JobCommand:
-		if p.Commands == nil {
+		if p.OpenCommands == nil {
 			return nil, refill.BadInputf("%s has a command job: it is proven against a scratch warehouse, never the production one; set proof_warehouse: in %s", dataset, p.Config.Name())
 		}
-		pr.Warehouse = p.Commands.Name()
-		err = p.runCommand(ctx, d, ref, partition, pr)
+		var c CommandRunner
+		if c, err = p.OpenCommands(ctx); err != nil {
+			return nil, err
+		}
+		defer c.Close()
+		pr.Warehouse = c.Name()
+		err = p.runCommand(ctx, c, d, ref, partition, pr)
 	default:
 		return nil, refill.BadInputf("%s has an %s job: proving it needs proof_warehouse: and a DAG that writes there; this version proves query, sql and command jobs", dataset, d.Job.Kind)
 	}
@@ -165,10 +174,9 @@ func (p *Prover) rehearse(ctx context.Context, d *refill.Dataset, ref refill.Tab
 	})
 }
 
-// runCommand builds three times in the proof warehouse, where writes are
+// runCommand builds four times in the proof warehouse, where writes are
 // real: the command is an outside process.
-func (p *Prover) runCommand(ctx context.Context, d *refill.Dataset, ref refill.TableRef, partition string, pr *refill.Proof) error {
-	c := p.Commands
+func (p *Prover) runCommand(ctx context.Context, c CommandRunner, d *refill.Dataset, ref refill.TableRef, partition string, pr *refill.Proof) error {
 	if _, err := c.Seed(ctx, d, partition); err != nil {
 		return fmt.Errorf("copying the inputs of %s %s into %s: %w", d.Name, partition, c.Name(), err)
 	}

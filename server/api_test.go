@@ -3,12 +3,14 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -316,6 +318,57 @@ func TestAPIErrors(t *testing.T) {
 		st, res = e.call("alice", "GET", "/api/v1/plans", "")
 	}
 	wantError(t, "state store down", st, res, http.StatusInternalServerError, refill.ExitInternal)
+}
+
+// TestAPIProveCommandJob proves the demo's partner export, a command job,
+// over HTTP: the server proves it against proof_warehouse as refill prove
+// does, with the export's input copied there first, and never runs it on
+// the production warehouse.
+func TestAPIProveCommandJob(t *testing.T) {
+	t.Parallel()
+	e := apiServe(t, "")
+	day := e.sc.Day(20)
+	scalar := func(db, query string) int64 {
+		t.Helper()
+		conn, err := sql.Open("sqlite", filepath.Join(e.sc.Dir, db))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		var n int64
+		if err := conn.QueryRow(query, day).Scan(&n); err != nil {
+			t.Fatalf("%s: %s: %v", db, query, err)
+		}
+		return n
+	}
+	input := scalar("warehouse.db", `SELECT count(*) FROM events_daily WHERE day = ?`)
+	exported := scalar("warehouse.db", `SELECT rows_exported FROM partner_feed WHERE day = ?`)
+
+	st, res := e.call("alice", "POST", "/api/v1/datasets/partner_feed/prove", `{"partition":"`+day+`"}`)
+	if st != http.StatusOK || res["passed"] != true || res["kind"] != "command" {
+		t.Fatalf("prove partner_feed: HTTP %d %v", st, res)
+	}
+	if w, _ := res["warehouse"].(string); !strings.HasPrefix(w, "proof_warehouse sqlite:") || !strings.HasSuffix(w, "scratch.db") {
+		t.Errorf("the proof ran in %q, want proof_warehouse", w)
+	}
+	// The export writes one line per events_daily row of its day: it saw
+	// the day's rows in the proof warehouse because they were copied there.
+	if input == 0 {
+		t.Fatalf("the demo has no events_daily rows on %s", day)
+	}
+	if got := scalar("scratch.db", `SELECT count(*) FROM events_daily WHERE day = ?`); got != input {
+		t.Errorf("proof_warehouse has %d events_daily rows on %s, want the warehouse's %d", got, day, input)
+	}
+	if got := scalar("scratch.db", `SELECT rows_exported FROM partner_feed WHERE day = ?`); got != input {
+		t.Errorf("the export in proof_warehouse recorded %d rows, want %d", got, input)
+	}
+	if got := scalar("warehouse.db", `SELECT rows_exported FROM partner_feed WHERE day = ?`); got != exported {
+		t.Errorf("the proof changed the production partner_feed: %d -> %d", exported, got)
+	}
+	proofs, err := e.p.Store.Proofs(context.Background(), "partner_feed")
+	if err != nil || len(proofs) != 1 || !proofs[0].Passed || proofs[0].ProvenBy != "alice" {
+		t.Errorf("stored proofs: %+v (%v), want alice's passing proof", proofs, err)
+	}
 }
 
 func TestAPIAirflowTrigger(t *testing.T) {

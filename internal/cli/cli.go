@@ -124,13 +124,9 @@ type env struct {
 	wh       refill.Warehouse
 	st       *store.Store
 	notifier *notify.Notifier
-	closers  []func() error
 }
 
 func (e *env) Close() {
-	for _, c := range e.closers {
-		c()
-	}
 	if e.wh != nil {
 		e.wh.Close()
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/gate"
-	"github.com/refill-dev/refill/proof"
 )
 
 func (a *app) checkCmd() *cobra.Command {
@@ -91,9 +90,6 @@ a CI assertion.`,
 				return err
 			}
 			defer e.Close()
-			if c.Prover.Commands, err = a.proofCommands(cmd, e); err != nil {
-				return err
-			}
 			pr, err := c.Prove(cmd.Context(), args[0], partition, actor)
 			if pr != nil {
 				if verr := a.view().Proof(pr); verr != nil {
@@ -106,20 +102,6 @@ a CI assertion.`,
 	cmd.Flags().StringVar(&partition, "partition", "", "the partition to build three times")
 	cmd.Flags().StringVar(&a.as, "as", "", "who is proving (default $REFILL_USER)")
 	return cmd
-}
-
-// proofCommands opens proof_warehouse, where command jobs are proven; nil
-// when the config names none.
-func (a *app) proofCommands(cmd *cobra.Command, e *env) (proof.CommandRunner, error) {
-	if e.cfg.ProofWarehouse == "" {
-		return nil, nil
-	}
-	runner, err := openProofWarehouse(cmd.Context(), e.cfg, e.wh)
-	if err != nil {
-		return nil, err
-	}
-	e.closers = append(e.closers, runner.Close)
-	return runner, nil
 }
 
 func renderProof(pr *refill.Proof) string {

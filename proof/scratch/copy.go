@@ -1,4 +1,4 @@
-package cli
+package scratch
 
 import (
 	"context"
@@ -15,14 +15,6 @@ import (
 // dber is a warehouse driver that exposes its database/sql handle.
 type dber interface{ DB() *sql.DB }
 
-// copyPartition copies one partition of t from src into dst, both of one
-// engine: dst's table is created with src's columns if it is missing, its
-// partition emptied, and src's rows inserted. It reads rows, which refill
-// otherwise never does: it serves proofs only, one partition at a time.
-//
-// The partition is selected by the text form of the partition column
-// (YYYY-MM-DD…, read in UTC), which every engine and column type refill
-// partitions by renders the same way.
 // ensureTable creates t's table in dst with src's columns when dst lacks
 // it: the job's own table in the proof warehouse, so a first proof needs no
 // set-up there.
@@ -48,6 +40,14 @@ func ensureTable(ctx context.Context, src, dst refill.Warehouse, t refill.TableR
 	return nil
 }
 
+// copyPartition copies one partition of t from src into dst, both of one
+// engine: dst's table is created with src's columns if it is missing, its
+// partition emptied, and src's rows inserted. It reads rows, which refill
+// otherwise never does: it serves proofs only, one partition at a time.
+//
+// The partition is selected by the text form of the partition column
+// (YYYY-MM-DD…, read in UTC), which every engine and column type refill
+// partitions by renders the same way.
 func copyPartition(ctx context.Context, src, dst refill.Warehouse, t refill.TableRef, partition string) (int64, error) {
 	s, ok1 := src.(dber)
 	d, ok2 := dst.(dber)
@@ -76,7 +76,7 @@ func copyPartition(ctx context.Context, src, dst refill.Warehouse, t refill.Tabl
 		prefix = strings.Replace(partition, "T", " ", 1)
 		textOf = "replace(" + textOf + ", 'T', ' ')"
 	}
-	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s LIKE %s", strings.Join(names, ", "), quoteTable(src, t.Table), textOf, placeholder(pg, 1))
+	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s LIKE %s", strings.Join(names, ", "), quoteTable(src, t.Table), textOf, dialect.Placeholder(1))
 	conn, err := s.DB().Conn(ctx)
 	if err != nil {
 		return 0, err
@@ -113,7 +113,7 @@ func copyPartition(ctx context.Context, src, dst refill.Warehouse, t refill.Tabl
 	}
 	var ph []string
 	for i := range cols {
-		ph = append(ph, placeholder(pg, i+1))
+		ph = append(ph, dialect.Placeholder(i+1))
 	}
 	ins := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", quoteTable(src, t.Table), strings.Join(names, ", "), strings.Join(ph, ", "))
 	err = tr.Transact(ctx, func(tx refill.WarehouseTx) error {
@@ -140,11 +140,4 @@ func copyPartition(ctx context.Context, src, dst refill.Warehouse, t refill.Tabl
 
 func quoteTable(w refill.Warehouse, name string) string {
 	return warehouse.Dialect(w).QuoteName(name)
-}
-
-func placeholder(pg bool, n int) string {
-	if pg {
-		return fmt.Sprintf("$%d", n)
-	}
-	return "?"
 }
