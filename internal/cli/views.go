@@ -56,9 +56,9 @@ func (v jsonView) Plans(list []refill.PlanSummary) error {
 	}
 	return v.a.printJSON(list)
 }
-func (v jsonView) Report(rep control.Report) error { return v.a.printJSON(rep) }
+func (v jsonView) Report(rep control.Report) error          { return v.a.printJSON(rep) }
 func (v jsonView) History(h control.PartitionHistory) error { return v.a.printJSON(h) }
-func (v jsonView) Accepted(a refill.Acceptance) error { return v.a.printJSON(a) }
+func (v jsonView) Accepted(a refill.Acceptance) error       { return v.a.printJSON(a) }
 func (v jsonView) Check(g refill.GateVerdict, _ []string, _ refill.Range) error {
 	return v.a.printJSON(g)
 }
