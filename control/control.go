@@ -70,6 +70,29 @@ type State struct {
 	Freeze *refill.Freeze `json:"freeze,omitempty"`
 	// Cancel is the request to stop the plan's run, if one was made.
 	Cancel *refill.CancelRequest `json:"cancel,omitempty"`
+	// Run says who holds a running plan's run, and whether anyone does.
+	Run *RunHolder `json:"run_holder,omitempty"`
+}
+
+// RunHolder is who runs a running plan: the holder of its run lease.
+// Orphaned means nobody does — the process that ran it died and its lease
+// lapsed (or none was ever recorded) — so the plan says running while
+// nothing runs it, until `refill apply` resumes it.
+type RunHolder struct {
+	Holder   string    `json:"holder,omitempty"`
+	Expires  time.Time `json:"lease_expires,omitempty"`
+	Orphaned bool      `json:"orphaned"`
+}
+
+// Holder returns who runs plan id now (see RunHolder), by the real clock.
+func (c *Control) Holder(ctx context.Context, id string) (RunHolder, error) {
+	l, held, err := c.Store.Lease(ctx, id)
+	if err != nil {
+		return RunHolder{}, err
+	}
+	h := RunHolder{Holder: l.Holder, Expires: l.Expires}
+	h.Orphaned = !held || !l.Alive(time.Now())
+	return h, nil
 }
 
 // StateJSON is the plan of DESIGN.md §6 with its state beside it: what
@@ -84,6 +107,7 @@ type StateJSON struct {
 	FourEyes  bool                   `json:"four_eyes_enforced"`
 	Freeze    *refill.Freeze         `json:"freeze,omitempty"`
 	Cancel    *refill.CancelRequest  `json:"cancel,omitempty"`
+	RunHolder *RunHolder             `json:"run_holder,omitempty"`
 }
 
 // JSON is the state as StateJSON.
@@ -92,7 +116,7 @@ func (s *State) JSON() StateJSON {
 	if stale == nil {
 		stale = []string{}
 	}
-	return StateJSON{s.Plan, s.Approvals, s.Checklist, stale, s.Unmet, len(s.Unmet) == 0, s.FourEyes, s.Freeze, s.Cancel}
+	return StateJSON{s.Plan, s.Approvals, s.Checklist, stale, s.Unmet, len(s.Unmet) == 0, s.FourEyes, s.Freeze, s.Cancel, s.Run}
 }
 
 // finalFromLog is the status the audit log makes final for a plan — it
@@ -172,6 +196,13 @@ func (c *Control) Load(ctx context.Context, id string) (*State, error) {
 	}
 	if p.Status.Live() {
 		s.Stale = Stale(p, c.Config)
+	}
+	if p.Status == refill.StatusRunning {
+		h, err := c.Holder(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		s.Run = &h
 	}
 	s.Unmet = c.unmet(s)
 	return s, nil

@@ -187,16 +187,10 @@ func (c *Control) Cancel(ctx context.Context, id, actor, reason string) (*State,
 		return nil, refill.NotPermittedf("only the requester (%s), an approver or a lead may cancel plan %s", p.Request.RequestedBy, id)
 	}
 	req := refill.CancelRequest{PlanID: id, Actor: actor, Reason: reason, At: stamp()}
-	live := false
-	if p.Status == refill.StatusRunning {
-		// A run whose holder died (its lease lapsed) has nobody to hear
-		// the request: it ends now, as a plan that is not running does.
-		l, held, err := c.Store.Lease(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		live = held && l.Expires.After(time.Now())
-	}
+	// A run whose holder died (its lease lapsed, or its process is gone)
+	// has nobody to hear the request: it ends now, as a plan that is not
+	// running does.
+	live := s.Run != nil && !s.Run.Orphaned
 	switch {
 	case p.Status == refill.StatusPending, p.Status == refill.StatusReady, p.Status == refill.StatusApproved,
 		p.Status == refill.StatusFailed, p.Status == refill.StatusRunning && !live:

@@ -151,7 +151,7 @@ func (r *Runner) Execute(ctx context.Context, p *refill.Plan, actor string) erro
 	// run that is still alive, and resumes one whose holder died.
 	holder := leaseHolder()
 	err = r.Store.Update(ctx, func(tx *store.Tx) error {
-		if err := tx.TakeLease(ctx, id, holder, time.Now().Add(LeaseTTL), holderAlive); err != nil {
+		if err := tx.TakeLease(ctx, id, holder, time.Now().Add(LeaseTTL), store.Lease.HolderAlive); err != nil {
 			return err
 		}
 		if p.Status != refill.StatusRunning {
@@ -790,29 +790,6 @@ func (r *Runner) sealed(ctx context.Context, planID, dataset string) (*refill.Da
 // so that another apply on the same host can tell a dead holder at once.
 func leaseHolder() string { return workerID }
 
-// holderAlive reports whether a lease's holder may still be running. On
-// this host the process is asked directly; elsewhere only the lease's
-// expiry can tell.
-func holderAlive(l store.Lease) bool {
-	host, pid, ok := splitHolder(l.Holder)
-	me, _ := os.Hostname()
-	if !ok || host != me {
-		return true
-	}
-	return processAlive(pid)
-}
-
-func splitHolder(h string) (string, int, bool) {
-	i := strings.LastIndexByte(h, ':')
-	if i < 0 {
-		return "", 0, false
-	}
-	var pid int
-	if _, err := fmt.Sscanf(h[i+1:], "%d", &pid); err != nil || pid <= 0 {
-		return "", 0, false
-	}
-	return h[:i], pid, true
-}
 
 // renew keeps the run's lease alive until stop is called; if the lease is
 // lost (it expired and someone else took the run), the returned context is

@@ -379,7 +379,20 @@ func (w *Watcher) decide(ctx context.Context, g Gap, frozen bool) (Decision, err
 		return dec, err
 	}
 	stale := control.Stale(p, w.Config)
-	switch t.Status {
+	// A plan that says running while nothing runs it (its run's holder died
+	// and its lease lapsed) is treated as failed: waiting on it would wait
+	// for ever.
+	status, failed := t.Status, "failed"
+	if status == refill.StatusRunning {
+		h, err := w.Control.Holder(ctx, t.PlanID)
+		if err != nil {
+			return dec, err
+		}
+		if h.Orphaned {
+			status, failed = refill.StatusFailed, "says running but nothing runs it (its run's holder is gone)"
+		}
+	}
+	switch status {
 	case refill.StatusPending, refill.StatusApproved, refill.StatusReady, refill.StatusFailed:
 		// A plan that may still run, but not as it is now: the config (a
 		// job, a check) changed since it was sealed. A new plan of the same
@@ -388,7 +401,7 @@ func (w *Watcher) decide(ctx context.Context, g Gap, frozen bool) (Decision, err
 			return w.plan(ctx, g, frozen, fmt.Sprintf("plan %s is stale (%s)", t.PlanID, stale[0]))
 		}
 	}
-	switch t.Status {
+	switch status {
 	case refill.StatusPending, refill.StatusApproved, refill.StatusReady, refill.StatusRunning:
 		if t.Status == refill.StatusReady && t.Tier == refill.TierAuto && !frozen && t.RequestedBy == refill.Watcher {
 			// The watcher's own auto plan that never ran (a tick that
@@ -411,15 +424,15 @@ func (w *Watcher) decide(ctx context.Context, g Gap, frozen bool) (Decision, err
 		}
 		switch {
 		case t.Tier != refill.TierAuto:
-			dec.Action, dec.Why = Asked, fmt.Sprintf("plan %s failed and is %s: a person resumes it (refill apply %s) or rejects it", t.PlanID, t.Tier, t.PlanID)
+			dec.Action, dec.Why = Asked, fmt.Sprintf("plan %s %s and is %s: a person resumes it (refill apply %s) or rejects it", t.PlanID, failed, t.Tier, t.PlanID)
 		case t.RequestedBy != refill.Watcher:
-			dec.Action, dec.Why = Asked, fmt.Sprintf("plan %s failed; %s made it, so they resume it (refill apply %s) or reject it", t.PlanID, t.RequestedBy, t.PlanID)
+			dec.Action, dec.Why = Asked, fmt.Sprintf("plan %s %s; %s made it, so they resume it (refill apply %s) or reject it", t.PlanID, failed, t.RequestedBy, t.PlanID)
 		case resumes >= maxResumes:
-			dec.Action, dec.Why = Asked, fmt.Sprintf("plan %s failed again after %d resume(s): a person looks at it now (refill show %s)", t.PlanID, resumes, t.PlanID)
+			dec.Action, dec.Why = Asked, fmt.Sprintf("plan %s %s again after %d resume(s): a person looks at it now (refill show %s)", t.PlanID, failed, resumes, t.PlanID)
 		case frozen:
-			dec.Action, dec.Why = Frozen, fmt.Sprintf("plan %s failed; it is auto, but refill is frozen", t.PlanID)
+			dec.Action, dec.Why = Frozen, fmt.Sprintf("plan %s %s; it is auto, but refill is frozen", t.PlanID, failed)
 		default:
-			return w.run(ctx, dec, Resumed, fmt.Sprintf("plan %s failed and is auto (resume %d of %d)", t.PlanID, resumes+1, maxResumes))
+			return w.run(ctx, dec, Resumed, fmt.Sprintf("plan %s %s and is auto (resume %d of %d)", t.PlanID, failed, resumes+1, maxResumes))
 		}
 		return dec, w.record(ctx, dec, "")
 	case refill.StatusApplied:

@@ -446,3 +446,39 @@ func TestAcceptedFindingIsPlannedAgain(t *testing.T) {
 		t.Fatalf("apply after approval: %v, %d rows", err, wd.rows("2026-11-26"))
 	}
 }
+
+// TestRunningPlanThatNothingRunsIsResumed: a plan that says running while
+// no process holds its run (the one running it died) is not waited on for
+// ever: the watcher's own auto plan is resumed, as a failed one would be.
+func TestRunningPlanThatNothingRunsIsResumed(t *testing.T) {
+	wd := newWorld(t, false, "")
+	ctx := context.Background()
+	wd.miss("2026-11-26")
+	if _, err := wd.db.Exec(`CREATE TRIGGER boom BEFORE INSERT ON leaf WHEN NEW.day = '2026-11-26' BEGIN SELECT raise(abort, 'boom'); END`); err != nil {
+		t.Fatal(err)
+	}
+	d := one(t, wd.tick())
+	if d.Action != watch.Applied || d.Status != refill.StatusFailed {
+		t.Fatalf("first tick: %+v, want its auto plan applied and failed", d)
+	}
+	if _, err := wd.db.Exec(`DROP TRIGGER boom`); err != nil {
+		t.Fatal(err)
+	}
+	// As if the process running it had died mid-run: the plan says
+	// running, and no lease holds its run.
+	if err := wd.p.Store.Update(ctx, func(tx *store.Tx) error {
+		return tx.SetStatus(ctx, d.PlanID, refill.StatusFailed, refill.StatusRunning)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := wd.p.Control.Holder(ctx, d.PlanID); err != nil || !h.Orphaned {
+		t.Fatalf("holder of a run nobody holds: %+v, %v", h, err)
+	}
+	d2 := one(t, wd.tick())
+	if d2.Action != watch.Resumed || !strings.Contains(d2.Why, "nothing runs it") || d2.Status != refill.StatusApplied {
+		t.Fatalf("tick over a running plan nothing runs: %+v, want it resumed and applied", d2)
+	}
+	if n := wd.rows("2026-11-26"); n == 0 {
+		t.Error("the resumed plan left the partition empty")
+	}
+}

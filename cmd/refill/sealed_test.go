@@ -393,6 +393,19 @@ datasets:
 			t.Fatalf("the job (pid %d) outlived the apply that started it", pid)
 		}
 	}
+	// The plan still says running, but show tells that nothing runs it.
+	step(t, dir, 0, "Nothing is running this plan: its run's holder", "show", id)
+	type holder struct {
+		Status    string `json:"status"`
+		RunHolder struct {
+			Holder   string `json:"holder"`
+			Orphaned bool   `json:"orphaned"`
+		} `json:"run_holder"`
+	}
+	st := decode[holder](t, step(t, dir, 0, "", "show", id, "-o", "json").stdout)
+	if st.Status != "running" || !st.RunHolder.Orphaned || !strings.Contains(st.RunHolder.Holder, fmt.Sprint(apply.Process.Pid)) {
+		t.Errorf("show -o json of a plan whose apply was killed: %+v", st)
+	}
 }
 
 // TestEditedScriptMakesThePlanStale: a command job's script is part of the

@@ -131,6 +131,16 @@ func renderState(s *control.State) string {
 	if s.Cancel != nil {
 		fmt.Fprintf(&b, "\nCancel requested by %s at %s: %s\n", s.Cancel.Actor, s.Cancel.At.Format("2006-01-02 15:04"), s.Cancel.Reason)
 	}
+	if h := s.Run; h != nil {
+		switch {
+		case h.Orphaned && h.Holder != "":
+			fmt.Fprintf(&b, "\nNothing is running this plan: its run's holder (%s) stopped renewing its lease, which lapsed at %s. refill apply %s resumes it.\n", h.Holder, h.Expires.UTC().Format("2006-01-02 15:04:05 UTC"), s.Plan.ID)
+		case h.Orphaned:
+			fmt.Fprintf(&b, "\nNothing is running this plan: no process holds its run. refill apply %s resumes it.\n", s.Plan.ID)
+		default:
+			fmt.Fprintf(&b, "\nRunning: held by %s (lease renewed until %s).\n", h.Holder, h.Expires.UTC().Format("15:04:05 UTC"))
+		}
+	}
 	if !s.FourEyes && (len(s.Approvals) > 0 || len(s.Checklist) > 0) {
 		b.WriteString("\nFour-eyes is NOT enforced: refill.yaml names no users:, so anyone may act under any name and these decisions cannot prove a second person.\n")
 	}
