@@ -573,6 +573,9 @@ func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error 
 	if err != nil {
 		return err
 	}
+	if err := r.sameWarehouse(ctx, a.PlanID); err != nil {
+		return err
+	}
 	ref := d.Ref()
 	rec := refill.Published{PlanID: a.PlanID, Dataset: a.Dataset, Partition: a.Partition, Attempt: attempt}
 	start := time.Now()
@@ -762,17 +765,41 @@ func (r *Runner) id(ctx context.Context) (string, error) {
 	return id, nil
 }
 
+// plan returns plan planID, read once per runner.
+func (r *Runner) plan(ctx context.Context, planID string) (*refill.Plan, error) {
+	if v, ok := r.plans.Load(planID); ok {
+		return v.(*refill.Plan), nil
+	}
+	p, err := r.Store.Plan(ctx, planID)
+	if err != nil {
+		return nil, err
+	}
+	r.plans.Store(planID, p)
+	return p, nil
+}
+
+// sameWarehouse refuses a job of a plan that sealed another warehouse than
+// this process's. The sealed job says what to run but this process says
+// where: a worker started with another refill.yaml would publish the
+// partition into its own warehouse and record it done, leaving the plan's
+// warehouse without it. Retrying cannot mend that, so the run fails.
+func (r *Runner) sameWarehouse(ctx context.Context, planID string) error {
+	p, err := r.plan(ctx, planID)
+	if err != nil {
+		return err
+	}
+	if now := warehouse.RedactDSN(r.Config.Warehouse); p.Warehouse != "" && p.Warehouse != now {
+		return refill.NotPermittedf("worker %s: this worker's warehouse %s is not the warehouse plan %s sealed, %s: start the worker with the plan's refill.yaml",
+			workerID, now, planID, p.Warehouse)
+	}
+	return nil
+}
+
 // sealed returns the dataset as plan planID sealed it.
 func (r *Runner) sealed(ctx context.Context, planID, dataset string) (*refill.Dataset, error) {
-	var p *refill.Plan
-	if v, ok := r.plans.Load(planID); ok {
-		p = v.(*refill.Plan)
-	} else {
-		var err error
-		if p, err = r.Store.Plan(ctx, planID); err != nil {
-			return nil, err
-		}
-		r.plans.Store(planID, p)
+	p, err := r.plan(ctx, planID)
+	if err != nil {
+		return nil, err
 	}
 	for i := range p.Steps {
 		if p.Steps[i].Dataset != dataset {
