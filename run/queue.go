@@ -40,11 +40,20 @@ func (PartitionArgs) Kind() string { return "refill_partition" }
 type queue interface {
 	insert(ctx context.Context, jobs []PartitionArgs, attempts int) error
 	subscribe() (<-chan *river.Event, func())
-	// stop stops the client; cancel also cancels jobs in flight.
+	// stop stops the client; cancel also cancels jobs in flight. The
+	// queue can still be read (started, givenUp) until close.
 	stop(ctx context.Context, cancel bool) error
+	close()
 	// givenUp returns the partition jobs of one run of a plan that River
 	// gave up on (discarded or cancelled), with their last error.
 	givenUp(ctx context.Context, planID string, run int) ([]gaveUp, error)
+	// started returns the partition jobs of one run of a plan that some
+	// worker has attempted and that neither completed nor were cancelled
+	// by refill (which says why when it cancels one): a job that may have
+	// started something outside refill and not stopped it. (A job River
+	// interrupted when its client stopped is available again, its attempt
+	// given back; only attempted_at tells it was started.)
+	started(ctx context.Context, planID string, run int) ([]PartitionArgs, error)
 }
 
 // gaveUp is a partition job River will not run again.
@@ -86,6 +95,26 @@ func (q *riverQueue[TTx]) givenUp(ctx context.Context, planID string, run int) (
 	return out, nil
 }
 
+func (q *riverQueue[TTx]) started(ctx context.Context, planID string, run int) ([]PartitionArgs, error) {
+	params := river.NewJobListParams().Kinds(PartitionArgs{}.Kind()).
+		States(rivertype.JobStateAvailable, rivertype.JobStateDiscarded, rivertype.JobStatePending,
+			rivertype.JobStateRetryable, rivertype.JobStateRunning, rivertype.JobStateScheduled).
+		Where(q.argsWhere+" AND attempted_at IS NOT NULL", river.NamedArgs{"plan": planID, "run": run}).First(10_000)
+	res, err := q.client.JobList(ctx, params)
+	if err != nil {
+		return nil, fmt.Errorf("river: listing started jobs: %w", err)
+	}
+	var out []PartitionArgs
+	for _, j := range res.Jobs {
+		var a PartitionArgs
+		if err := json.Unmarshal(j.EncodedArgs, &a); err != nil {
+			continue
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
 // queueName is a dataset's River queue: one queue per dataset is how its
 // max_active bound holds across every worker process.
 func queueName(dataset string) string { return "refill_" + dataset }
@@ -118,10 +147,13 @@ func (q *riverQueue[TTx]) stop(ctx context.Context, cancel bool) error {
 		defer stop()
 		err = q.client.StopAndCancel(hard)
 	}
+	return err
+}
+
+func (q *riverQueue[TTx]) close() {
 	if q.closer != nil {
 		q.closer()
 	}
-	return err
 }
 
 // retryPolicy backs off exponentially from base, capped at a minute.

@@ -314,8 +314,9 @@ func (r *Runner) execute(ctx context.Context, p *refill.Plan, runNo int) (runErr
 	}
 	defer func() {
 		// A failed run's jobs still in flight are cancelled rather than
-		// awaited: their transactions roll back, and they were not the
-		// current run's to finish. A cancelled or drained run's are
+		// awaited: their transactions roll back, they were not the
+		// current run's to finish, and the DAG runs they started are
+		// marked failed. A cancelled or drained run's are
 		// awaited — they finish and are published — until the caller's
 		// context ends (a server's shutdown grace): then they too are
 		// cancelled and roll back.
@@ -327,7 +328,11 @@ func (r *Runner) execute(ctx context.Context, p *refill.Plan, runNo int) (runErr
 		}
 		stopCtx, cancel := context.WithTimeout(base, 30*time.Second)
 		defer cancel()
+		defer q.close()
 		_ = q.stop(stopCtx, !graceful)
+		if !graceful {
+			r.abandonStarted(context.WithoutCancel(ctx), q, p.ID, runNo, runErr)
+		}
 	}()
 	events, cancel := q.subscribe()
 	defer cancel()
@@ -573,6 +578,9 @@ func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error 
 	if err != nil {
 		return err
 	}
+	if err := r.sameWarehouse(ctx, a.PlanID); err != nil {
+		return err
+	}
 	ref := d.Ref()
 	rec := refill.Published{PlanID: a.PlanID, Dataset: a.Dataset, Partition: a.Partition, Attempt: attempt}
 	start := time.Now()
@@ -762,17 +770,41 @@ func (r *Runner) id(ctx context.Context) (string, error) {
 	return id, nil
 }
 
+// plan returns plan planID, read once per runner.
+func (r *Runner) plan(ctx context.Context, planID string) (*refill.Plan, error) {
+	if v, ok := r.plans.Load(planID); ok {
+		return v.(*refill.Plan), nil
+	}
+	p, err := r.Store.Plan(ctx, planID)
+	if err != nil {
+		return nil, err
+	}
+	r.plans.Store(planID, p)
+	return p, nil
+}
+
+// sameWarehouse refuses a job of a plan that sealed another warehouse than
+// this process's. The sealed job says what to run but this process says
+// where: a worker started with another refill.yaml would publish the
+// partition into its own warehouse and record it done, leaving the plan's
+// warehouse without it. Retrying cannot mend that, so the run fails.
+func (r *Runner) sameWarehouse(ctx context.Context, planID string) error {
+	p, err := r.plan(ctx, planID)
+	if err != nil {
+		return err
+	}
+	if now := warehouse.RedactDSN(r.Config.Warehouse); p.Warehouse != "" && p.Warehouse != now {
+		return refill.NotPermittedf("worker %s: this worker's warehouse %s is not the warehouse plan %s sealed, %s: start the worker with the plan's refill.yaml",
+			workerID, now, planID, p.Warehouse)
+	}
+	return nil
+}
+
 // sealed returns the dataset as plan planID sealed it.
 func (r *Runner) sealed(ctx context.Context, planID, dataset string) (*refill.Dataset, error) {
-	var p *refill.Plan
-	if v, ok := r.plans.Load(planID); ok {
-		p = v.(*refill.Plan)
-	} else {
-		var err error
-		if p, err = r.Store.Plan(ctx, planID); err != nil {
-			return nil, err
-		}
-		r.plans.Store(planID, p)
+	p, err := r.plan(ctx, planID)
+	if err != nil {
+		return nil, err
 	}
 	for i := range p.Steps {
 		if p.Steps[i].Dataset != dataset {
@@ -879,6 +911,30 @@ func (r *Runner) abandon(ctx context.Context, a PartitionArgs, why string) {
 		return
 	}
 	r.logf("%s %s: DAG run %s marked failed in Airflow (%s)", a.Dataset, a.Partition, id, why)
+}
+
+// abandonStarted marks failed in Airflow the DAG runs of a run that failed
+// or lost its lease: every partition of the run a job started and did not
+// publish. The jobs this process cancelled cannot do it themselves — the
+// plan is still running when they stop, as a worker's that merely shuts
+// down — and those of other workers go on polling DAG runs nobody awaits.
+func (r *Runner) abandonStarted(ctx context.Context, q queue, planID string, runNo int, cause error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	started, err := q.started(ctx, planID, runNo)
+	if err == nil && len(started) > 0 {
+		var published map[string]bool
+		if published, err = r.published(ctx, planID); err == nil {
+			for _, a := range started {
+				if !published[key(a.Dataset, a.Partition)] {
+					r.abandon(ctx, a, fmt.Sprintf("refill stopped run %d of plan %s: %v", runNo, planID, cause))
+				}
+			}
+		}
+	}
+	if err != nil {
+		r.logf("ALERT plan %s: could not list the partitions run %d started, so DAG runs it started may still write: %v", planID, runNo, err)
+	}
 }
 
 func orUnknown(s string) string {

@@ -29,5 +29,8 @@ func StartService(ctx context.Context, st *store.Store, queue string, n int, reg
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context) error { return q.stop(ctx, false) }, nil
+	return func(ctx context.Context) error {
+		defer q.close()
+		return q.stop(ctx, false)
+	}, nil
 }

@@ -36,6 +36,7 @@ func (r *Runner) Work(ctx context.Context) error {
 	<-ctx.Done()
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
+	defer q.close()
 	return q.stop(stopCtx, false)
 }
 

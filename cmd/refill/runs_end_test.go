@@ -52,10 +52,14 @@ datasets:
 	step(t, dir, 0, "status failed", "show", id)
 }
 
-// pausedDAG is an Airflow 2 stand-in whose DAG is paused: every run it
-// accepts stays queued, until refill marks it failed.
+// pausedDAG is an Airflow stand-in (API v1 by default, or v2) whose DAG
+// is paused: every run it accepts stays queued, until refill marks it
+// failed. A run whose ID contains failing ends failed instead, once another
+// run has started beside it.
 type pausedDAG struct {
 	mu      sync.Mutex
+	api     string
+	failing string
 	runs    map[string]map[string]any
 	patched map[string]string
 }
@@ -64,9 +68,25 @@ func (f *pausedDAG) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
-	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/api/v1/dags/paused/dagRuns"), "/")
+	api := f.api
+	if api == "" {
+		api = "v1"
+	}
+	if api == "v2" {
+		// Airflow 3's simple auth manager with all_admins hands out a
+		// token without credentials.
+		if r.URL.Path == "/auth/token" {
+			json.NewEncoder(w).Encode(map[string]string{"access_token": "token"})
+			return
+		}
+		if r.Header.Get("Authorization") != "Bearer token" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+	}
+	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/api/"+api+"/dags/paused/dagRuns"), "/")
 	switch {
-	case r.Method == http.MethodPost:
+	case r.Method == http.MethodPost && parts[0] == "" && len(parts) == 1:
 		var body struct {
 			DagRunID string            `json:"dag_run_id"`
 			Conf     map[string]string `json:"conf"`
@@ -92,6 +112,8 @@ func (f *pausedDAG) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			_ = json.NewDecoder(r.Body).Decode(&body)
 			run["state"], f.patched[parts[1]] = body.State, body.State
+		} else if f.failing != "" && strings.Contains(parts[1], f.failing) && len(f.runs) > 1 {
+			run["state"] = "failed"
 		}
 		json.NewEncoder(w).Encode(run)
 	default:
@@ -123,6 +145,45 @@ datasets:
 	defer af.mu.Unlock()
 	if got := af.patched["refill__"+id+"__export__2026-11-01__r1"]; got != "failed" {
 		t.Errorf("the abandoned DAG run was not marked failed in Airflow: %v", af.patched)
+	}
+}
+
+// TestFailedPartitionEndsOtherDAGRuns: when one partition's DAG run fails
+// and with it the run, the DAG runs the run started for other partitions,
+// still queued in Airflow, are marked failed too (API v1 and v2), so that
+// none of them starts later and writes unobserved.
+func TestFailedPartitionEndsOtherDAGRuns(t *testing.T) {
+	for _, api := range []string{"v1", "v2"} {
+		t.Run(api, func(t *testing.T) {
+			t.Parallel()
+			af := &pausedDAG{api: api, failing: "__2026-11-01__", runs: map[string]map[string]any{}, patched: map[string]string{}}
+			srv := httptest.NewServer(af)
+			defer srv.Close()
+			dir := smallProject(t, `version: 1
+warehouse: sqlite:wh.db
+run: {max_active: 2, attempts: 3, rescue_after: 60s, backoff: 100ms}
+datasets:
+  export:
+    job:
+      airflow: {url: "`+srv.URL+`", dag_id: paused, api: `+api+`, poll: 50ms}
+`)
+			id := decode[planJSON](t, step(t, dir, 0, "", "plan", "export", "--from", "2026-11-01", "--to", "2026-11-02", "--reason", "r", "--as", "alice", "-o", "json").stdout).ID
+			step(t, dir, 0, "", "approve", id, "--as", "bob")
+			r := run(t, dir, nil, "apply", id, "--as", "alice")
+			if r.code == 0 || !strings.Contains(r.stderr, "export 2026-11-01 failed") {
+				t.Fatalf("apply with a failed DAG run: exit %d\n%s", r.code, r.stderr)
+			}
+			af.mu.Lock()
+			defer af.mu.Unlock()
+			other := "refill__" + id + "__export__2026-11-02__r1"
+			if _, ok := af.runs[other]; !ok {
+				t.Fatalf("the second partition's DAG run never started, so this test proved nothing: %v\n%s", af.runs, r.stderr)
+			}
+			if got := af.patched[other]; got != "failed" {
+				t.Errorf("the DAG run of the partition still queued when the run failed was left %v in Airflow (PATCHed: %v)\n%s", af.runs[other]["state"], af.patched, r.stderr)
+			}
+			step(t, dir, 0, "status failed", "show", id)
+		})
 	}
 }
 

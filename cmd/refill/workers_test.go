@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"database/sql"
 	"encoding/json"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -231,5 +233,140 @@ datasets:
 	}
 	if byWorker == 0 {
 		t.Errorf("the rogue worker published nothing, so this test proved nothing:\n%s", wout.String())
+	}
+}
+
+// TestWorkerWritesOnlyThePlansWarehouse: a worker whose refill.yaml names
+// another warehouse than the one an approved plan sealed writes nothing
+// there. The partition it took fails the run, naming both warehouses; the
+// plan's warehouse holds only what was published to it, and apply resumed
+// without the stray worker finishes the plan there.
+func TestWorkerWritesOnlyThePlansWarehouse(t *testing.T) {
+	whDSN, rogueDSN, stateDSN := pgtest.Schema(t), pgtest.Schema(t), pgtest.Schema(t)
+	open := func(dsn string) *sql.DB {
+		db, err := sql.Open("pgx", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		// Both warehouses hold the same tables, so a worker writing the
+		// wrong one would succeed.
+		for _, q := range []string{
+			`CREATE TABLE src (day date, k int, v int)`,
+			`INSERT INTO src SELECT date '2026-09-01' + (g % 20), g % 7, g % 101 FROM generate_series(1, 4000) g`,
+			`CREATE TABLE agg (day date, k int, v bigint)`,
+		} {
+			if _, err := db.Exec(q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return db
+	}
+	wh, rogueWH := open(whDSN), open(rogueDSN)
+	config := func(warehouse string) string {
+		return `version: 1
+warehouse: "` + warehouse + `"
+state: "` + stateDSN + `"
+run: {max_active: 4, max_active_total: 4, attempts: 3, backoff: 50ms}
+policy: {manual_over_days: 100}
+datasets:
+  src: {table: src, partition: {column: day}}
+  agg:
+    table: agg
+    partition: {column: day}
+    upstream: [src]
+    job:
+      sql: |
+        DELETE FROM agg WHERE day = :partition;
+        INSERT INTO agg SELECT day, k, sum(v) FROM src WHERE day = :partition GROUP BY day, k;
+        SELECT pg_sleep(0.15)
+`
+	}
+	dir, rogue := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "refill.yaml"), []byte(config(whDSN)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(rogue, "refill.yaml"), []byte(config(rogueDSN)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, dir, nil, "plan", "src", "--from", "2026-09-01", "--to", "2026-09-20", "--reason", "two warehouses", "--as", "alice", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("plan: %s", r.stderr)
+	}
+	id := decode[planJSON](t, r.stdout).ID
+	if r := run(t, dir, nil, "approve", id, "--as", "bob"); r.code != 0 {
+		t.Fatalf("approve: %s", r.stderr)
+	}
+	worker := exec.Command(binary, "worker")
+	worker.Dir = rogue
+	worker.Env = append(os.Environ(), "REFILL_NOW="+demoNow)
+	var wout bytes.Buffer
+	worker.Stdout, worker.Stderr = &wout, &wout
+	if err := worker.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopWorker := sync.OnceFunc(func() {
+		_ = worker.Process.Signal(syscall.SIGTERM)
+		_ = worker.Wait()
+	})
+	defer stopWorker()
+	time.Sleep(time.Second)
+
+	r = run(t, dir, nil, "apply", id, "--as", "alice")
+	schema := func(dsn string) string {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u.Query().Get("search_path")
+	}
+	var strays int
+	if err := rogueWH.QueryRow(`SELECT count(*) FROM agg`).Scan(&strays); err != nil || strays != 0 {
+		t.Errorf("the stray worker wrote %d rows into its own warehouse (%v):\n%s", strays, err, wout.String())
+	}
+	if r.code == 0 {
+		t.Fatalf("apply exited 0 although a worker with another warehouse served the run (if it took no job, this test proved nothing)\nworker:\n%s", wout.String())
+	}
+	for _, want := range []string{"this worker's warehouse", schema(rogueDSN), schema(whDSN), "start the worker with the plan's refill.yaml"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("apply's failure does not say %q:\n%s", want, r.stderr)
+		}
+	}
+	if !strings.Contains(wout.String(), "ALERT") || !strings.Contains(wout.String(), "this worker's warehouse") {
+		t.Errorf("the stray worker did not log why it refused:\n%s", wout.String())
+	}
+	stopWorker()
+
+	state, err := sql.Open("pgx", stateDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer state.Close()
+	var byWorker int
+	if err := state.QueryRow(`SELECT count(*) FROM audit_log WHERE plan_id = $1 AND event = 'partition_published' AND detail LIKE $2`,
+		id, `%:`+itoa(worker.Process.Pid)+`"%`).Scan(&byWorker); err != nil || byWorker != 0 {
+		t.Errorf("the stray worker recorded %d partitions published (%v)", byWorker, err)
+	}
+	// What the plan's warehouse holds is exactly what was recorded
+	// published, built right.
+	var published, built string
+	if err := state.QueryRow(`SELECT coalesce(string_agg(partition, ' ' ORDER BY partition), '') FROM run_partitions WHERE plan_id = $1`,
+		id).Scan(&published); err != nil {
+		t.Fatal(err)
+	}
+	if err := wh.QueryRow(`SELECT coalesce(string_agg(DISTINCT to_char(day, 'YYYY-MM-DD'), ' ' ORDER BY to_char(day, 'YYYY-MM-DD')), '') FROM agg`).Scan(&built); err != nil {
+		t.Fatal(err)
+	}
+	if built != published {
+		t.Errorf("the plan's warehouse holds partitions %q, but %q were recorded published", built, published)
+	}
+
+	if r := run(t, dir, nil, "apply", id, "--as", "alice"); r.code != 0 {
+		t.Fatalf("apply resumed without the stray worker: %s", r.stderr)
+	}
+	var bad int
+	if err := wh.QueryRow(`SELECT count(*) FROM (SELECT day, k, sum(v) AS v FROM src GROUP BY day, k) want
+		FULL JOIN agg USING (day, k) WHERE want.v IS DISTINCT FROM agg.v`).Scan(&bad); err != nil || bad != 0 {
+		t.Errorf("agg in the plan's warehouse differs from a clean build in %d rows (%v)", bad, err)
 	}
 }
