@@ -37,9 +37,16 @@ type SchemaSnapshot struct {
 	Reason     string `json:"reason,omitempty"`
 }
 
+// AcceptedByUpgrade accepted the baselines that the upgrade to accepted
+// baselines carried over: the latest schema of each dataset seen before
+// it, which drift was judged against until then.
+const AcceptedByUpgrade = "(upgrade)"
+
 // Origin says where a baseline schema came from, for findings.
 func (s SchemaSnapshot) Origin() string {
 	switch {
+	case s.AcceptedBy == AcceptedByUpgrade:
+		return fmt.Sprintf("the latest schema seen before the upgrade to accepted baselines (plan %s)", s.PlanID)
 	case s.AcceptedBy != "" && s.PlanID != "":
 		return fmt.Sprintf("the schema accepted by %s when plan %s was applied", s.AcceptedBy, s.PlanID)
 	case s.AcceptedBy != "":

@@ -216,6 +216,17 @@ type AuditAnchor struct {
 	Store string `json:"store,omitempty"`
 	Seq   int64  `json:"seq"`
 	Hash  string `json:"hash"`
+	// Keyed is whether the log was keyed when its head was Seq. A log
+	// never stops being keyed, so a keyed anchor says that every later
+	// state of the log is keyed too: a log found unkeyed was re-hashed by
+	// someone without the key. Anchors written before anchors recorded it
+	// read as unkeyed.
+	Keyed bool `json:"keyed,omitempty"`
+	// MAC binds Store, Seq, Hash and Keyed under the audit key (HMAC-SHA256)
+	// when the state store had one, so that someone without the key can
+	// neither claim another store's anchors nor drop an anchor's Keyed.
+	// Empty when there was no key.
+	MAC string `json:"mac,omitempty"`
 }
 
 // Anchorer reads back the audit anchors a warehouse holds.
@@ -223,6 +234,10 @@ type Anchorer interface {
 	// LatestAnchor returns store's anchor with the highest Seq, ok=false
 	// when the warehouse holds none for it.
 	LatestAnchor(ctx context.Context, store string) (a AuditAnchor, ok bool, err error)
+	// LatestAnchors returns the latest anchor of every state store the
+	// warehouse holds anchors of, ordered by store: a store whose own
+	// are missing can see whether its id was changed.
+	LatestAnchors(ctx context.Context) ([]AuditAnchor, error)
 }
 
 // OutsidePartitionError is a job that produced a row outside the partition

@@ -125,6 +125,8 @@ type AuditCheck struct {
 // VerifyAudit walks the whole audit log and checks it against the anchor
 // the warehouse holds — its head as written at the last publish, outside
 // the state store, so a log rewritten or cut short there no longer matches.
+// The warehouse's anchors of other store ids go with it, since the id that
+// finds this store's anchors is itself kept in the state store.
 func (c *Control) VerifyAudit(ctx context.Context) (AuditCheck, error) {
 	var opts store.VerifyOptions
 	note := "no anchor in the warehouse yet (nothing published)"
@@ -135,13 +137,20 @@ func (c *Control) VerifyAudit(ctx context.Context) (AuditCheck, error) {
 		if err != nil {
 			return AuditCheck{}, err
 		}
-		anchor, found, err := an.LatestAnchor(ctx, id)
+		anchors, err := an.LatestAnchors(ctx)
 		if err != nil {
-			return AuditCheck{}, fmt.Errorf("reading the audit anchor from the warehouse: %w", err)
+			return AuditCheck{}, fmt.Errorf("reading the audit anchors from the warehouse: %w", err)
 		}
-		if found {
-			opts.Anchor = &anchor
-			note = fmt.Sprintf("matches the warehouse's anchor at entry %d", anchor.Seq)
+		for i, a := range anchors {
+			if a.Store == id {
+				opts.Anchor = &anchors[i]
+				note = fmt.Sprintf("matches the warehouse's anchor at entry %d", a.Seq)
+			} else {
+				opts.Elsewhere = append(opts.Elsewhere, a)
+			}
+		}
+		if opts.Anchor != nil {
+			opts.Elsewhere = nil
 		}
 	}
 	rep, err := c.Store.VerifyAudit(ctx, opts)

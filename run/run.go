@@ -608,6 +608,7 @@ func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error 
 		if head.Store, err = r.id(ctx); err != nil {
 			return err
 		}
+		head = r.Store.SealAnchor(head)
 		marked, stopped := false, false
 		err = tr.Transact(ctx, func(tx refill.WarehouseTx) error {
 			// The publish mark commits with the partition: if it is there,

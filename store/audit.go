@@ -155,7 +155,28 @@ func auditHead(ctx context.Context, q querier, d dialect) (refill.AuditAnchor, e
 	if err != nil {
 		return refill.AuditAnchor{}, fmt.Errorf("audit log head: %w", err)
 	}
-	return refill.AuditAnchor{Seq: h.seq, Hash: h.hash}, nil
+	return refill.AuditAnchor{Seq: h.seq, Hash: h.hash, Keyed: h.keyedFrom > 0}, nil
+}
+
+// SealAnchor returns a, a head of this store's log (AuditHead) with its
+// Store set, bound by a MAC under the audit key: someone who can write the
+// warehouse but lacks the key cannot then write anchors for another store
+// id, nor drop a keyed anchor's Keyed. Without a key a is returned as it
+// is.
+func (s *Store) SealAnchor(a refill.AuditAnchor) refill.AuditAnchor {
+	a.MAC = ""
+	if key := s.auditKey(); key != nil {
+		a.MAC = anchorMAC(key, a)
+	}
+	return a
+}
+
+// anchorMAC binds an anchor's store id, entry, hash and keyed flag under
+// key.
+func anchorMAC(key []byte, a refill.AuditAnchor) string {
+	m := hmac.New(sha256.New, key)
+	fmt.Fprintf(m, "refill audit anchor\n%s\n%d\n%s\n%t", a.Store, a.Seq, a.Hash, a.Keyed)
+	return refill.HashKeyed + hex.EncodeToString(m.Sum(nil))
 }
 
 // head is the audit_head row: the last entry, and the first keyed one (0
@@ -251,6 +272,14 @@ type VerifyOptions struct {
 	// Anchor.Hash, so a log truncated below it, or rewritten and re-hashed
 	// up to and past it, fails however consistent it is in itself.
 	Anchor *refill.AuditAnchor
+	// Elsewhere are the latest anchors the warehouse holds of other state
+	// store ids, given when it holds none of this one's (Anchor nil). The
+	// store id is the one thing an anchor is found by, and it is kept in
+	// the state store: whoever changes it sheds the anchors that would
+	// show a log cut short or re-hashed. So anchors elsewhere and none here
+	// fail, unless their MAC shows they were written under another key
+	// than this store's.
+	Elsewhere []refill.AuditAnchor
 }
 
 // AuditReport is what a verification of the chain found.
@@ -278,7 +307,8 @@ type AuditReport struct {
 	Broken *BrokenEntry `json:"broken,omitempty"`
 }
 
-// BrokenEntry is the first place the chain does not hold.
+// BrokenEntry is the first place the chain does not hold. Seq is 0 when no
+// one entry is at fault (the warehouse holds anchors of another store id).
 type BrokenEntry struct {
 	Seq     int64  `json:"seq"`
 	Problem string `json:"problem"`
@@ -308,7 +338,7 @@ func (s *Store) VerifyAudit(ctx context.Context, opts ...VerifyOptions) (AuditRe
 		return AuditReport{}, fmt.Errorf("audit log: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only
-	v := verifier{ctx: ctx, q: tx, d: s.d, key: s.auditKey(), anchor: o.Anchor}
+	v := verifier{ctx: ctx, q: tx, d: s.d, key: s.auditKey(), anchor: o.Anchor, elsewhere: o.Elsewhere}
 	return v.run(false)
 }
 
@@ -341,7 +371,7 @@ func (s *Store) VerifyAuditFrom(ctx context.Context, opts ...VerifyOptions) (Aud
 	}
 	var rep AuditReport
 	err = s.Update(ctx, func(tx *Tx) error {
-		v := verifier{ctx: ctx, q: tx.tx, d: s.d, key: s.auditKey(), anchor: o.Anchor}
+		v := verifier{ctx: ctx, q: tx.tx, d: s.d, key: s.auditKey(), anchor: o.Anchor, elsewhere: o.Elsewhere}
 		var err error
 		if rep, err = v.run(true); err != nil {
 			return err
@@ -374,11 +404,12 @@ func checkpointMAC(key []byte, seq int64, hash string) string {
 
 // verifier is one verification of the chain, over one transaction.
 type verifier struct {
-	ctx    context.Context
-	q      querier
-	d      dialect
-	key    []byte
-	anchor *refill.AuditAnchor
+	ctx       context.Context
+	q         querier
+	d         dialect
+	key       []byte
+	anchor    *refill.AuditAnchor
+	elsewhere []refill.AuditAnchor
 
 	rep  AuditReport
 	head head
@@ -398,7 +429,7 @@ func (v *verifier) run(incremental bool) (AuditReport, error) {
 		if a.Seq < 0 || (a.Seq > 0 && a.Hash == "") {
 			return AuditReport{}, refill.BadInputf("audit anchor %d %q is not an entry of a log: want a seq of 1 or more and its hash", a.Seq, a.Hash)
 		}
-		v.rep.Anchor = &refill.AuditAnchor{Seq: a.Seq, Hash: a.Hash}
+		v.rep.Anchor = &refill.AuditAnchor{Seq: a.Seq, Hash: a.Hash, Keyed: a.Keyed}
 	}
 	var err error
 	if v.head, err = readHead(v.ctx, v.q, v.d); err != nil {
@@ -499,7 +530,17 @@ func (v *verifier) run(incremental bool) (AuditReport, error) {
 			return v.broken(v.cp.seq, "was replaced: its hash is %s, but it was %s when the log was verified up to it", short(seen[v.cp.seq]), short(v.cp.hash))
 		}
 	}
+	if v.anchor == nil {
+		if problem := v.elsewhereProblem(); problem != "" {
+			v.rep.OK = false
+			v.rep.Broken = &BrokenEntry{Problem: problem}
+			return v.rep, fmt.Errorf("%w: audit log: %s", refill.ErrVerification, problem)
+		}
+	}
 	if a := v.anchor; a != nil && a.Seq > 0 {
+		if problem := v.anchorProblem(); problem != "" {
+			return v.broken(a.Seq, "%s", problem)
+		}
 		if a.Seq > prevSeq {
 			return v.broken(prevSeq+1, "is missing: the anchor outside the state store says the log held entry %d (%s), but it ends at entry %d: entries were removed from the end", a.Seq, short(a.Hash), prevSeq)
 		}
@@ -529,6 +570,48 @@ func (v *verifier) run(incremental bool) (AuditReport, error) {
 		v.rep.Warning = fmt.Sprintf("the audit log is not keyed yet: entries 1 to %d can be rewritten by anyone who can write the state store until the next entry, which will be keyed, seals them", h.seq)
 	}
 	return v.rep, nil
+}
+
+// anchorProblem says what is wrong with this store's anchor, before its
+// entry is compared with the log: a MAC that does not bind it to this
+// store under the key, or a keyed anchor over a log that is not keyed
+// there.
+func (v *verifier) anchorProblem() string {
+	a, from := v.anchor, v.head.keyedFrom
+	if v.key != nil && strings.HasPrefix(a.MAC, refill.HashKeyed) && !hmac.Equal([]byte(a.MAC), []byte(anchorMAC(v.key, *a))) {
+		return fmt.Sprintf("its anchor in the warehouse is not this state store's: the anchor's MAC does not match store id %s and the anchor under the audit key (the anchor was altered, the store id changed, or the key set is not the one the log was keyed with)", a.Store)
+	}
+	switch {
+	case a.Keyed && from == 0:
+		return "was anchored in the warehouse while the log was keyed, but the log is not keyed: it was downgraded, re-hashed by someone without the key"
+	case a.Keyed && from > a.Seq:
+		return fmt.Sprintf("was anchored in the warehouse while the log was keyed, but the log is keyed only from entry %d: it was downgraded, re-hashed by someone without the key", from)
+	}
+	return ""
+}
+
+// elsewhereProblem says why anchors of other store ids, and none of this
+// one's, fail the log. Anchors with a MAC that does not hold under this
+// store's key were written by a store with another key and are left out;
+// without a key none can be.
+func (v *verifier) elsewhereProblem() string {
+	var ids []string
+	keyed := false
+	for _, a := range v.elsewhere {
+		if v.key != nil && strings.HasPrefix(a.MAC, refill.HashKeyed) && !hmac.Equal([]byte(a.MAC), []byte(anchorMAC(v.key, a))) {
+			continue
+		}
+		ids = append(ids, a.Store)
+		keyed = keyed || a.Keyed
+	}
+	if len(ids) == 0 {
+		return ""
+	}
+	problem := fmt.Sprintf("the warehouse holds audit anchors of another state store (ids %s) but none of this one: the store id may have been changed", strings.Join(ids, ", "))
+	if keyed && v.head.keyedFrom == 0 {
+		problem += "; and they were written while that log was keyed, but this log is not keyed: it may have been downgraded, re-hashed by someone without the key"
+	}
+	return problem
 }
 
 // loadCheckpoint reads the checkpoint and checks its MAC, returning what

@@ -82,24 +82,7 @@ func writeLegacyLog(t *testing.T, ctx context.Context, d dialect, driver, dsn st
 		t.Fatal(err)
 	}
 	defer db.Close()
-	all, err := d.migrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.ExecContext(ctx, d.createMigrations); err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range all {
-		if m.version > 5 {
-			break
-		}
-		if _, err := db.ExecContext(ctx, m.sql); err != nil {
-			t.Fatalf("migration %d: %v", m.version, err)
-		}
-		if _, err := db.ExecContext(ctx, d.rebind(`INSERT INTO refill_migrations (version, name) VALUES (?, ?)`), m.version, m.name); err != nil {
-			t.Fatal(err)
-		}
-	}
+	migrateTo(t, ctx, d, db, 5)
 	var out []refill.Event
 	prev := refill.GenesisHash
 	for i := range n {
@@ -119,4 +102,35 @@ func writeLegacyLog(t *testing.T, ctx context.Context, d dialect, driver, dsn st
 		t.Fatal(err)
 	}
 	return out
+}
+
+// migrateTo brings a database's schema up to version, as a refill of that
+// version would have left it, one migration after the other.
+func migrateTo(t *testing.T, ctx context.Context, d dialect, db *sql.DB, version int) {
+	t.Helper()
+	all, err := d.migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, d.createMigrations); err != nil {
+		t.Fatal(err)
+	}
+	var at int
+	if err := db.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM refill_migrations`).Scan(&at); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range all {
+		if m.version <= at {
+			continue
+		}
+		if m.version > version {
+			break
+		}
+		if _, err := db.ExecContext(ctx, m.sql); err != nil {
+			t.Fatalf("migration %d: %v", m.version, err)
+		}
+		if _, err := db.ExecContext(ctx, d.rebind(`INSERT INTO refill_migrations (version, name) VALUES (?, ?)`), m.version, m.name); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

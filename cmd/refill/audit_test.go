@@ -50,7 +50,8 @@ func TestAuditCarriesTheRealClock(t *testing.T) {
 
 // TestKeyedAuditSurvivesSomeoneWhoCanWriteTheState: with the audit key in
 // the environment, an entry rewritten and re-hashed by someone without it,
-// or a log cut short, fails audit verify.
+// a log cut short, or a whole log re-hashed without the key, fails audit
+// verify, also when the store id its anchors are found by was changed.
 func TestKeyedAuditSurvivesSomeoneWhoCanWriteTheState(t *testing.T) {
 	root := t.TempDir()
 	key := []string{"REFILL_AUDIT_KEY=correct horse battery staple"}
@@ -130,6 +131,81 @@ func TestKeyedAuditSurvivesSomeoneWhoCanWriteTheState(t *testing.T) {
 	}
 	if r := run(t, d2, key, "audit", "verify"); r.code != 5 || !strings.Contains(r.stderr, "anchor") {
 		t.Fatalf("a truncated log passed audit verify: exit %d\n%s", r.code, r.stderr)
+	}
+	// The anchors are found by the store's id, which lives in the state
+	// store too: changing it must not make them vanish.
+	if _, err := s2.Exec(`UPDATE refill_meta SET store_id = 'someone-else'`); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, d2, key, "audit", "verify"); r.code != 5 || !strings.Contains(r.stderr, "the warehouse holds audit anchors of another state store") ||
+		!strings.Contains(r.stderr, "the store id may have been changed") {
+		t.Fatalf("a truncated log under a new store id passed audit verify: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	// The whole first log re-hashed without the key, mallory's approval
+	// and all, and no longer marked keyed: a chain that holds in itself.
+	rehashUnkeyed(t, state)
+	r = run(t, d, key, "audit", "verify")
+	if r.code != 5 || !strings.Contains(r.stderr, "downgraded") {
+		t.Fatalf("a log re-hashed without the key passed audit verify: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if _, err := state.Exec(`UPDATE refill_meta SET store_id = 'someone-else'`); err != nil {
+		t.Fatal(err)
+	}
+	r = run(t, d, key, "audit", "verify")
+	if r.code != 5 || !strings.Contains(r.stderr, "the store id may have been changed") || !strings.Contains(r.stderr, "downgraded") {
+		t.Fatalf("a log re-hashed without the key, under a new store id, passed audit verify: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// rehashUnkeyed plays someone without the audit key who rewrites the
+// whole log with plain hashes, marks it never keyed and drops the
+// verification checkpoint.
+func rehashUnkeyed(t *testing.T, state *sql.DB) {
+	t.Helper()
+	rows, err := state.Query(`SELECT seq, at, as_of, actor, event, plan_id, dataset, partition, detail FROM audit_log ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log []refill.Event
+	for rows.Next() {
+		var (
+			e      refill.Event
+			at     string
+			asOf   sql.NullString
+			detail string
+		)
+		if err := rows.Scan(&e.Seq, &at, &asOf, &e.Actor, &e.Kind, &e.PlanID, &e.Dataset, &e.Partition, &detail); err != nil {
+			t.Fatal(err)
+		}
+		e.Detail = json.RawMessage(detail)
+		if e.At, err = time.Parse(time.RFC3339Nano, at); err != nil {
+			t.Fatal(err)
+		}
+		if asOf.Valid {
+			if e.AsOf, err = time.Parse(time.RFC3339Nano, asOf.String); err != nil {
+				t.Fatal(err)
+			}
+		}
+		log = append(log, e)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	rows.Close()
+	prev := refill.GenesisHash
+	for _, e := range log {
+		e.PrevHash = prev
+		e.Hash = e.ComputeHash()
+		if _, err := state.Exec(`UPDATE audit_log SET prev_hash = ?, hash = ? WHERE seq = ?`, e.PrevHash, e.Hash, e.Seq); err != nil {
+			t.Fatal(err)
+		}
+		prev = e.Hash
+	}
+	for _, q := range []string{`UPDATE audit_head SET hash = '` + prev + `', keyed_from = NULL`, `DELETE FROM audit_checkpoint`} {
+		if _, err := state.Exec(q); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

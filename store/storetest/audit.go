@@ -117,8 +117,8 @@ func exerciseAudit(t *testing.T, newDSN func(t *testing.T) string) {
 			}
 		}
 		head, err := s.AuditHead(ctx)
-		if err != nil || head != (refill.AuditAnchor{Seq: 5, Hash: got[4].Hash}) {
-			t.Errorf("AuditHead = %+v, %v; want entry 5", head, err)
+		if err != nil || head != (refill.AuditAnchor{Seq: 5, Hash: got[4].Hash, Keyed: true}) {
+			t.Errorf("AuditHead = %+v, %v; want entry 5, keyed", head, err)
 		}
 		// The same log under another key does not verify, and says the key
 		// may be the reason.
@@ -146,8 +146,8 @@ func exerciseAudit(t *testing.T, newDSN func(t *testing.T) string) {
 			inTx, err = tx.AuditHead(ctx)
 			return err
 		})
-		if err != nil || inTx != (refill.AuditAnchor{Seq: 3, Hash: e.Hash}) {
-			t.Fatalf("Tx.AuditHead after an append = %+v, %v; want entry 3, %s", inTx, err, e.Hash)
+		if err != nil || inTx != (refill.AuditAnchor{Seq: 3, Hash: e.Hash, Keyed: true}) {
+			t.Fatalf("Tx.AuditHead after an append = %+v, %v; want entry 3, %s, keyed", inTx, err, e.Hash)
 		}
 		if h, err := s.AuditHead(ctx); err != nil || h != inTx {
 			t.Fatalf("AuditHead = %+v, %v; want %+v", h, err, inTx)
@@ -225,7 +225,7 @@ func exerciseAudit(t *testing.T, newDSN func(t *testing.T) string) {
 				rewrite(t, s, 1, 0, func(e *refill.Event) { e.Actor = "mallory" }, (*refill.Event).ComputeHash)
 				exec(t, s, `UPDATE audit_head SET keyed_from = NULL`)
 				exec(t, s, `DELETE FROM audit_checkpoint`)
-			}, 4, true, "does not match the anchor"},
+			}, 4, true, "anchored in the warehouse while the log was keyed, but the log is not keyed: it was downgraded"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
@@ -255,6 +255,65 @@ func exerciseAudit(t *testing.T, newDSN func(t *testing.T) string) {
 					wantBroken(t, v.name, rep, err, tc.seq, tc.problem)
 				}
 			})
+		}
+	})
+
+	// The warehouse finds a store's anchors by its id, which someone who
+	// can write the state store can change: anchors of other ids and none
+	// of this one fail, unless a MAC shows they are another key's.
+	t.Run("AuditAnchorsElsewhere", func(t *testing.T) {
+		t.Parallel()
+		s, _ := setup(t, key)
+		other, _ := setup(t, []byte("another store's key"))
+		ctx := t.Context()
+		appendEntries(t, s, 4)
+		appendEntries(t, other, 2)
+		head, err := s.AuditHead(ctx)
+		if err != nil || !head.Keyed {
+			t.Fatalf("AuditHead of a keyed log = %+v, %v; want it keyed", head, err)
+		}
+		head.Store = "old-id"
+		ours := s.SealAnchor(head)
+		if !strings.HasPrefix(ours.MAC, refill.HashKeyed) {
+			t.Fatalf("SealAnchor with a key = %+v; want a keyed MAC", ours)
+		}
+		theirs, err := other.AuditHead(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		theirs.Store = "their-id"
+		theirs = other.SealAnchor(theirs)
+		legacy := refill.AuditAnchor{Store: "legacy-id", Seq: 9, Hash: "sha256:legacy"}
+		moved := ours
+		moved.Store = "new-id"
+		for _, c := range []struct {
+			name    string
+			opts    store.VerifyOptions
+			seq     int64
+			problem string // "": the log verifies
+		}{
+			{"this store's anchors under its old id", store.VerifyOptions{Elsewhere: []refill.AuditAnchor{theirs, ours}}, 0,
+				"the warehouse holds audit anchors of another state store (ids old-id) but none of this one: the store id may have been changed"},
+			{"anchors without a MAC could be this store's", store.VerifyOptions{Elsewhere: []refill.AuditAnchor{legacy}}, 0, "(ids legacy-id)"},
+			{"only anchors of a store with another key", store.VerifyOptions{Elsewhere: []refill.AuditAnchor{theirs}}, 0, ""},
+			{"an anchor moved to this store's new id", store.VerifyOptions{Anchor: &moved}, 4, "does not match store id new-id"},
+			{"this store's own anchor", store.VerifyOptions{Anchor: &ours}, 0, ""},
+		} {
+			for _, v := range verifiers(ctx, s) {
+				rep, err := v.verify(c.opts)
+				switch {
+				case c.problem == "":
+					if err != nil || !rep.OK {
+						t.Errorf("%s, %s: %+v, %v; want it to verify", c.name, v.name, rep.Broken, err)
+					}
+				case c.seq == 0:
+					if !errors.Is(err, refill.ErrVerification) || rep.OK || rep.Broken == nil || !strings.Contains(err.Error(), c.problem) {
+						t.Errorf("%s, %s: %+v, %v; want it to fail with %q", c.name, v.name, rep.Broken, err, c.problem)
+					}
+				default:
+					wantBroken(t, c.name+", "+v.name, rep, err, c.seq, c.problem)
+				}
+			}
 		}
 	})
 

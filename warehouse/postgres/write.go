@@ -2,11 +2,8 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/warehouse/sqltext"
@@ -175,13 +172,17 @@ func (t *tx) MarkPublished(ctx context.Context, planID, dataset, partition strin
 }
 
 // Anchor records the audit log's head in refill_audit_anchor, keyed by the
-// state store it belongs to. An anchor already there for the same entry is
-// kept as it was.
+// state store it belongs to, with whether the log was keyed and its MAC.
+// An anchor already there for the same entry is kept as it was.
 func (t *tx) Anchor(ctx context.Context, a refill.AuditAnchor) error {
 	if err := t.usable(); err != nil {
 		return err
 	}
-	if _, err := t.tx.Exec(ctx, `INSERT INTO refill_audit_anchor (store, seq, hash) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, a.Store, a.Seq, a.Hash); err != nil {
+	var mac *string
+	if a.MAC != "" {
+		mac = &a.MAC
+	}
+	if _, err := t.tx.Exec(ctx, `INSERT INTO refill_audit_anchor (store, seq, hash, keyed, mac) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`, a.Store, a.Seq, a.Hash, a.Keyed, mac); err != nil {
 		return fmt.Errorf("audit anchor: %w", err)
 	}
 	return nil
@@ -192,22 +193,62 @@ var _ refill.Anchorer = (*Warehouse)(nil)
 // LatestAnchor returns store's anchor with the highest sequence number; ok
 // is false when refill_audit_anchor is missing or holds none of store's.
 func (w *Warehouse) LatestAnchor(ctx context.Context, store string) (refill.AuditAnchor, bool, error) {
-	var exists bool
-	if err := w.pool.QueryRow(ctx, `SELECT to_regclass('refill_audit_anchor') IS NOT NULL`).Scan(&exists); err != nil {
-		return refill.AuditAnchor{}, false, fmt.Errorf("audit anchor: %w", err)
+	as, err := w.anchors(ctx, `WHERE store = $1 ORDER BY seq DESC LIMIT 1`, store)
+	if err != nil || len(as) == 0 {
+		return refill.AuditAnchor{}, false, err
+	}
+	return as[0], true, nil
+}
+
+// LatestAnchors returns the latest anchor of each store, ordered by store.
+func (w *Warehouse) LatestAnchors(ctx context.Context) ([]refill.AuditAnchor, error) {
+	return w.anchors(ctx, `a WHERE seq = (SELECT max(seq) FROM refill_audit_anchor b WHERE b.store = a.store) ORDER BY store`)
+}
+
+// anchors reads the anchors that the clause after FROM refill_audit_anchor
+// selects. It only reads: a table from before anchors recorded keyed and
+// mac reads them as unkeyed, without a MAC, until a publish upgrades it.
+func (w *Warehouse) anchors(ctx context.Context, clause string, args ...any) ([]refill.AuditAnchor, error) {
+	var exists, upgraded bool
+	err := w.pool.QueryRow(ctx, `SELECT to_regclass('refill_audit_anchor') IS NOT NULL,
+		EXISTS (SELECT FROM pg_attribute WHERE attrelid = to_regclass('refill_audit_anchor') AND attname = 'mac' AND NOT attisdropped)`).Scan(&exists, &upgraded)
+	if err != nil {
+		return nil, fmt.Errorf("audit anchor: %w", err)
 	}
 	if !exists {
-		return refill.AuditAnchor{}, false, nil
+		return nil, nil
 	}
-	a := refill.AuditAnchor{Store: store}
-	err := w.pool.QueryRow(ctx, `SELECT seq, hash FROM refill_audit_anchor WHERE store = $1 ORDER BY seq DESC LIMIT 1`, store).Scan(&a.Seq, &a.Hash)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return refill.AuditAnchor{}, false, nil
-	case err != nil:
-		return refill.AuditAnchor{}, false, fmt.Errorf("audit anchor: %w", err)
+	cols := `store, seq, hash, NULL::boolean, NULL::text`
+	if upgraded {
+		cols = `store, seq, hash, keyed, mac`
 	}
-	return a, true, nil
+	rows, err := w.pool.Query(ctx, `SELECT `+cols+` FROM refill_audit_anchor `+clause, args...)
+	if err != nil {
+		return nil, fmt.Errorf("audit anchor: %w", err)
+	}
+	defer rows.Close()
+	var out []refill.AuditAnchor
+	for rows.Next() {
+		var (
+			a     refill.AuditAnchor
+			keyed *bool
+			mac   *string
+		)
+		if err := rows.Scan(&a.Store, &a.Seq, &a.Hash, &keyed, &mac); err != nil {
+			return nil, fmt.Errorf("audit anchor: %w", err)
+		}
+		if keyed != nil {
+			a.Keyed = *keyed
+		}
+		if mac != nil {
+			a.MAC = *mac
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("audit anchor: %w", err)
+	}
+	return out, nil
 }
 
 // createTables makes sure refill's own tables, refill_published and
@@ -224,8 +265,21 @@ func (w *Warehouse) createTables(ctx context.Context) error {
 	}
 	if _, err := w.pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS refill_audit_anchor (
 		store text NOT NULL, seq bigint NOT NULL, hash text NOT NULL, written_at timestamptz NOT NULL DEFAULT now(),
+		keyed boolean, mac text,
 		PRIMARY KEY (store, seq))`); err != nil {
 		return fmt.Errorf("audit anchor: %w", err)
+	}
+	// A table from before anchors recorded keyed and mac gains them; its
+	// old rows keep NULL, read as unkeyed. The ALTER runs only then: its
+	// lock would wait for every publish in flight.
+	var upgraded bool
+	if err := w.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_attribute WHERE attrelid = to_regclass('refill_audit_anchor') AND attname = 'mac' AND NOT attisdropped)`).Scan(&upgraded); err != nil {
+		return fmt.Errorf("audit anchor: %w", err)
+	}
+	if !upgraded {
+		if _, err := w.pool.Exec(ctx, `ALTER TABLE refill_audit_anchor ADD COLUMN IF NOT EXISTS keyed boolean, ADD COLUMN IF NOT EXISTS mac text`); err != nil {
+			return fmt.Errorf("audit anchor: %w", err)
+		}
 	}
 	w.ownTables.Store(true)
 	return nil

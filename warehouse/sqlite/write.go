@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -162,13 +161,17 @@ func (t *tx) MarkPublished(ctx context.Context, planID, dataset, partition strin
 }
 
 // Anchor records the audit log's head in refill_audit_anchor, keyed by the
-// state store it belongs to. An anchor already there for the same entry is
-// kept as it was.
+// state store it belongs to, with whether the log was keyed and its MAC.
+// An anchor already there for the same entry is kept as it was.
 func (t *tx) Anchor(ctx context.Context, a refill.AuditAnchor) error {
 	if err := t.usable(); err != nil {
 		return err
 	}
-	if _, err := t.conn.ExecContext(ctx, `INSERT INTO refill_audit_anchor (store, seq, hash) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, a.Store, a.Seq, a.Hash); err != nil {
+	var mac any
+	if a.MAC != "" {
+		mac = a.MAC
+	}
+	if _, err := t.conn.ExecContext(ctx, `INSERT INTO refill_audit_anchor (store, seq, hash, keyed, mac) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, a.Store, a.Seq, a.Hash, a.Keyed, mac); err != nil {
 		return fmt.Errorf("audit anchor: %w", err)
 	}
 	return nil
@@ -179,22 +182,55 @@ var _ refill.Anchorer = (*Warehouse)(nil)
 // LatestAnchor returns store's anchor with the highest sequence number; ok
 // is false when refill_audit_anchor is missing or holds none of store's.
 func (w *Warehouse) LatestAnchor(ctx context.Context, store string) (refill.AuditAnchor, bool, error) {
-	var n int
-	if err := w.db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'refill_audit_anchor'`).Scan(&n); err != nil {
-		return refill.AuditAnchor{}, false, fmt.Errorf("audit anchor: %w", err)
+	as, err := w.anchors(ctx, `WHERE store = ? ORDER BY seq DESC LIMIT 1`, store)
+	if err != nil || len(as) == 0 {
+		return refill.AuditAnchor{}, false, err
+	}
+	return as[0], true, nil
+}
+
+// LatestAnchors returns the latest anchor of each store, ordered by store.
+func (w *Warehouse) LatestAnchors(ctx context.Context) ([]refill.AuditAnchor, error) {
+	return w.anchors(ctx, `a WHERE seq = (SELECT max(seq) FROM refill_audit_anchor b WHERE b.store = a.store) ORDER BY store`)
+}
+
+// anchors reads the anchors that the clause after FROM refill_audit_anchor
+// selects. It only reads: a table from before anchors recorded keyed and
+// mac reads them as unkeyed, without a MAC, until a publish upgrades it.
+func (w *Warehouse) anchors(ctx context.Context, clause string, args ...any) ([]refill.AuditAnchor, error) {
+	var n, upgraded int
+	if err := w.db.QueryRowContext(ctx, `SELECT count(*), count(*) FILTER (WHERE name = 'mac') FROM pragma_table_info('refill_audit_anchor')`).Scan(&n, &upgraded); err != nil {
+		return nil, fmt.Errorf("audit anchor: %w", err)
 	}
 	if n == 0 {
-		return refill.AuditAnchor{}, false, nil
+		return nil, nil
 	}
-	a := refill.AuditAnchor{Store: store}
-	err := w.db.QueryRowContext(ctx, `SELECT seq, hash FROM refill_audit_anchor WHERE store = ? ORDER BY seq DESC LIMIT 1`, store).Scan(&a.Seq, &a.Hash)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return refill.AuditAnchor{}, false, nil
-	case err != nil:
-		return refill.AuditAnchor{}, false, fmt.Errorf("audit anchor: %w", err)
+	cols := `store, seq, hash, NULL, NULL`
+	if upgraded > 0 {
+		cols = `store, seq, hash, keyed, mac`
 	}
-	return a, true, nil
+	rows, err := w.db.QueryContext(ctx, `SELECT `+cols+` FROM refill_audit_anchor `+clause, args...)
+	if err != nil {
+		return nil, fmt.Errorf("audit anchor: %w", err)
+	}
+	defer rows.Close()
+	var out []refill.AuditAnchor
+	for rows.Next() {
+		var (
+			a     refill.AuditAnchor
+			keyed sql.NullBool
+			mac   sql.NullString
+		)
+		if err := rows.Scan(&a.Store, &a.Seq, &a.Hash, &keyed, &mac); err != nil {
+			return nil, fmt.Errorf("audit anchor: %w", err)
+		}
+		a.Keyed, a.MAC = keyed.Bool, mac.String
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("audit anchor: %w", err)
+	}
+	return out, nil
 }
 
 // createTables makes sure refill's own tables, refill_published and
@@ -211,8 +247,23 @@ func (w *Warehouse) createTables(ctx context.Context, conn *sql.Conn) error {
 	}
 	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS refill_audit_anchor (
 		store TEXT NOT NULL, seq INTEGER NOT NULL, hash TEXT NOT NULL, written_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+		keyed INTEGER, mac TEXT,
 		PRIMARY KEY (store, seq))`); err != nil {
 		return fmt.Errorf("audit anchor: %w", err)
+	}
+	// A table from before anchors recorded keyed and mac gains them; its
+	// old rows keep NULL, read as unkeyed. Another process may add them
+	// first.
+	var upgraded int
+	if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('refill_audit_anchor') WHERE name = 'mac'`).Scan(&upgraded); err != nil {
+		return fmt.Errorf("audit anchor: %w", err)
+	}
+	if upgraded == 0 {
+		for _, q := range []string{`ALTER TABLE refill_audit_anchor ADD COLUMN keyed INTEGER`, `ALTER TABLE refill_audit_anchor ADD COLUMN mac TEXT`} {
+			if _, err := conn.ExecContext(ctx, q); err != nil && !strings.Contains(err.Error(), "duplicate column") {
+				return fmt.Errorf("audit anchor: %w", err)
+			}
+		}
 	}
 	w.ownTables.Store(true)
 	return nil

@@ -280,17 +280,22 @@ func exerciseWrite(t *testing.T, setup func(t *testing.T) (*Harness, context.Con
 		if a, ok := latest("s1"); ok {
 			t.Errorf("a rolled-back anchor is there: %+v", a)
 		}
+		s2 := refill.AuditAnchor{Store: "s2", Seq: 40, Hash: "other", Keyed: true, MAC: "hmac-sha256:m40"}
 		err := anchor(false,
 			refill.AuditAnchor{Store: "s1", Seq: 1, Hash: "h1"}, refill.AuditAnchor{Store: "s1", Seq: 12, Hash: "h12"},
-			refill.AuditAnchor{Store: "s1", Seq: 3, Hash: "h3"}, refill.AuditAnchor{Store: "s2", Seq: 40, Hash: "other"})
+			refill.AuditAnchor{Store: "s1", Seq: 3, Hash: "h3"}, refill.AuditAnchor{Store: "s2", Seq: 39, Hash: "older"}, s2)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if a, ok := latest("s1"); !ok || a != (refill.AuditAnchor{Store: "s1", Seq: 12, Hash: "h12"}) {
 			t.Errorf("LatestAnchor(s1) = %+v, %v; want seq 12", a, ok)
 		}
-		if a, ok := latest("s2"); !ok || a != (refill.AuditAnchor{Store: "s2", Seq: 40, Hash: "other"}) {
-			t.Errorf("LatestAnchor(s2) = %+v, %v; want seq 40", a, ok)
+		if a, ok := latest("s2"); !ok || a != s2 {
+			t.Errorf("LatestAnchor(s2) = %+v, %v; want %+v", a, ok, s2)
+		}
+		all, err := an.LatestAnchors(ctx)
+		if err != nil || len(all) != 2 || all[0] != (refill.AuditAnchor{Store: "s1", Seq: 12, Hash: "h12"}) || all[1] != s2 {
+			t.Errorf("LatestAnchors = %+v, %v; want s1's at 12 and s2's at 40", all, err)
 		}
 		if a, ok := latest("s3"); ok {
 			t.Errorf("LatestAnchor of a store never anchored = %+v", a)
@@ -301,6 +306,30 @@ func exerciseWrite(t *testing.T, setup func(t *testing.T) (*Harness, context.Con
 		}
 		if a, _ := latest("s1"); a.Hash != "h12" {
 			t.Errorf("a second anchor for seq 12 replaced the first: %+v", a)
+		}
+	})
+
+	// Anchors written before they recorded whether the log was keyed read
+	// as unkeyed, and the table gains the columns at the next publish.
+	t.Run("AuditAnchorUpgrade", func(t *testing.T) {
+		h, ctx := setup(t)
+		an := h.Warehouse.(refill.Anchorer)
+		h.Exec(t, `CREATE TABLE refill_audit_anchor (store TEXT NOT NULL, seq BIGINT NOT NULL, hash TEXT NOT NULL, PRIMARY KEY (store, seq))`)
+		h.Exec(t, `INSERT INTO refill_audit_anchor (store, seq, hash) VALUES ('s1', 5, 'h5')`)
+		old := refill.AuditAnchor{Store: "s1", Seq: 5, Hash: "h5"}
+		if a, ok, err := an.LatestAnchor(ctx, "s1"); err != nil || !ok || a != old {
+			t.Errorf("LatestAnchor of an old table = %+v, %v, %v; want %+v", a, ok, err, old)
+		}
+		if all, err := an.LatestAnchors(ctx); err != nil || len(all) != 1 || all[0] != old {
+			t.Errorf("LatestAnchors of an old table = %+v, %v; want %+v", all, err, old)
+		}
+		keyed := refill.AuditAnchor{Store: "s1", Seq: 6, Hash: "h6", Keyed: true, MAC: "hmac-sha256:m6"}
+		err := h.Warehouse.(refill.Transactor).Transact(ctx, func(tx refill.WarehouseTx) error { return tx.Anchor(ctx, keyed) })
+		if err != nil {
+			t.Fatalf("anchor into an old table: %v", err)
+		}
+		if a, ok, err := an.LatestAnchor(ctx, "s1"); err != nil || !ok || a != keyed {
+			t.Errorf("LatestAnchor after the upgrade = %+v, %v, %v; want %+v", a, ok, err, keyed)
 		}
 	})
 }
