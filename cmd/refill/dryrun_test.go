@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -92,5 +93,106 @@ func TestPolicyRulesAreCheckedAtLoad(t *testing.T) {
 	r := run(t, d, nil, "plan", "sessions", "--from", "2026-11-20", "--to", "2026-11-21", "--reason", "r", "--as", "alice")
 	if r.code != 2 || !regexp.MustCompile(`refill\.yaml:\d+`).MatchString(r.stderr) || !regexp.MustCompile(`requester`).MatchString(r.stderr) {
 		t.Fatalf("a misspelled rule field: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// TestDryRunCountsDownstreamThroughAView: raw → mid → v (a view, lineage
+// only) → top. The view passes mid's rows through, so top must be rehearsed
+// after mid and shown going 1 -> 5, as the run will make it, and the plan
+// must not say that what reads the view reads its rows as they are.
+func TestDryRunCountsDownstreamThroughAView(t *testing.T) {
+	dir := smallProject(t, `version: 1
+warehouse: sqlite:wh.db
+datasets:
+  raw: {table: raw, partition: {column: day}}
+  mid:
+    table: mid
+    partition: {column: day}
+    upstream: [raw]
+    job: {query: "SELECT day, v FROM raw WHERE day = :partition"}
+  v:
+    upstream: [mid]
+    lineage_only: materialized as a view
+  top:
+    table: top
+    partition: {column: day}
+    upstream: [v]
+    job: {query: "SELECT day, v FROM v WHERE day = :partition"}
+`,
+		"CREATE TABLE raw (day TEXT, v INTEGER)",
+		"CREATE TABLE mid (day TEXT, v INTEGER)",
+		"CREATE VIEW v AS SELECT day, v FROM mid",
+		"CREATE TABLE top (day TEXT, v INTEGER)",
+		"INSERT INTO raw VALUES ('2026-11-02', 1), ('2026-11-02', 2), ('2026-11-02', 3), ('2026-11-02', 4), ('2026-11-02', 5)",
+		"INSERT INTO mid VALUES ('2026-11-02', 1)",
+		"INSERT INTO top VALUES ('2026-11-02', 1)",
+	)
+	r := step(t, dir, 0, "", "plan", "raw", "--from", "2026-11-02", "--to", "2026-11-02", "--reason", "stale chain", "--as", "alice")
+	for _, want := range []string{
+		`(?m)~ top .*\n\s+2026-11-02\s+1\s+->\s+5\s+\+4 .*rehearsal\n\s+expected: counted after the plan rebuilds mid, read through v \(materialized as a view\), which passes its upstream's rows through`,
+		`expected after 10\n`,
+	} {
+		if !regexp.MustCompile(want).MatchString(r.stdout) {
+			t.Errorf("the dry run lacks %s:\n%s", want, r.stdout)
+		}
+	}
+	for _, bad := range []string{`(?m)^\s+2026-11-02\s+1\s+->\s+1\s+=`, `as they are`} {
+		if regexp.MustCompile(bad).MatchString(r.stdout) {
+			t.Errorf("the dry run shows %s where the view passes the rebuilt rows through:\n%s", bad, r.stdout)
+		}
+	}
+	js := decode[planJSON](t, step(t, dir, 0, "", "plan", "raw", "--from", "2026-11-02", "--to", "2026-11-02", "--reason", "again", "--as", "alice", "-o", "json").stdout)
+	for _, s := range js.Steps {
+		if s.Dataset == "top" && (s.Partitions[0].ExpectedRows == nil || *s.Partitions[0].ExpectedRows != 5 || s.Partitions[0].ExpectedMethod != "rehearsal") {
+			t.Errorf("top in -o json: %s rows by %s, want 5 by rehearsal", rowsOf(s.Partitions[0].ExpectedRows), s.Partitions[0].ExpectedMethod)
+		}
+	}
+}
+
+// TestDryRunSaysWhyARehearsalFailed: when rebuilding mid in the rehearsal
+// fails (its table refuses the rows), top's rows cannot be counted after
+// it: they depend on the upstream, and the approver is told why, in the
+// text and in -o json.
+func TestDryRunSaysWhyARehearsalFailed(t *testing.T) {
+	dir := smallProject(t, `version: 1
+warehouse: sqlite:wh.db
+datasets:
+  raw: {table: raw, partition: {column: day}}
+  mid:
+    table: mid
+    partition: {column: day}
+    upstream: [raw]
+    job: {query: "SELECT day, v FROM raw WHERE day = :partition"}
+  top:
+    table: top
+    partition: {column: day}
+    upstream: [mid]
+    job: {query: "SELECT day, v FROM mid WHERE day = :partition"}
+`,
+		"CREATE TABLE raw (day TEXT, v INTEGER)",
+		"CREATE TABLE mid (day TEXT, v INTEGER CHECK (v < 3))",
+		"CREATE TABLE top (day TEXT, v INTEGER)",
+		"INSERT INTO raw VALUES ('2026-11-02', 1), ('2026-11-02', 2), ('2026-11-02', 3), ('2026-11-02', 4), ('2026-11-02', 5)",
+		"INSERT INTO mid VALUES ('2026-11-02', 1)",
+		"INSERT INTO top VALUES ('2026-11-02', 1)",
+	)
+	r := step(t, dir, 0, "", "plan", "raw", "--from", "2026-11-02", "--to", "2026-11-02", "--reason", "stale chain", "--as", "alice")
+	want := `(?m)~ top .*\n\s+2026-11-02\s+1\s+->\s+\?\s+depends_on_upstream\n\s+expected: the rehearsal that counts its rows after the upstream is rebuilt failed \(building mid 2026-11-02: .*CHECK constraint failed: v < 3.*\)`
+	if !regexp.MustCompile(want).MatchString(r.stdout) {
+		t.Errorf("the dry run lacks %s:\n%s", want, r.stdout)
+	}
+	p := decode[struct {
+		Steps []struct {
+			Dataset      string `json:"dataset"`
+			ExpectedNote string `json:"expected_note"`
+		} `json:"steps"`
+	}](t, step(t, dir, 0, "", "plan", "raw", "--from", "2026-11-02", "--to", "2026-11-02", "--reason", "again", "--as", "alice", "-o", "json").stdout)
+	for _, s := range p.Steps {
+		switch {
+		case s.Dataset == "top" && !strings.Contains(s.ExpectedNote, "CHECK constraint failed"):
+			t.Errorf("top's expected_note in -o json: %q, want the rehearsal's failure", s.ExpectedNote)
+		case s.Dataset == "mid" && s.ExpectedNote != "":
+			t.Errorf("mid's own query counts it, yet it has a note: %q", s.ExpectedNote)
+		}
 	}
 }
