@@ -2,11 +2,13 @@ package main
 
 import (
 	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestDryRunCountsDownstreamAfterTheUpstream: raw → mid → top of query
@@ -194,5 +196,52 @@ datasets:
 		case s.Dataset == "mid" && s.ExpectedNote != "":
 			t.Errorf("mid's own query counts it, yet it has a note: %q", s.ExpectedNote)
 		}
+	}
+}
+
+// TestHourHistoryKnowsTheWeek: a command job's hour-grain table is
+// expected from its history, and Saturday 10:00 from Saturdays at 10:00
+// (3 rows), not from the weekday mornings (7), the other Saturday hours
+// (2) or the weeks' median (5).
+func TestHourHistoryKnowsTheWeek(t *testing.T) {
+	var values []string
+	start := time.Date(2026, 10, 31, 0, 0, 0, 0, time.UTC) // 28 days before the Saturday planned
+	for ts := start; ts.Before(time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)); ts = ts.Add(time.Hour) {
+		weekend := ts.Weekday() == time.Saturday || ts.Weekday() == time.Sunday
+		n := 5
+		switch {
+		case weekend && ts.Hour() == 10:
+			n = 3
+		case weekend:
+			n = 2
+		case ts.Hour() == 10:
+			n = 7
+		}
+		if ts.Weekday() == time.Sunday && ts.Hour() == 10 {
+			n = 1 // Sunday is not Saturday either
+		}
+		for i := range n {
+			values = append(values, fmt.Sprintf("('%s', %d)", ts.Format("2006-01-02T15"), i))
+		}
+	}
+	dir := smallProject(t, `version: 1
+warehouse: sqlite:wh.db
+datasets:
+  hourly:
+    table: hourly
+    partition: {column: hour, grain: hour}
+    job: {command: ["true"]}
+`,
+		"CREATE TABLE hourly (hour TEXT, n INTEGER)",
+		"INSERT INTO hourly VALUES "+strings.Join(values, ", "),
+	)
+	p := decode[planJSON](t, step(t, dir, 0, "", "plan", "hourly", "--from", "2026-11-28T10", "--to", "2026-11-28T10", "--reason", "lost hour", "--as", "alice", "-o", "json").stdout)
+	if len(p.Steps) != 1 || len(p.Steps[0].Partitions) != 1 {
+		t.Fatalf("plan of one hour: %+v", p.Steps)
+	}
+	pp := p.Steps[0].Partitions[0]
+	if pp.Partition != "2026-11-28T10" || pp.ExpectedMethod != "history" || rowsOf(pp.ExpectedRows) != "3" || rowsOf(pp.CurrentRows) != "0" {
+		t.Errorf("Saturday 10:00: %s %s -> %s by %s, want 0 -> 3 by history (Saturdays at 10:00)",
+			pp.Partition, rowsOf(pp.CurrentRows), rowsOf(pp.ExpectedRows), pp.ExpectedMethod)
 	}
 }
