@@ -251,11 +251,11 @@ func (p *Planner) afterUpstream(ctx context.Context, plan *refill.Plan) {
 		rebuilt[plan.Steps[i].Dataset] = &plan.Steps[i]
 	}
 	// reads returns the rebuilt datasets among ups, and those behind the
-	// views among them, with the views it read through.
+	// views among them, with the views it read them through.
 	reads := func(ups []string) (steps []*refill.Step, via []*refill.Dataset) {
 		seen := map[string]bool{}
-		var walk func(names []string)
-		walk = func(names []string) {
+		var walk func(names []string) bool
+		walk = func(names []string) (found bool) {
 			for _, name := range names {
 				if seen[name] {
 					continue
@@ -263,13 +263,15 @@ func (p *Planner) afterUpstream(ctx context.Context, plan *refill.Plan) {
 				seen[name] = true
 				if st := rebuilt[name]; st != nil {
 					steps = append(steps, st)
+					found = true
 					continue
 				}
-				if d := p.Config.Datasets[name]; d != nil && d.FollowsUpstream() {
+				if d := p.Config.Datasets[name]; d != nil && d.FollowsUpstream() && walk(d.Upstream) {
 					via = append(via, d)
-					walk(d.Upstream)
+					found = true
 				}
 			}
+			return found
 		}
 		walk(ups)
 		return steps, via
