@@ -6,7 +6,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"slices"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Grain is the width of one partition.
@@ -75,9 +78,23 @@ const (
 )
 
 // FollowsUpstream reports whether a lineage-only dataset's rows follow its
-// upstream's by themselves (a view, an ephemeral model).
+// upstream's by themselves (a view, an ephemeral model): its reason is
+// WhyView or WhyEphemeral as refill import dbt writes them, or begins with
+// the same words as a person writes them by hand ("materialized as a
+// view", "view", "ephemeral"), the words the config's error suggests.
 func (d *Dataset) FollowsUpstream() bool {
-	return d.LineageOnly && (d.Why == WhyView || d.Why == WhyEphemeral)
+	if !d.LineageOnly {
+		return false
+	}
+	why := strings.ToLower(strings.TrimSpace(d.Why))
+	for _, w := range []string{"materialized as a view", "view", "ephemeral"} {
+		rest, ok := strings.CutPrefix(why, w)
+		next, _ := utf8.DecodeRuneInString(rest)
+		if ok && (rest == "" || !unicode.IsLetter(next) && !unicode.IsDigit(next) && next != '_') {
+			return true
+		}
+	}
+	return false
 }
 
 // OpenLineageName is a dataset as OpenLineage events name it: a namespace

@@ -121,6 +121,11 @@ type Step struct {
 	Upstream    []string        `json:"upstream,omitempty"`
 	Fingerprint string          `json:"fingerprint"`
 	Partitions  []PartitionPlan `json:"partitions"`
+	// ExpectedNote says, for the approver, why the step's expected rows
+	// are not its job's own count of today's upstream: what they were
+	// counted after (a rehearsal, through a view), or why they depend on
+	// the upstream (a command job, a rehearsal that failed, and why).
+	ExpectedNote string `json:"expected_note,omitempty"`
 
 	// What the plan sealed of the dataset: everything that decides what
 	// the step writes. Apply, workers, snapshot, rollback and report use

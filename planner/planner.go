@@ -241,64 +241,95 @@ var RehearsalBudget = 10000
 // would tell the approver "no change" where the run changes rows. The plan's
 // query and sql jobs are rehearsed in lineage order inside one transaction
 // that is always rolled back, and each such partition is counted as it will
-// be after the plan. Where that cannot be done, the expectation is unknown
-// and marked as depending on the upstream.
+// be after the plan. A view between them (a lineage-only dataset that
+// follows its upstream) is read through: its rows are the rebuilt
+// upstream's. Where that cannot be done, the expectation is unknown and
+// marked as depending on the upstream, and the step's note says why.
 func (p *Planner) afterUpstream(ctx context.Context, plan *refill.Plan) {
 	rebuilt := map[string]*refill.Step{}
 	for i := range plan.Steps {
 		rebuilt[plan.Steps[i].Dataset] = &plan.Steps[i]
 	}
+	// reads returns the rebuilt datasets among ups, and those behind the
+	// views among them, with the views it read them through.
+	reads := func(ups []string) (steps []*refill.Step, via []*refill.Dataset) {
+		seen := map[string]bool{}
+		var walk func(names []string) bool
+		walk = func(names []string) (found bool) {
+			for _, name := range names {
+				if seen[name] {
+					continue
+				}
+				seen[name] = true
+				if st := rebuilt[name]; st != nil {
+					steps = append(steps, st)
+					found = true
+					continue
+				}
+				if d := p.Config.Datasets[name]; d != nil && d.FollowsUpstream() && walk(d.Upstream) {
+					via = append(via, d)
+					found = true
+				}
+			}
+			return found
+		}
+		walk(ups)
+		return steps, via
+	}
 	// Which steps read a rebuilt dataset, and which rebuilt datasets they
 	// need built first (transitively). A step behind a command or Airflow
 	// job cannot be rehearsed: what that job writes is outside refill.
 	var targets, unknowable []*refill.Step
+	through := map[*refill.Step]string{} // the note of a step read through a view
 	need := map[string]bool{}
 	for i := range plan.Steps {
 		st := &plan.Steps[i]
 		if st.Table == "" {
 			continue
 		}
+		direct, via := reads(st.Upstream)
+		if len(direct) == 0 {
+			continue
+		}
 		if st.Kind != refill.JobQuery && st.Kind != refill.JobSQL {
 			// A command or Airflow job reading a rebuilt dataset writes what
 			// refill cannot see ahead: its history guess says nothing about
 			// the rows the upstream will have.
-			for _, up := range st.Upstream {
-				if rebuilt[up] != nil {
-					unknowable = append(unknowable, st)
-					break
-				}
-			}
+			st.ExpectedNote = fmt.Sprintf("a %s job reading %s, which this plan rebuilds: what it will write cannot be counted ahead", st.Kind, stepNames(direct))
+			unknowable = append(unknowable, st)
 			continue
 		}
 		mine := map[string]bool{}
-		feasible := true
-		var visit func(name string)
-		visit = func(name string) {
-			up := rebuilt[name]
-			if up == nil || mine[name] {
+		var outside []*refill.Step
+		var visit func(up *refill.Step)
+		visit = func(up *refill.Step) {
+			if mine[up.Dataset] {
 				return
 			}
-			mine[name] = true
+			mine[up.Dataset] = true
 			if up.Kind != refill.JobQuery && up.Kind != refill.JobSQL {
-				feasible = false
+				outside = append(outside, up)
 			}
-			for _, u := range up.Upstream {
+			ups, _ := reads(up.Upstream)
+			for _, u := range ups {
 				visit(u)
 			}
 		}
-		for _, up := range st.Upstream {
+		for _, up := range direct {
 			visit(up)
 		}
-		switch {
-		case len(mine) == 0:
-		case !feasible:
+		if len(outside) > 0 {
+			st.ExpectedNote = fmt.Sprintf("it reads what %s will write in this plan, a job outside the warehouse's transaction that cannot be rehearsed", stepNames(outside))
 			unknowable = append(unknowable, st)
-		default:
-			targets = append(targets, st)
-			need[st.Dataset] = true
-			for n := range mine {
-				need[n] = true
-			}
+			continue
+		}
+		targets = append(targets, st)
+		need[st.Dataset] = true
+		for n := range mine {
+			need[n] = true
+		}
+		if len(via) > 0 {
+			through[st] = fmt.Sprintf("counted after the plan rebuilds %s, read through %s, which passes its upstream's rows through", stepNames(direct), viewNames(via))
 		}
 	}
 	defer func() {
@@ -316,8 +347,14 @@ func (p *Planner) afterUpstream(ctx context.Context, plan *refill.Plan) {
 	for name := range need {
 		builds += len(rebuilt[name].Partitions)
 	}
+	var why string
 	reh, ok := p.Warehouse.(refill.Rehearser)
-	if ok && builds <= RehearsalBudget {
+	switch {
+	case !ok:
+		why = "the warehouse cannot rehearse the plan, so its rows could not be counted after the upstream is rebuilt"
+	case builds > RehearsalBudget:
+		why = fmt.Sprintf("rehearsing would rebuild %d partitions, over the rehearsal budget of %d, so its rows could not be counted after the upstream is rebuilt", builds, RehearsalBudget)
+	default:
 		counts := map[string]map[string]int64{}
 		err := reh.Rehearse(ctx, func(tx refill.WarehouseTx) error {
 			for i := range plan.Steps {
@@ -333,12 +370,12 @@ func (p *Planner) afterUpstream(ctx context.Context, plan *refill.Plan) {
 				}
 				for _, pp := range st.Partitions {
 					if _, err := (query.Runner{}).Build(ctx, tx, d, refill.JobRun{Partition: pp.Partition}); err != nil {
-						return err
+						return fmt.Errorf("building %s %s: %w", st.Dataset, pp.Partition, err)
 					}
 					if isTarget {
 						dg, err := tx.Digest(ctx, ref, pp.Partition)
 						if err != nil {
-							return err
+							return fmt.Errorf("counting %s %s: %w", st.Dataset, pp.Partition, err)
 						}
 						counts[st.Dataset][pp.Partition] = dg.Rows
 					}
@@ -353,16 +390,40 @@ func (p *Planner) afterUpstream(ctx context.Context, plan *refill.Plan) {
 					st.Partitions[i].ExpectedRows = &n
 					st.Partitions[i].ExpectedMethod = refill.ExpectedRehearsal
 				}
+				st.ExpectedNote = through[st]
 			}
 			return
 		}
+		why = fmt.Sprintf("the rehearsal that counts its rows after the upstream is rebuilt failed (%s); the run may fail the same way", strings.Join(strings.Fields(err.Error()), " "))
 	}
 	for _, st := range targets {
+		st.ExpectedNote = why
 		for i := range st.Partitions {
 			st.Partitions[i].ExpectedRows = nil
 			st.Partitions[i].ExpectedMethod = refill.ExpectedUpstream
 		}
 	}
+}
+
+// stepNames lists steps' datasets, sorted, for a note.
+func stepNames(steps []*refill.Step) string {
+	names := make([]string, len(steps))
+	for i, st := range steps {
+		names[i] = st.Dataset
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
+
+// viewNames lists pass-through datasets with why they are lineage only,
+// for a note: "v (materialized as a view)".
+func viewNames(ds []*refill.Dataset) string {
+	names := make([]string, len(ds))
+	for i, d := range ds {
+		names[i] = fmt.Sprintf("%s (%s)", d.Name, d.Why)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
 }
 
 // inputs are what the gate checks: every source upstream of the plan, and

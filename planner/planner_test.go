@@ -296,10 +296,73 @@ func TestDownstreamExpectationsFollowThePlan(t *testing.T) {
 				t.Errorf("%s = %s, want %s", k, got[k], v)
 			}
 		}
+		for _, s := range plan.Steps {
+			if s.Dataset == "after_cmd" && !strings.Contains(s.ExpectedNote, "what cmd will write") {
+				t.Errorf("after_cmd depends on the upstream without saying why: note %q", s.ExpectedNote)
+			}
+		}
 		// The rehearsal left nothing behind.
 		var n int
 		if err := b.db.QueryRow("SELECT count(*) FROM top").Scan(&n); err != nil || n != 1 {
 			t.Errorf("top after planning: %d rows (%v), want 1", n, err)
+		}
+	})
+}
+
+// TestDownstreamExpectationsReadThroughAView: raw → mid → mid_v (a view,
+// lineage only) → top. The view passes mid's rows through, on every
+// warehouse: top is rehearsed after mid and counted 5, and its note says
+// it was read through the view (not through raw_v, a view of a source the
+// plan does not rebuild). An unpartitioned table in the same place
+// keeps its rows, so what reads it is counted as it is.
+func TestDownstreamExpectationsReadThroughAView(t *testing.T) {
+	fixtures := []string{
+		"CREATE TABLE raw (day TEXT, v INTEGER)",
+		"CREATE TABLE mid (day TEXT, v INTEGER)",
+		"CREATE VIEW mid_v AS SELECT day, v FROM mid",
+		"CREATE VIEW raw_v AS SELECT day, v FROM raw",
+		"CREATE TABLE mid_copy AS SELECT day, v FROM mid",
+		"CREATE TABLE top (day TEXT, v INTEGER)",
+		"CREATE TABLE from_copy (day TEXT, v INTEGER)",
+		"INSERT INTO raw VALUES ('2026-11-02', 1), ('2026-11-02', 2), ('2026-11-02', 3), ('2026-11-02', 4), ('2026-11-02', 5)",
+		"INSERT INTO mid VALUES ('2026-11-02', 1)",
+		"INSERT INTO mid_copy VALUES ('2026-11-02', 1)",
+		"INSERT INTO top VALUES ('2026-11-02', 1)",
+		"INSERT INTO from_copy VALUES ('2026-11-02', 1)",
+	}
+	datasets := map[string]*refill.Dataset{
+		"raw": {Table: "raw", Partition: refill.PartitionSpec{Column: "day"}},
+		"mid": {Table: "mid", Partition: refill.PartitionSpec{Column: "day"}, Upstream: []string{"raw"},
+			Job: &refill.Job{Kind: refill.JobQuery, Query: "SELECT day, v FROM raw WHERE day = :partition"}},
+		"mid_v":    {Upstream: []string{"mid"}, LineageOnly: true, Why: "materialized as a view"},
+		"mid_copy": {Upstream: []string{"mid"}, LineageOnly: true, Why: "no partition column"},
+		"raw_v":    {Upstream: []string{"raw"}, LineageOnly: true, Why: "view"},
+		"top": {Table: "top", Partition: refill.PartitionSpec{Column: "day"}, Upstream: []string{"raw_v", "mid_v"},
+			Job: &refill.Job{Kind: refill.JobQuery, Query: "SELECT day, v FROM mid_v WHERE day = :partition"}},
+		"from_copy": {Table: "from_copy", Partition: refill.PartitionSpec{Column: "day"}, Upstream: []string{"mid_copy"},
+			Job: &refill.Job{Kind: refill.JobQuery, Query: "SELECT day, v FROM mid_copy WHERE day = :partition"}},
+	}
+	each(t, datasets, fixtures, func(t *testing.T, b *bundle) {
+		plan, err := b.p.Build(context.Background(), req("raw", "2026-11-02", "2026-11-02"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, notes := map[string]string{}, map[string]string{}
+		for _, s := range plan.Steps {
+			pp := s.Partitions[0]
+			got[s.Dataset] = fmt.Sprintf("%s->%s %s", rowsOf(pp.CurrentRows), rowsOf(pp.ExpectedRows), pp.ExpectedMethod)
+			notes[s.Dataset] = s.ExpectedNote
+		}
+		for k, v := range map[string]string{"mid": "1->5 query", "top": "1->5 rehearsal", "from_copy": "1->1 query"} {
+			if got[k] != v {
+				t.Errorf("%s = %s, want %s", k, got[k], v)
+			}
+		}
+		if want := "counted after the plan rebuilds mid, read through mid_v (materialized as a view), which passes its upstream's rows through"; notes["top"] != want {
+			t.Errorf("top's note = %q, want %q", notes["top"], want)
+		}
+		if notes["from_copy"] != "" || notes["mid"] != "" {
+			t.Errorf("notes where the job's own count stands: %q", notes)
 		}
 	})
 }

@@ -134,12 +134,15 @@ type mayDo struct {
 }
 
 type stepView struct {
-	Dataset    string
-	Order      int
-	Kind       refill.JobKind
-	Tags       []string
-	Target     bool
-	Partitions []partitionView
+	Dataset string
+	Order   int
+	Kind    refill.JobKind
+	Tags    []string
+	Target  bool
+	// ExpectedNote says why the expected rows are what they are, when
+	// they are not the job's own count (refill.Step.ExpectedNote).
+	ExpectedNote string
+	Partitions   []partitionView
 }
 
 // partitionView is one partition of a step: the plan's counts, and after
@@ -202,7 +205,7 @@ func (ui *webUI) renderPlan(w http.ResponseWriter, r *http.Request, v *view, st 
 		byKey[pr.Dataset+"\x00"+pr.Partition] = pr
 	}
 	for _, s := range p.Steps {
-		sv := stepView{Dataset: s.Dataset, Order: s.Order, Kind: s.Kind, Tags: s.Tags, Target: slices.Contains(p.Request.Targets, s.Dataset)}
+		sv := stepView{Dataset: s.Dataset, Order: s.Order, Kind: s.Kind, Tags: s.Tags, Target: slices.Contains(p.Request.Targets, s.Dataset), ExpectedNote: s.ExpectedNote}
 		for _, pp := range s.Partitions {
 			pv := partitionView{Partition: pp.Partition, Current: pp.CurrentRows, Expected: pp.ExpectedRows, ExpectedMethod: pp.ExpectedMethod}
 			if pr, ok := byKey[s.Dataset+"\x00"+pp.Partition]; ok && pr.Published {

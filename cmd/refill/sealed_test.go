@@ -447,3 +447,55 @@ func TestStateStoreEditsDoNotOutrankTheLog(t *testing.T) {
 	step(t, d, 4, "rejected", "approve", id, "--as", "bob")
 	step(t, d, 4, "", "apply", id, "--as", "alice")
 }
+
+// TestReportJudgesByTheSealedTolerance: a plan made under run.tolerance
+// 0.1 is judged by 10% however refill.yaml changes after it is approved
+// (the tolerance is not part of what makes a plan stale, so the plan still
+// runs): a partition 400% off its expectation is flagged, apply and report
+// exit 5, where the edited tolerance of 1000% would have passed it.
+func TestReportJudgesByTheSealedTolerance(t *testing.T) {
+	dir := smallProject(t, `version: 1
+warehouse: sqlite:wh.db
+run: {tolerance: 0.1}
+datasets:
+  raw: {table: raw, partition: {column: day}}
+  mid:
+    table: mid
+    partition: {column: day}
+    upstream: [raw]
+    job: {query: "SELECT day, v FROM raw WHERE day = :partition"}
+`,
+		"CREATE TABLE raw (day TEXT, v INTEGER)",
+		"CREATE TABLE mid (day TEXT, v INTEGER)",
+		"INSERT INTO raw VALUES ('2026-11-01', 1)",
+	)
+	id := approvedPlan(t, dir, "mid") // expects 1 row
+	db, err := sql.Open("sqlite", filepath.Join(dir, "wh.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("INSERT INTO raw VALUES ('2026-11-01', 2), ('2026-11-01', 3), ('2026-11-01', 4), ('2026-11-01', 5)"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	editConfig(t, dir, "run: {tolerance: 0.1}", "run: {tolerance: 10}")
+	step(t, dir, 0, "May run now: yes", "show", id)
+
+	r := run(t, dir, nil, "apply", id, "--as", "alice")
+	if r.code != 5 || !strings.Contains(r.stdout, "1 of 1 partitions published, 1 flagged (tolerance 10%)") || !strings.Contains(r.stderr, "ALERT") {
+		t.Fatalf("apply of a run 400%% off its expectation: exit %d, want 5 judged at the sealed 10%%\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	r = run(t, dir, nil, "report", id, "-o", "json")
+	rep := decode[struct {
+		Tolerance float64 `json:"tolerance"`
+		Flagged   int     `json:"flagged"`
+		Rows      []struct {
+			Partition string   `json:"partition"`
+			Deviation *float64 `json:"deviation"`
+			Flagged   bool     `json:"flagged"`
+		} `json:"rows"`
+	}](t, r.stdout)
+	if r.code != 5 || rep.Tolerance != 0.1 || rep.Flagged != 1 || len(rep.Rows) != 1 || !rep.Rows[0].Flagged || rep.Rows[0].Deviation == nil || *rep.Rows[0].Deviation != 4 {
+		t.Errorf("report under tolerance 10 in refill.yaml: exit %d, %+v; want exit 5, tolerance 0.1 and 2026-11-01 flagged at +400%%\n%s", r.code, rep, r.stderr)
+	}
+}

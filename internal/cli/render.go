@@ -124,6 +124,9 @@ func renderStep(b *strings.Builder, s refill.Step) {
 		fmt.Fprintf(tw, "      %s\t%s\t->\t%s\t%s\t%s\t\n", pp.Partition, rows(pp.CurrentRows), rows(pp.ExpectedRows), delta(pp), pp.ExpectedMethod)
 	}
 	tw.Flush()
+	if s.ExpectedNote != "" {
+		fmt.Fprintf(b, "        expected: %s\n", s.ExpectedNote)
+	}
 }
 
 func rows(n *int64) string {
