@@ -603,8 +603,12 @@ func Exercise(t *testing.T, newDSN func(t *testing.T) string) {
 	})
 
 	exerciseAudit(t, newDSN)
+	exercisePlans(t, setup)
 	exerciseControl(t, setup)
 	exerciseRuns(t, setup)
+	exerciseServe(t, setup)
+	exerciseNotify(t, setup)
+	exerciseWatch(t, setup)
 	t.Run("NewerSchemaRefused", func(t *testing.T) {
 		t.Parallel()
 		s, dsn := setup(t)
