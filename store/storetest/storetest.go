@@ -609,6 +609,8 @@ func Exercise(t *testing.T, newDSN func(t *testing.T) string) {
 	exerciseServe(t, setup)
 	exerciseNotify(t, setup)
 	exerciseWatch(t, setup)
+	exerciseAccept(t, setup)
+	exerciseLineage(t, setup)
 	t.Run("NewerSchemaRefused", func(t *testing.T) {
 		t.Parallel()
 		s, dsn := setup(t)
