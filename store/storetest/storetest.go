@@ -602,6 +602,28 @@ func Exercise(t *testing.T, newDSN func(t *testing.T) string) {
 		}
 	})
 
+	t.Run("EngineHandles", func(t *testing.T) {
+		t.Parallel()
+		s, dsn := setup(t)
+		ctx := t.Context()
+		if err := s.DB().PingContext(ctx); err != nil {
+			t.Fatalf("DB().Ping: %v", err)
+		}
+		switch file, sqlite := strings.CutPrefix(dsn, "sqlite:"); {
+		case sqlite:
+			if s.Driver() != "sqlite" || s.Pool() != nil || s.SQLitePath() != file {
+				t.Errorf("on %s: Driver %q, Pool %v, SQLitePath %q; want sqlite, no pool, the file", dsn, s.Driver(), s.Pool(), s.SQLitePath())
+			}
+		default:
+			if s.Driver() != "postgres" || s.Pool() == nil || s.SQLitePath() != "" {
+				t.Fatalf("on PostgreSQL: Driver %q, Pool %v, SQLitePath %q; want postgres, a pool, no file", s.Driver(), s.Pool(), s.SQLitePath())
+			}
+			if err := s.Pool().Ping(ctx); err != nil {
+				t.Errorf("Pool().Ping: %v", err)
+			}
+		}
+	})
+
 	exerciseAudit(t, newDSN)
 	exercisePlans(t, setup)
 	exerciseControl(t, setup)
