@@ -1,6 +1,11 @@
 // Package storetest is the conformance suite of refill's state store: one set
 // of tests that every engine the store runs on must pass, after river's
 // riverdrivertest. An engine is done when Exercise passes against it.
+//
+// Exercise calls every exported operation of store.Store and store.Tx, each
+// area (plans, control, runs, audit, serve, notify, watch, accept, lineage)
+// in its own file; the store package's TestSuiteCoversEveryOperation fails,
+// naming it, when an operation is added that the suite does not call.
 package storetest
 
 import (
