@@ -14,21 +14,6 @@ func TestPostgres(t *testing.T) {
 	storetest.Exercise(t, func(t *testing.T) string { return pgtest.Schema(t) })
 }
 
-func TestPostgresAccessors(t *testing.T) {
-	t.Parallel()
-	s, err := store.Open(t.Context(), pgtest.Schema(t), "")
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	defer s.Close()
-	if s.Driver() != "postgres" || s.Pool() == nil || s.DB() == nil {
-		t.Fatalf("Driver %q, Pool %v, DB %v: want postgres and both handles", s.Driver(), s.Pool(), s.DB())
-	}
-	if err := s.Pool().Ping(t.Context()); err != nil {
-		t.Fatalf("Pool().Ping: %v", err)
-	}
-}
-
 // TestPostgresUnreachable needs no server: nothing listens on port 1. The
 // error must say where refill looked, and must not show the password.
 func TestPostgresUnreachable(t *testing.T) {

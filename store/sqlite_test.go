@@ -30,8 +30,8 @@ func TestSQLiteDefaultPath(t *testing.T) {
 		t.Fatalf("Open: %v", err)
 	}
 	defer s.Close()
-	if s.Driver() != "sqlite" || s.Pool() != nil || s.DB() == nil {
-		t.Fatalf("Driver %q, Pool %v, DB %v: want sqlite, nil, a database", s.Driver(), s.Pool(), s.DB())
+	if want := filepath.Join(base, ".refill", "state.db"); s.SQLitePath() != want {
+		t.Fatalf("SQLitePath = %q, want %q", s.SQLitePath(), want)
 	}
 	if _, err := os.Stat(filepath.Join(base, ".refill", "state.db")); err != nil {
 		t.Fatalf("the database is not under the base directory: %v", err)

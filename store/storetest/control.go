@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -10,10 +11,17 @@ import (
 	"github.com/refill-dev/refill/store"
 )
 
-// plan saves a pending plan over dataset's partitions parts, made at
-// created, requested by ana, for targets; it returns the plan.
+// planOver saves a pending plan over dataset's partitions parts, made at
+// created, requested by ana; it returns the plan.
 func planOver(t *testing.T, s *store.Store, id string, created time.Time, dataset string, parts ...string) *refill.Plan {
 	t.Helper()
+	p := planFor(id, created, dataset, parts...)
+	mustSave(t, s, p)
+	return p
+}
+
+// planFor is planOver's plan, not saved.
+func planFor(id string, created time.Time, dataset string, parts ...string) *refill.Plan {
 	p := newPlan(id, created)
 	p.Request.Targets = []string{dataset}
 	var pps []refill.PartitionPlan
@@ -22,14 +30,13 @@ func planOver(t *testing.T, s *store.Store, id string, created time.Time, datase
 	}
 	p.Steps = []refill.Step{{Dataset: dataset, Kind: refill.JobQuery, Table: dataset, Fingerprint: "sha256:cc", Partitions: pps}}
 	p.Hash = p.ComputeHash()
-	mustSave(t, s, p)
 	return p
 }
 
 // exerciseControl covers the people in the loop and what holds partitions:
 // approvals, the checklist, snapshots, locks (holders), supersession,
-// history's look-up (touching), schema baselines, leases, pending
-// operations and housekeeping's queries.
+// history's look-up (touching), the freeze, cancel requests, schema
+// baselines, leases, pending operations and housekeeping's queries.
 func exerciseControl(t *testing.T, setup func(t *testing.T) (*store.Store, string)) {
 	t.Run("ApprovalsInOrder", func(t *testing.T) {
 		t.Parallel()
@@ -56,6 +63,129 @@ func exerciseControl(t *testing.T, setup func(t *testing.T) (*store.Store, strin
 		}
 		if none, err := s.Approvals(ctx, "p-none"); err != nil || len(none) != 0 {
 			t.Errorf("approvals of another plan: %+v, %v", none, err)
+		}
+
+		// Several plans at once: each plan's in the order made, however
+		// they interleave, and no entry for a plan without any.
+		q := planOver(t, s, "p-ap2", at(0), "customers", "2026-11-01")
+		dave := refill.Approval{PlanID: q.ID, PlanHash: q.Hash, Actor: "dave", Decision: refill.DecisionApprove, At: at(3)}
+		erin := refill.Approval{PlanID: p.ID, PlanHash: p.Hash, Actor: "erin", Decision: refill.DecisionApprove, At: at(4)}
+		for _, a := range []refill.Approval{dave, erin} {
+			if err := s.Update(ctx, func(tx *store.Tx) error { return tx.AddApproval(ctx, a) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		of, err := s.ApprovalsOf(ctx, []string{q.ID, "p-none", p.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		actors := map[string][]string{}
+		for id, as := range of {
+			for _, a := range as {
+				if a.PlanID != id {
+					t.Errorf("an approval of %s listed under %s", a.PlanID, id)
+				}
+				actors[id] = append(actors[id], a.Actor)
+			}
+		}
+		if want := map[string][]string{p.ID: {"bob", "carol", "erin"}, q.ID: {"dave"}}; !reflect.DeepEqual(actors, want) {
+			t.Errorf("ApprovalsOf = %v, want %v", actors, want)
+		}
+		if got := of[q.ID]; len(got) != 1 || got[0].PlanHash != q.Hash || got[0].Decision != refill.DecisionApprove || !got[0].At.Equal(at(3)) {
+			t.Errorf("ApprovalsOf(%s) = %+v", q.ID, got)
+		}
+		if none, err := s.ApprovalsOf(ctx, nil); err != nil || none == nil || len(none) != 0 {
+			t.Errorf("ApprovalsOf(nil) = %v, %v; want an empty map", none, err)
+		}
+	})
+
+	t.Run("FreezeOneAtATime", func(t *testing.T) {
+		t.Parallel()
+		s, _ := setup(t)
+		ctx := t.Context()
+		set := func(f *refill.Freeze) (was refill.Freeze, frozen bool) {
+			t.Helper()
+			err := s.Update(ctx, func(tx *store.Tx) (err error) { was, frozen, err = tx.SetFreeze(ctx, f); return err })
+			if err != nil {
+				t.Fatal(err)
+			}
+			return was, frozen
+		}
+		current := func() refill.Freeze {
+			t.Helper()
+			f, ok, err := s.Freeze(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				return refill.Freeze{}
+			}
+			return f
+		}
+		same := func(a, b refill.Freeze) bool { return a.By == b.By && a.Reason == b.Reason && a.At.Equal(b.At) }
+
+		if f, ok, err := s.Freeze(ctx); err != nil || ok {
+			t.Fatalf("Freeze of a new store = %+v, %v, %v", f, ok, err)
+		}
+		alice := refill.Freeze{By: "alice", Reason: "quarter close", At: at(1)}
+		bob := refill.Freeze{By: "bob", Reason: "incident 7", At: at(2)}
+		if _, frozen := set(&alice); frozen {
+			t.Error("SetFreeze reported a freeze before the first")
+		}
+		if got := current(); !same(got, alice) {
+			t.Errorf("Freeze = %+v, want %+v", got, alice)
+		}
+		if was, frozen := set(&bob); !frozen || !same(was, alice) {
+			t.Errorf("SetFreeze over alice's returned %+v, %v", was, frozen)
+		}
+		if got := current(); !same(got, bob) {
+			t.Errorf("Freeze = %+v, want %+v (one freeze at a time)", got, bob)
+		}
+		boom := errors.New("the caller failed")
+		if err := s.Update(ctx, func(tx *store.Tx) error {
+			if _, _, err := tx.SetFreeze(ctx, nil); err != nil {
+				return err
+			}
+			return boom
+		}); !errors.Is(err, boom) {
+			t.Fatalf("Update = %v", err)
+		}
+		if got := current(); !same(got, bob) {
+			t.Errorf("a failed lift lifted the freeze: %+v", got)
+		}
+		if was, frozen := set(nil); !frozen || !same(was, bob) {
+			t.Errorf("lifting returned %+v, %v; want bob's", was, frozen)
+		}
+		if _, ok, _ := s.Freeze(ctx); ok {
+			t.Error("a lifted freeze is still in force")
+		}
+		if _, frozen := set(nil); frozen {
+			t.Error("lifting twice found a freeze")
+		}
+	})
+
+	t.Run("CancelKeepsTheFirstRequest", func(t *testing.T) {
+		t.Parallel()
+		s, _ := setup(t)
+		ctx := t.Context()
+		p := planOver(t, s, "p-cancel", at(0), "orders", "2026-11-01")
+		if c, ok, err := s.CancelRequested(ctx, p.ID); err != nil || ok || c.PlanID != p.ID {
+			t.Fatalf("CancelRequested before any = %+v, %v, %v", c, ok, err)
+		}
+		for _, c := range []refill.CancelRequest{
+			{PlanID: p.ID, Actor: "ana", Reason: "wrong range", At: at(1)},
+			{PlanID: p.ID, Actor: "bob", Reason: "me too", At: at(2)},
+		} {
+			if err := s.Update(ctx, func(tx *store.Tx) error { return tx.RequestCancel(ctx, c) }); err != nil {
+				t.Fatalf("RequestCancel by %s: %v", c.Actor, err)
+			}
+		}
+		c, ok, err := s.CancelRequested(ctx, p.ID)
+		if err != nil || !ok || c.PlanID != p.ID || c.Actor != "ana" || c.Reason != "wrong range" || !c.At.Equal(at(1)) {
+			t.Errorf("CancelRequested = %+v, %v, %v; want ana's, the first", c, ok, err)
+		}
+		if _, ok, _ := s.CancelRequested(ctx, "p-other"); ok {
+			t.Error("a request to cancel one plan cancels another")
 		}
 	})
 

@@ -1,6 +1,11 @@
 // Package storetest is the conformance suite of refill's state store: one set
 // of tests that every engine the store runs on must pass, after river's
 // riverdrivertest. An engine is done when Exercise passes against it.
+//
+// Exercise calls every exported operation of store.Store and store.Tx, each
+// area (plans, control, runs, audit, serve, notify, watch, accept, lineage)
+// in its own file; the store package's TestSuiteCoversEveryOperation fails,
+// naming it, when an operation is added that the suite does not call.
 package storetest
 
 import (
@@ -602,9 +607,37 @@ func Exercise(t *testing.T, newDSN func(t *testing.T) string) {
 		}
 	})
 
+	t.Run("EngineHandles", func(t *testing.T) {
+		t.Parallel()
+		s, dsn := setup(t)
+		ctx := t.Context()
+		if err := s.DB().PingContext(ctx); err != nil {
+			t.Fatalf("DB().Ping: %v", err)
+		}
+		switch file, sqlite := strings.CutPrefix(dsn, "sqlite:"); {
+		case sqlite:
+			if s.Driver() != "sqlite" || s.Pool() != nil || s.SQLitePath() != file {
+				t.Errorf("on %s: Driver %q, Pool %v, SQLitePath %q; want sqlite, no pool, the file", dsn, s.Driver(), s.Pool(), s.SQLitePath())
+			}
+		default:
+			if s.Driver() != "postgres" || s.Pool() == nil || s.SQLitePath() != "" {
+				t.Fatalf("on PostgreSQL: Driver %q, Pool %v, SQLitePath %q; want postgres, a pool, no file", s.Driver(), s.Pool(), s.SQLitePath())
+			}
+			if err := s.Pool().Ping(ctx); err != nil {
+				t.Errorf("Pool().Ping: %v", err)
+			}
+		}
+	})
+
 	exerciseAudit(t, newDSN)
+	exercisePlans(t, setup)
 	exerciseControl(t, setup)
 	exerciseRuns(t, setup)
+	exerciseServe(t, setup)
+	exerciseNotify(t, setup)
+	exerciseWatch(t, setup)
+	exerciseAccept(t, setup)
+	exerciseLineage(t, setup)
 	t.Run("NewerSchemaRefused", func(t *testing.T) {
 		t.Parallel()
 		s, dsn := setup(t)

@@ -1,4 +1,4 @@
-package store_test
+package storetest
 
 import (
 	"errors"
@@ -11,12 +11,14 @@ import (
 	"github.com/refill-dev/refill/store"
 )
 
-// TestLineageEdges runs on both engines: edges are recorded once, repeats
-// only widen their seen window (an identical repeat changes nothing), the
+// exerciseLineage covers OpenLineage edges: recorded once, repeats only
+// widen their seen window (an identical repeat changes nothing), the
 // producer follows the latest event, long names fit, and concurrent
 // writers of the same edges neither fail nor double them.
-func TestLineageEdges(t *testing.T) {
-	eachEngine(t, func(t *testing.T, s *store.Store) {
+func exerciseLineage(t *testing.T, setup func(t *testing.T) (*store.Store, string)) {
+	t.Run("LineageEdgesWidenTheirWindow", func(t *testing.T) {
+		t.Parallel()
+		s, _ := setup(t)
 		ctx := t.Context()
 
 		day := func(d int) time.Time { return time.Date(2026, 11, d, 12, 0, 0, 0, time.UTC) }

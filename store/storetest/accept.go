@@ -1,4 +1,4 @@
-package store_test
+package storetest
 
 import (
 	"errors"
@@ -9,14 +9,16 @@ import (
 	"github.com/refill-dev/refill/store"
 )
 
-// TestAcceptances: on both engines, one acceptance in force per finding
-// and measurement; revoking withdraws every one in force and lets the
-// finding be accepted afresh; the list keeps them all, oldest first.
-func TestAcceptances(t *testing.T) {
-	eachEngine(t, func(t *testing.T, s *store.Store) {
+// exerciseAccept covers accepted findings: one acceptance in force per
+// finding and measurement; revoking withdraws every one in force and lets
+// the finding be accepted afresh; the list keeps them all, oldest first.
+func exerciseAccept(t *testing.T, setup func(t *testing.T) (*store.Store, string)) {
+	t.Run("AcceptancesOnePerMeasurement", func(t *testing.T) {
+		t.Parallel()
+		s, _ := setup(t)
 		ctx := t.Context()
-		at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-		a := refill.Acceptance{Dataset: "ev", Partition: "2026-11-25", Check: "volume", By: "alice", Reason: "half day", At: at, Measured: "rows=239"}
+		when := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+		a := refill.Acceptance{Dataset: "ev", Partition: "2026-11-25", Check: "volume", By: "alice", Reason: "half day", At: when, Measured: "rows=239"}
 		accept := func(a refill.Acceptance) error {
 			return s.Update(ctx, func(tx *store.Tx) error { return tx.Accept(ctx, a) })
 		}
@@ -29,14 +31,14 @@ func TestAcceptances(t *testing.T) {
 			t.Fatalf("the same finding and measurement accepted twice: %v", err)
 		}
 		c := a
-		c.Measured, c.At = "rows=240", at.Add(time.Hour)
+		c.Measured, c.At = "rows=240", when.Add(time.Hour)
 		if err := accept(c); err != nil {
 			t.Fatalf("a new measurement: %v", err)
 		}
 		var n int64
 		if err := s.Update(ctx, func(tx *store.Tx) error {
 			var err error
-			n, err = tx.Revoke(ctx, a, refill.Accepted{By: "carol", Reason: "not a holiday", At: at.Add(2 * time.Hour)})
+			n, err = tx.Revoke(ctx, a, refill.Accepted{By: "carol", Reason: "not a holiday", At: when.Add(2 * time.Hour)})
 			return err
 		}); err != nil || n != 2 {
 			t.Fatalf("revoke: %d withdrawn, %v; want 2", n, err)
@@ -48,7 +50,7 @@ func TestAcceptances(t *testing.T) {
 		if err != nil || len(got) != 3 {
 			t.Fatalf("acceptances: %v %v", got, err)
 		}
-		if got[0].Revoked == nil || got[0].Revoked.By != "carol" || !got[0].Revoked.At.Equal(at.Add(2*time.Hour)) || got[1].Revoked == nil || got[2].Revoked != nil || got[2].By != "bob" {
+		if got[0].Revoked == nil || got[0].Revoked.By != "carol" || !got[0].Revoked.At.Equal(when.Add(2*time.Hour)) || got[1].Revoked == nil || got[2].Revoked != nil || got[2].By != "bob" {
 			t.Fatalf("acceptances after revoke and re-accept: %+v", got)
 		}
 		if other, err := s.Acceptances(ctx, "ev", "2026-11-26"); err != nil || len(other) != 0 {
