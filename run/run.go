@@ -823,7 +823,6 @@ func (r *Runner) sealed(ctx context.Context, planID, dataset string) (*refill.Da
 // so that another apply on the same host can tell a dead holder at once.
 func leaseHolder() string { return workerID }
 
-
 // renew keeps the run's lease alive until stop is called; if the lease is
 // lost (it expired and someone else took the run), the returned context is
 // cancelled so this process stops working on it.
