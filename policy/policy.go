@@ -268,9 +268,13 @@ func (p *Policy) Decide(in Input) (Decision, error) {
 	case len(notAuto) > 0:
 		dec = Decision{Tier: refill.TierSemiAuto, Reasons: notAuto}
 	default:
+		proven := fmt.Sprintf("all %d datasets have", len(in.Rebuilt))
+		if len(in.Rebuilt) == 1 {
+			proven = "its one dataset has"
+		}
 		dec = Decision{Tier: refill.TierAuto, Reasons: []string{fmt.Sprintf(
-			"range is %d days, within the auto limit of %d; all %d datasets have a current passing proof; nothing tagged %s downstream",
-			days, p.cfg.AutoMaxDays, len(in.Rebuilt), strings.Join(p.cfg.AggregateTags, "/"))}}
+			"range is %s, within the auto limit of %d; %s a current passing proof; nothing tagged %s downstream",
+			plural(days, "day"), p.cfg.AutoMaxDays, proven, strings.Join(p.cfg.AggregateTags, "/"))}}
 	}
 
 	// Extra rules may only raise the tier. They run in order, each seeing
@@ -337,4 +341,12 @@ func activation(in Input, tier refill.Tier) map[string]any {
 		"tags":     tags,
 		"tier":     string(tier),
 	}
+}
+
+// plural is "1 day" or "3 days".
+func plural(n int, unit string) string {
+	if n == 1 {
+		return "1 " + unit
+	}
+	return fmt.Sprintf("%d %ss", n, unit)
 }

@@ -13,15 +13,21 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
 
+// started is when the test process began: a run that crosses midnight UTC
+// prints real-clock times of two dates.
+var started = time.Now().UTC()
+
 // normalise makes a command's output repeatable, by one rule: what the
 // fixed REFILL_NOW decides stays as printed; what cannot repeat is
 // replaced. Plan IDs are random: each becomes PLAN1, PLAN2… in order of
 // first appearance. Plan hashes and the audit chain's hashes depend on
 // them: sha256:… becomes sha256:HASH. Times on the real clock (today's
-// date, UTC) become REAL-TIME; the plans' own times come from REFILL_NOW
+// date, UTC, or the date the tests started on) become REAL-TIME; the plans' own times come from REFILL_NOW
 // and stay. Absolute paths of the test's directory become DIR. The entry
 // at which the warehouse anchored the audit log depends on how concurrent
-// publishes interleaved: "anchor at entry N".
+// publishes interleaved: "anchor at entry N", and so do the audit
+// entries' sequence numbers in JSON ("seq": N). A worker is named by its
+// host and process: "worker": "HOST:PID".
 func normalise(out, dir string, ids []string) string {
 	out = strings.ReplaceAll(out, dir, "DIR")
 	for i, id := range ids {
@@ -29,8 +35,11 @@ func normalise(out, dir string, ids []string) string {
 	}
 	out = regexp.MustCompile(`(sha256|hmac-sha256):[0-9a-f]{8,64}…?`).ReplaceAllString(out, "$1:HASH")
 	out = regexp.MustCompile(`anchor at entry \d+`).ReplaceAllString(out, "anchor at entry N")
-	today := time.Now().UTC().Format("2006-01-02")
-	out = regexp.MustCompile(today+`[ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?( UTC|Z)?`).ReplaceAllString(out, "REAL-TIME")
+	out = regexp.MustCompile(`"seq": \d+`).ReplaceAllString(out, `"seq": N`)
+	out = regexp.MustCompile(`"(worker|holder)": "[^"]*:\d+"`).ReplaceAllString(out, `"$1": "HOST:PID"`)
+	for _, day := range []time.Time{started, time.Now().UTC()} {
+		out = regexp.MustCompile(day.Format("2006-01-02")+`[ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?( UTC|Z)?`).ReplaceAllString(out, "REAL-TIME")
+	}
 	return out
 }
 
@@ -65,17 +74,27 @@ func TestGoldenOutput(t *testing.T) {
 		ids = append(ids, p.ID)
 	}
 	ids = append(ids, demo.Redo)
-	newPlan := decode[planJSON](t, step(t, d, 0, "", "plan", "sessions", "--from", "2026-11-25", "--to", "2026-11-27", "--reason", "golden", "--as", "alice", "-o", "json").stdout).ID
+	// The plan command's own output, as a person reads it when planning.
+	planned := step(t, d, 0, "", "plan", "sessions", "--from", "2026-11-25", "--to", "2026-11-27", "--reason", "golden", "--as", "alice").stdout
+	m := regexp.MustCompile(`^Plan ([0-9a-f]+) `).FindStringSubmatch(planned)
+	if m == nil {
+		t.Fatalf("refill plan printed no plan ID first:\n%s", planned)
+	}
+	newPlan := m[1]
 	ids = append(ids, newPlan)
 	for _, dec := range demo.Watch.Decisions {
 		ids = append(ids, dec.PlanID)
 	}
 
+	golden(t, "plan", normalise(planned, root, ids))
 	for _, c := range []struct {
 		name string
 		args []string
 	}{
-		{"plan", []string{"show", newPlan}},
+		{"plan-show", []string{"show", newPlan}},
+		{"plan-json", []string{"show", newPlan, "-o", "json"}},
+		{"report-json", []string{"report", demo.Redo, "-o", "json"}},
+		{"history-json", []string{"history", "revenue_daily", "--partition", "2026-11-23", "-o", "json"}},
 		{"show", []string{"show", demo.Redo}},
 		{"plans", []string{"plans"}},
 		{"report", []string{"report", demo.Redo}},
@@ -92,23 +111,30 @@ func TestGoldenOutput(t *testing.T) {
 			if r.code != 0 && r.code != 3 {
 				t.Fatalf("%v: exit %d\n%s", c.args, r.code, r.stderr)
 			}
-			path := filepath.Join("testdata", "golden", c.name+".txt")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (go test ./cmd/refill -run Golden -update writes it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("%v: output changed from %s (go test ./cmd/refill -run Golden -update, then review the diff)\n--- got ---\n%s", c.args, path, got)
-			}
+			golden(t, c.name, got)
 		})
+	}
+}
+
+// golden compares got with testdata/golden/NAME.txt, or writes it under
+// -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", "golden", name+".txt")
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test ./cmd/refill -run Golden -update writes it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("output changed from %s (go test ./cmd/refill -run Golden -update, then review the diff)\n--- got ---\n%s", path, got)
 	}
 }
