@@ -83,7 +83,7 @@ func Stale(p *refill.Plan, cfg *refill.Config) []string {
 			}
 		}
 	}
-	if now := warehouse.RedactDSN(cfg.Warehouse); p.Warehouse != "" && p.Warehouse != now {
+	if now := warehouse.Sealed(cfg.Warehouse); p.Warehouse != "" && p.Warehouse != now {
 		add("the warehouse changed: sealed %s, now %s", p.Warehouse, now)
 	}
 	if c := policyDiff(p.Policy, cfg.Policy); c != "" {

@@ -14,8 +14,12 @@ import (
 // Redact returns dsn with any password replaced by xxxxx, for messages
 // and logs. It handles URL DSNs (the userinfo password and the password and
 // sslpassword parameters) and key=value DSNs, and falls back to a pattern for
-// URLs too broken to parse.
+// URLs too broken to parse. A sqlite: DSN names a file and carries no
+// password: it comes back unchanged.
 func Redact(dsn string) string {
+	if strings.HasPrefix(dsn, "sqlite:") {
+		return dsn
+	}
 	if !strings.Contains(dsn, "://") {
 		return kvPassword.ReplaceAllString(dsn, "${1}=xxxxx")
 	}

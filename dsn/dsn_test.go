@@ -34,6 +34,28 @@ func TestNoPasswordSurvives(t *testing.T) {
 	}
 }
 
+// TestRedactKeepsTheRest: only the password changes; a sqlite: DSN, which
+// names a file, comes back as it was (even a file named password=x).
+func TestRedactKeepsTheRest(t *testing.T) {
+	for dsn, want := range map[string]string{
+		"postgres://ann:s3cret@db:5432/wh?sslmode=disable":         "postgres://ann:xxxxx@db:5432/wh?sslmode=disable",
+		"postgres://ann@db/wh?password=s3cret&sslmode=require":     "postgres://ann@db/wh?password=xxxxx&sslmode=require",
+		"postgres://ann@db/wh":                                     "postgres://ann@db/wh",
+		"postgresql://ann@db/sales":                                "postgresql://ann@db/sales",
+		"host=db user=ann password=s3cret dbname=wh":               "host=db user=ann password=xxxxx dbname=wh",
+		"host=db password='s3 cret' dbname=wh":                     "host=db password=xxxxx dbname=wh",
+		"postgres://ann:s3cret@db:notaport/wh%zz":                  "postgres://ann:xxxxx@db:notaport/wh%zz",
+		"postgresql://ann:p%40ss@db/wh":                            "postgresql://ann:xxxxx@db/wh",
+		"postgres://ann@db/wh?sslpassword=s3cret&application_name": "postgres://ann@db/wh?application_name=&sslpassword=xxxxx",
+		"sqlite:warehouse.db":                                      "sqlite:warehouse.db",
+		"sqlite:data/password=x.db":                                "sqlite:data/password=x.db",
+	} {
+		if got := Redact(dsn); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", dsn, got, want)
+		}
+	}
+}
+
 func FuzzRedact(f *testing.F) {
 	for _, s := range []string{"postgres://u:p@h/d", "host=h password=p", "sqlite:x.db", "postgres://u:p@h/d?password=q"} {
 		f.Add(s)

@@ -139,7 +139,7 @@ func (p *Planner) assemble(ctx context.Context, r Request, seen *gate.Result) (*
 		CreatedAt: p.Now().UTC(),
 		Seal:      refill.SealVersion,
 		Run:       &refill.RunSeal{Tolerance: p.Config.Run.Tolerance},
-		Warehouse: warehouse.RedactDSN(p.Config.Warehouse),
+		Warehouse: warehouse.Sealed(p.Config.Warehouse),
 	}
 
 	// Every table the plan reads or writes must exist with its partition

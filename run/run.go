@@ -794,7 +794,7 @@ func (r *Runner) sameWarehouse(ctx context.Context, planID string) error {
 	if err != nil {
 		return err
 	}
-	if now := warehouse.RedactDSN(r.Config.Warehouse); p.Warehouse != "" && p.Warehouse != now {
+	if now := warehouse.Sealed(r.Config.Warehouse); p.Warehouse != "" && p.Warehouse != now {
 		return refill.NotPermittedf("worker %s: this worker's warehouse %s is not the warehouse plan %s sealed, %s: start the worker with the plan's refill.yaml",
 			workerID, now, planID, p.Warehouse)
 	}

@@ -7,12 +7,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/refill-dev/refill/dsn"
 	"io/fs"
 	"os"
 	"strings"
 
 	"github.com/refill-dev/refill"
+	dsnpkg "github.com/refill-dev/refill/dsn"
 	"github.com/refill-dev/refill/warehouse/postgres"
 	"github.com/refill-dev/refill/warehouse/sqlite"
 	"github.com/refill-dev/refill/warehouse/sqltext"
@@ -58,7 +58,7 @@ func Open(ctx context.Context, dsn, baseDir string) (refill.Warehouse, error) {
 		}
 		return w, nil
 	}
-	return nil, refill.BadInputf("warehouse %q: want sqlite:PATH or postgres://USER@HOST:PORT/DATABASE", RedactDSN(dsn))
+	return nil, refill.BadInputf("warehouse %q: want sqlite:PATH or postgres://USER@HOST:PORT/DATABASE", dsnpkg.Redact(dsn))
 }
 
 // Dialect returns the SQL dialect of w's engine, by its Driver name as Open
@@ -76,14 +76,11 @@ func Dialect(w refill.Warehouse) sqltext.Dialect {
 
 // SQLitePath is dsn.SQLitePath: the file a sqlite: DSN names, ok=false
 // for any other engine's DSN.
-func SQLitePath(d, baseDir string) (path string, ok bool) { return dsn.SQLitePath(d, baseDir) }
+func SQLitePath(d, baseDir string) (path string, ok bool) { return dsnpkg.SQLitePath(d, baseDir) }
 
-// RedactDSN is dsn.Redact: the DSN with any password replaced, so that it
-// can appear in messages and logs. SQLite DSNs carry none and come back
-// unchanged.
-func RedactDSN(d string) string {
-	if strings.HasPrefix(d, "sqlite:") {
-		return d
-	}
-	return dsn.Redact(d)
-}
+// Sealed is how a plan records the warehouse it was made against: the DSN
+// as written, with any password redacted. A SQLite path stays as written
+// (relative to refill.yaml), so a project directory copied or moved keeps
+// its plans; two configs naming the same relative path in different
+// directories therefore read as one warehouse (see README, Security).
+func Sealed(d string) string { return dsnpkg.Redact(d) }

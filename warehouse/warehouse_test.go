@@ -88,15 +88,22 @@ func TestOpenPostgresUnreachable(t *testing.T) {
 	}
 }
 
-func TestRedactDSN(t *testing.T) {
+// TestSealedWarehouse: a plan seals its warehouse without the password,
+// so a changed password is the same warehouse and a changed host is not.
+func TestSealedWarehouse(t *testing.T) {
 	for dsn, want := range map[string]string{
+		"sqlite:wh.db":                         "sqlite:wh.db",
 		"postgres://ann:hunter2@db:5432/sales": "postgres://ann:xxxxx@db:5432/sales",
-		"postgresql://ann@db/sales":            "postgresql://ann@db/sales",
-		"sqlite:warehouse.db":                  "sqlite:warehouse.db",
 	} {
-		if got := warehouse.RedactDSN(dsn); got != want {
-			t.Errorf("RedactDSN(%q) = %q, want %q", dsn, got, want)
+		if got := warehouse.Sealed(dsn); got != want {
+			t.Errorf("Sealed(%q) = %q, want %q", dsn, got, want)
 		}
+	}
+	if warehouse.Sealed("postgres://ann:pw@db/wh") != warehouse.Sealed("postgres://ann:other@db/wh") {
+		t.Error("a changed password is another warehouse")
+	}
+	if warehouse.Sealed("postgres://ann:pw@db/wh") == warehouse.Sealed("postgres://ann:pw@db2/wh") {
+		t.Error("another host is the same warehouse")
 	}
 }
 

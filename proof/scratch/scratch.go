@@ -14,6 +14,7 @@ import (
 	"os"
 
 	"github.com/refill-dev/refill"
+	dsnpkg "github.com/refill-dev/refill/dsn"
 	"github.com/refill-dev/refill/jobs"
 	"github.com/refill-dev/refill/proof"
 	"github.com/refill-dev/refill/warehouse"
@@ -70,7 +71,7 @@ func Opener(cfg *refill.Config, src refill.Warehouse) func(context.Context) (pro
 
 // Name says where the builds run, for the evidence.
 func (p *Warehouse) Name() string {
-	return "proof_warehouse " + warehouse.RedactDSN(p.cmd.Warehouse)
+	return "proof_warehouse " + dsnpkg.Redact(p.cmd.Warehouse)
 }
 
 // Run runs d's command for partition, writing to the proof warehouse.

@@ -53,7 +53,7 @@ func Open(ctx context.Context, location string) (*Warehouse, error) {
 	dsn := location
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, refill.BadInputf("postgres DSN %s is not valid: %s", RedactDSN(dsn), scrub(err.Error(), dsn))
+		return nil, refill.BadInputf("postgres DSN %s is not valid: %s", dsnpkg.Redact(dsn), scrub(err.Error(), dsn))
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -420,9 +420,6 @@ func unique(partitions []string) []string {
 	}
 	return out
 }
-
-// RedactDSN returns dsn with any password replaced (dsn.Redact).
-func RedactDSN(s string) string { return dsnpkg.Redact(s) }
 
 // redacted is an error whose text has the DSN's passwords removed, while
 // errors.Is and errors.As still reach the cause.
