@@ -25,7 +25,6 @@ import (
 	"github.com/refill-dev/refill/gate"
 	"github.com/refill-dev/refill/jobs"
 	"github.com/refill-dev/refill/jobs/airflow"
-	"github.com/refill-dev/refill/jobs/query"
 	"github.com/refill-dev/refill/store"
 	"github.com/refill-dev/refill/warehouse"
 )
@@ -584,11 +583,11 @@ func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error 
 	ref := d.Ref()
 	rec := refill.Published{PlanID: a.PlanID, Dataset: a.Dataset, Partition: a.Partition, Attempt: attempt}
 	start := time.Now()
-	jr, jrun, err := r.jobRunner(d)
+	jr, err := jobs.For(d.Job.Kind, r.jobDeps())
 	if err != nil {
 		return err
 	}
-	jrun.PlanID, jrun.Run, jrun.Partition = a.PlanID, a.Run, a.Partition
+	jrun := refill.JobRun{PlanID: a.PlanID, Run: a.Run, Partition: a.Partition, Warehouse: r.jobWarehouse()}
 	if jr.Transactional() {
 		tr, ok := r.Warehouse.(refill.Transactor)
 		if !ok {
@@ -731,23 +730,20 @@ func (r *Runner) outside(ctx context.Context, d *refill.Dataset, partition strin
 	return err
 }
 
-// jobRunner is the one implementation of d's job kind (refill.JobRunner),
-// the same a proof uses.
-func (r *Runner) jobRunner(d *refill.Dataset) (refill.JobRunner, refill.JobRun, error) {
+// jobDeps is what this process gives the runners of its jobs (jobs.For),
+// the same a proof gives them but for where a command runs.
+func (r *Runner) jobDeps() jobs.Deps {
+	return jobs.Deps{Dir: r.Config.Dir, Hidden: []string{r.Config.Audit.KeyEnv}, Airflow: airflowClient}
+}
+
+// jobWarehouse is the warehouse an outside job is told to write to
+// (REFILL_WAREHOUSE), with a relative SQLite path made absolute.
+func (r *Runner) jobWarehouse() string {
 	dsn := r.Config.Warehouse
 	if path, ok := warehouse.SQLitePath(dsn, r.Config.Dir); ok {
 		dsn = "sqlite:" + path
 	}
-	run := refill.JobRun{Warehouse: dsn}
-	switch d.Job.Kind {
-	case refill.JobQuery, refill.JobSQL:
-		return query.Runner{}, run, nil
-	case refill.JobCommand:
-		return jobs.Command{Dir: r.Config.Dir, Hidden: []string{r.Config.Audit.KeyEnv}}, run, nil
-	case refill.JobAirflow:
-		return airflow.Runner{Client: airflowClient}, run, nil
-	}
-	return nil, run, fmt.Errorf("%s jobs cannot run in this version", d.Job.Kind)
+	return dsn
 }
 
 // errMarked rolls back a publish whose partition the warehouse already
