@@ -60,6 +60,10 @@ type Runner struct {
 	// draining is closed by Drain: the process is shutting down.
 	drainOnce sync.Once
 	draining  chan struct{}
+	// beforeCommit, when set (by tests), is called in a publish after its
+	// last look at the run, with the look still held, just before the
+	// warehouse commits.
+	beforeCommit func(refill.JobRun)
 }
 
 // Drain tells the runner its process is shutting down: runs in progress
@@ -640,6 +644,10 @@ func (r *Runner) publish(ctx context.Context, jr refill.JobRunner, d *refill.Dat
 	}
 	ref, part := d.Ref(), jrun.Partition
 	marked, stopped := false, false
+	// The last look at the run is held until the warehouse transaction has
+	// ended, so that the run cannot be failed or stopped between the look
+	// and the commit.
+	var held func()
 	err = tr.Transact(ctx, func(tx refill.WarehouseTx) error {
 		// The publish mark commits with the partition: if it is there, an
 		// earlier attempt published and died before the state store heard
@@ -674,16 +682,23 @@ func (r *Runner) publish(ctx context.Context, jr refill.JobRunner, d *refill.Dat
 		}
 		// Last look before commit: a run that failed or was stopped while
 		// this job worked must not publish.
-		status, runs, err := r.Store.RunState(ctx, jrun.PlanID)
+		status, runs, release, err := r.Store.HoldRunState(ctx, jrun.PlanID)
 		if err != nil {
 			return err
 		}
+		held = release
 		if status != refill.StatusRunning || jrun.Run != runs {
 			stopped = true
 			return errStopped
 		}
+		if r.beforeCommit != nil {
+			r.beforeCommit(jrun)
+		}
 		return nil
 	})
+	if held != nil {
+		held()
+	}
 	switch {
 	case marked:
 		return r.adopt(ctx, d, part, rec)
