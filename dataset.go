@@ -301,8 +301,9 @@ type JobRun struct {
 }
 
 // JobRunner rebuilds one partition of a dataset's job: one implementation
-// per job kind (jobs/query for query and sql, jobs for command,
-// jobs/airflow for airflow), used alike by runs and proofs.
+// per job kind (jobs/query for query and sql, jobs/command for command,
+// jobs/airflow for airflow), chosen by jobs.For and used alike by runs,
+// proofs and the planner's rehearsal.
 //
 // A transactional job (query, sql) builds inside refill's warehouse
 // transaction, which Build receives: the caller decides whether it is

@@ -98,7 +98,7 @@ const (
 
 // Placeholders of the command template. {{select}} and {{project_dir}} are
 // filled at import; {{partition}}, {{from}} and {{to}} are left for the
-// command job to fill at run time (jobs.Command).
+// command job to fill at run time (jobs/command).
 var placeholders = []string{"select", "project_dir", "partition", "from", "to"}
 
 // DefaultCommand builds the one model it names for one partition, telling
@@ -107,7 +107,7 @@ var DefaultCommand = []string{"dbt", "build", "--select", "{{select}}", "--vars"
 	`{"refill_from": "{{from}}", "refill_to": "{{to}}", "refill_partition": "{{partition}}"}`}
 
 // DefaultEnv is passed through from refill's environment to every dbt job,
-// besides PATH, HOME and REFILL_* (jobs.Environment): where dbt finds its
+// besides PATH, HOME and REFILL_* (command.Environment): where dbt finds its
 // profiles and project, and which target it builds. Options.Env adds to it
 // the variables the profile reads (a password, say).
 var DefaultEnv = []string{"DBT_PROFILES_DIR", "DBT_PROJECT_DIR", "DBT_TARGET"}

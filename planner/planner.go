@@ -17,7 +17,7 @@ import (
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/gate"
-	"github.com/refill-dev/refill/jobs/query"
+	"github.com/refill-dev/refill/jobs"
 	"github.com/refill-dev/refill/lineage"
 	"github.com/refill-dev/refill/policy"
 	"github.com/refill-dev/refill/store"
@@ -291,7 +291,7 @@ func (p *Planner) afterUpstream(ctx context.Context, plan *refill.Plan) {
 		if len(direct) == 0 {
 			continue
 		}
-		if st.Kind != refill.JobQuery && st.Kind != refill.JobSQL {
+		if !rehearsable(st.Kind) {
 			// A command or Airflow job reading a rebuilt dataset writes what
 			// refill cannot see ahead: its history guess says nothing about
 			// the rows the upstream will have.
@@ -307,7 +307,7 @@ func (p *Planner) afterUpstream(ctx context.Context, plan *refill.Plan) {
 				return
 			}
 			mine[up.Dataset] = true
-			if up.Kind != refill.JobQuery && up.Kind != refill.JobSQL {
+			if !rehearsable(up.Kind) {
 				outside = append(outside, up)
 			}
 			ups, _ := reads(up.Upstream)
@@ -364,12 +364,16 @@ func (p *Planner) afterUpstream(ctx context.Context, plan *refill.Plan) {
 				}
 				d := st.SealedDataset()
 				ref := d.Ref()
+				jr, err := jobs.For(st.Kind, jobs.Deps{})
+				if err != nil {
+					return fmt.Errorf("building %s: %w", st.Dataset, err)
+				}
 				isTarget := slices.Contains(targets, st)
 				if isTarget {
 					counts[st.Dataset] = map[string]int64{}
 				}
 				for _, pp := range st.Partitions {
-					if _, err := (query.Runner{}).Build(ctx, tx, d, refill.JobRun{Partition: pp.Partition}); err != nil {
+					if _, err := jr.Build(ctx, tx, d, refill.JobRun{Partition: pp.Partition}); err != nil {
 						return fmt.Errorf("building %s %s: %w", st.Dataset, pp.Partition, err)
 					}
 					if isTarget {
@@ -403,6 +407,14 @@ func (p *Planner) afterUpstream(ctx context.Context, plan *refill.Plan) {
 			st.Partitions[i].ExpectedMethod = refill.ExpectedUpstream
 		}
 	}
+}
+
+// rehearsable reports whether a job of kind builds inside refill's
+// warehouse transaction, so that a rolled-back rehearsal can count what it
+// will write.
+func rehearsable(kind refill.JobKind) bool {
+	jr, err := jobs.For(kind, jobs.Deps{})
+	return err == nil && jr.Transactional()
 }
 
 // stepNames lists steps' datasets, sorted, for a note.

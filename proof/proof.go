@@ -18,7 +18,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/refill-dev/refill"
-	"github.com/refill-dev/refill/jobs/query"
+	"github.com/refill-dev/refill/jobs"
 	"github.com/refill-dev/refill/policy"
 	"github.com/refill-dev/refill/store"
 	"github.com/refill-dev/refill/warehouse/sqltext"
@@ -97,12 +97,15 @@ func (p *Prover) Prove(ctx context.Context, dataset, partition, actor string) (*
 	pr := &refill.Proof{Dataset: dataset, Partition: partition, Kind: d.Job.Kind, Fingerprint: d.Job.Fingerprint(),
 		ProvenBy: actor, ProvenAt: p.Now.Now(), Method: refill.ProofMethod}
 
-	var err error
-	switch d.Job.Kind {
-	case refill.JobQuery, refill.JobSQL:
+	jr, err := jobs.For(d.Job.Kind, jobs.Deps{})
+	switch {
+	case err == nil && jr.Transactional():
 		pr.Warehouse = "warehouse (one transaction, rolled back)"
-		err = p.rehearse(ctx, d, ref, partition, pr)
-	case refill.JobCommand:
+		err = p.rehearse(ctx, jr, d, ref, partition, pr)
+	case d.Job.Kind == refill.JobCommand:
+		// A command writes where it is told (REFILL_WAREHOUSE), so it can
+		// be told to write to the proof warehouse; a DAG writes where its
+		// own connections say.
 		if p.OpenCommands == nil {
 			return nil, refill.BadInputf("%s has a command job: it is proven against a scratch warehouse, never the production one; set proof_warehouse: in %s", dataset, p.Config.Name())
 		}
@@ -137,14 +140,14 @@ func (p *Prover) Prove(ctx context.Context, dataset, partition, actor string) (*
 
 // rehearse builds four times inside one warehouse transaction that is
 // always rolled back, so the warehouse ends exactly as it began. Each build
-// is the same implementation a run uses (jobs/query).
-func (p *Prover) rehearse(ctx context.Context, d *refill.Dataset, ref refill.TableRef, partition string, pr *refill.Proof) error {
+// is jr, the same runner a run uses (jobs.For).
+func (p *Prover) rehearse(ctx context.Context, jr refill.JobRunner, d *refill.Dataset, ref refill.TableRef, partition string, pr *refill.Proof) error {
 	reh, ok := p.Warehouse.(refill.Rehearser)
 	if !ok {
 		return fmt.Errorf("the %s warehouse cannot rehearse jobs", p.Warehouse.Driver())
 	}
 	build := func(tx refill.WarehouseTx) error {
-		_, err := query.Runner{}.Build(ctx, tx, d, refill.JobRun{Partition: partition})
+		_, err := jr.Build(ctx, tx, d, refill.JobRun{Partition: partition})
 		return err
 	}
 	return reh.Rehearse(ctx, func(tx refill.WarehouseTx) error {

@@ -25,7 +25,6 @@ import (
 	"github.com/refill-dev/refill/gate"
 	"github.com/refill-dev/refill/jobs"
 	"github.com/refill-dev/refill/jobs/airflow"
-	"github.com/refill-dev/refill/jobs/query"
 	"github.com/refill-dev/refill/store"
 	"github.com/refill-dev/refill/warehouse"
 )
@@ -61,6 +60,10 @@ type Runner struct {
 	// draining is closed by Drain: the process is shutting down.
 	drainOnce sync.Once
 	draining  chan struct{}
+	// beforeCommit, when set (by tests), is called in a publish after its
+	// last look at the run, with the look still held, just before the
+	// warehouse commits.
+	beforeCommit func(refill.JobRun)
 }
 
 // Drain tells the runner its process is shutting down: runs in progress
@@ -539,37 +542,11 @@ func (*alreadyPublished) Error() string { return "already published" }
 
 // build rebuilds one partition and records it published, once.
 func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error {
-	// A job from an earlier run of this plan (left queued by a crash, or
-	// by a run that stopped) must not write: only the current run's jobs
-	// do, and only while the plan is running.
-	status, runs, err := r.Store.RunState(ctx, a.PlanID)
+	ok, err := r.mayStart(ctx, a)
 	if err != nil {
 		return err
 	}
-	if status != refill.StatusRunning || a.Run != runs {
-		r.logf("%s %s: job of run %d of plan %s (now %s, run %d) has nothing to do", a.Dataset, a.Partition, a.Run, a.PlanID, status, runs)
-		return &alreadyPublished{}
-	}
-	// A process shutting down starts no new partition: the job is left
-	// for the run's resume.
-	if r.drained() {
-		r.logf("%s %s: shutting down; not started", a.Dataset, a.Partition)
-		return &alreadyPublished{}
-	}
-	// After refill cancel, no new partition starts.
-	if err := r.cancelRequested(ctx, a.PlanID); err != nil {
-		var stop *cancelled
-		if errors.As(err, &stop) {
-			r.logf("%s %s: plan %s was cancelled; not started", a.Dataset, a.Partition, a.PlanID)
-			return &alreadyPublished{}
-		}
-		return err
-	}
-	done, err := r.Store.IsPublished(ctx, a.PlanID, a.Dataset, a.Partition)
-	if err != nil {
-		return err
-	}
-	if done {
+	if !ok {
 		return &alreadyPublished{}
 	}
 	// The job is the one the plan sealed, whatever this process's config
@@ -581,86 +558,15 @@ func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error 
 	if err := r.sameWarehouse(ctx, a.PlanID); err != nil {
 		return err
 	}
-	ref := d.Ref()
-	rec := refill.Published{PlanID: a.PlanID, Dataset: a.Dataset, Partition: a.Partition, Attempt: attempt}
-	start := time.Now()
-	jr, jrun, err := r.jobRunner(d)
+	jr, err := jobs.For(d.Job.Kind, r.jobDeps())
 	if err != nil {
 		return err
 	}
-	jrun.PlanID, jrun.Run, jrun.Partition = a.PlanID, a.Run, a.Partition
+	jrun := refill.JobRun{PlanID: a.PlanID, Run: a.Run, Partition: a.Partition, Warehouse: r.jobWarehouse()}
+	rec := refill.Published{PlanID: a.PlanID, Dataset: a.Dataset, Partition: a.Partition, Attempt: attempt}
+	start := time.Now()
 	if jr.Transactional() {
-		tr, ok := r.Warehouse.(refill.Transactor)
-		if !ok {
-			return fmt.Errorf("the %s warehouse cannot write", r.Warehouse.Driver())
-		}
-		// Write, audit, publish: the transaction is the staging area. The
-		// partition is rebuilt and checked inside it and only a commit makes
-		// it visible, so readers see the old partition or the new one,
-		// never half of either.
-		// The audit log's head goes into the warehouse with the partition,
-		// so a log rewritten or cut short in the state store no longer
-		// matches what the warehouse holds.
-		var head refill.AuditAnchor
-		if head, err = r.Store.AuditHead(ctx); err != nil {
-			return err
-		}
-		if head.Store, err = r.id(ctx); err != nil {
-			return err
-		}
-		head = r.Store.SealAnchor(head)
-		marked, stopped := false, false
-		err = tr.Transact(ctx, func(tx refill.WarehouseTx) error {
-			// The publish mark commits with the partition: if it is there,
-			// an earlier attempt published and died before the state store
-			// heard of it, and the partition must not be rebuilt.
-			already, err := tx.MarkPublished(ctx, a.PlanID, a.Dataset, a.Partition)
-			if err != nil {
-				return err
-			}
-			if already {
-				marked = true
-				return errMarked
-			}
-			before, err := tx.Digest(ctx, ref, a.Partition)
-			if err != nil {
-				return err
-			}
-			if _, err := jr.Build(ctx, tx, d, jrun); err != nil {
-				return err
-			}
-			if err := r.audit(ctx, tx, d, ref, a.Partition); err != nil {
-				return err
-			}
-			after, err := tx.Digest(ctx, ref, a.Partition)
-			if err != nil {
-				return err
-			}
-			rec.Before, rec.After = &before, &after
-			if head.Seq > 0 {
-				if err := tx.Anchor(ctx, head); err != nil {
-					return err
-				}
-			}
-			// Last look before commit: a run that failed or was stopped
-			// while this job worked must not publish.
-			status, runs, err := r.Store.RunState(ctx, a.PlanID)
-			if err != nil {
-				return err
-			}
-			if status != refill.StatusRunning || a.Run != runs {
-				stopped = true
-				return errStopped
-			}
-			return nil
-		})
-		switch {
-		case marked:
-			err = r.adopt(ctx, d, a.Partition, &rec)
-		case stopped:
-			r.logf("%s %s: run %d of plan %s stopped while the job worked; nothing was published", a.Dataset, a.Partition, a.Run, a.PlanID)
-			return &alreadyPublished{}
-		}
+		err = r.publish(ctx, jr, d, jrun, &rec)
 	} else {
 		// A command or a DAG run writes outside refill's transactions: its
 		// digests are taken before and after, and its output kept.
@@ -669,25 +575,7 @@ func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error 
 	if err != nil {
 		return err
 	}
-	rec.At = r.Now.Now()
-	err = r.Store.Update(ctx, func(tx *store.Tx) error {
-		if err := tx.RecordPublished(ctx, rec); err != nil {
-			return err
-		}
-		detail := map[string]any{"attempt": attempt, "worker": workerID}
-		if rec.Before != nil {
-			detail["rows_before"], detail["checksum_before"] = rec.Before.Rows, rec.Before.Checksum
-		}
-		if rec.After != nil {
-			detail["rows_after"], detail["checksum_after"] = rec.After.Rows, rec.After.Checksum
-		}
-		return tx.Append(ctx, &refill.Event{Kind: refill.EventPartitionPublished, Actor: "refill", PlanID: a.PlanID,
-			Dataset: a.Dataset, Partition: a.Partition, At: rec.At, Detail: refill.Detail(detail)})
-	})
-	if errors.Is(err, refill.ErrNotPermitted) {
-		return &alreadyPublished{}
-	}
-	if err != nil {
+	if err := r.record(ctx, &rec); err != nil {
 		return err
 	}
 	took := time.Since(start)
@@ -700,6 +588,162 @@ func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error 
 		r.OnPublished(a.Dataset, a.Partition, rows, took)
 	}
 	return nil
+}
+
+// mayStart reports whether a's job may start building: only the current
+// run's jobs do, only while the plan is running and not cancelled, only in
+// a process that is not shutting down, and only for a partition not yet
+// published.
+func (r *Runner) mayStart(ctx context.Context, a PartitionArgs) (bool, error) {
+	// A job from an earlier run of this plan (left queued by a crash, or
+	// by a run that stopped) must not write.
+	status, runs, err := r.Store.RunState(ctx, a.PlanID)
+	if err != nil {
+		return false, err
+	}
+	if status != refill.StatusRunning || a.Run != runs {
+		r.logf("%s %s: job of run %d of plan %s (now %s, run %d) has nothing to do", a.Dataset, a.Partition, a.Run, a.PlanID, status, runs)
+		return false, nil
+	}
+	// A process shutting down starts no new partition: the job is left
+	// for the run's resume.
+	if r.drained() {
+		r.logf("%s %s: shutting down; not started", a.Dataset, a.Partition)
+		return false, nil
+	}
+	// After refill cancel, no new partition starts.
+	if err := r.cancelRequested(ctx, a.PlanID); err != nil {
+		var stop *cancelled
+		if errors.As(err, &stop) {
+			r.logf("%s %s: plan %s was cancelled; not started", a.Dataset, a.Partition, a.PlanID)
+			return false, nil
+		}
+		return false, err
+	}
+	done, err := r.Store.IsPublished(ctx, a.PlanID, a.Dataset, a.Partition)
+	return !done && err == nil, err
+}
+
+// publish writes, audits and publishes one partition of a transactional
+// job (query, sql) in one warehouse transaction, which is the staging
+// area: the partition is rebuilt and checked inside it and only the commit
+// makes it visible, so readers see the old partition or the new one, never
+// half of either. It fills rec's digests. A run that stopped while the job
+// worked publishes nothing (alreadyPublished).
+func (r *Runner) publish(ctx context.Context, jr refill.JobRunner, d *refill.Dataset, jrun refill.JobRun, rec *refill.Published) error {
+	tr, ok := r.Warehouse.(refill.Transactor)
+	if !ok {
+		return fmt.Errorf("the %s warehouse cannot write", r.Warehouse.Driver())
+	}
+	// The audit log's head goes into the warehouse with the partition, so
+	// a log rewritten or cut short in the state store no longer matches
+	// what the warehouse holds.
+	head, err := r.anchor(ctx)
+	if err != nil {
+		return err
+	}
+	ref, part := d.Ref(), jrun.Partition
+	marked, stopped := false, false
+	// The last look at the run is held until the warehouse transaction has
+	// ended, so that the run cannot be failed or stopped between the look
+	// and the commit.
+	var held func()
+	err = tr.Transact(ctx, func(tx refill.WarehouseTx) error {
+		// The publish mark commits with the partition: if it is there, an
+		// earlier attempt published and died before the state store heard
+		// of it, and the partition must not be rebuilt.
+		already, err := tx.MarkPublished(ctx, jrun.PlanID, d.Name, part)
+		if err != nil {
+			return err
+		}
+		if already {
+			marked = true
+			return errMarked
+		}
+		before, err := tx.Digest(ctx, ref, part)
+		if err != nil {
+			return err
+		}
+		if _, err := jr.Build(ctx, tx, d, jrun); err != nil {
+			return err
+		}
+		if err := r.audit(ctx, tx, d, ref, part); err != nil {
+			return err
+		}
+		after, err := tx.Digest(ctx, ref, part)
+		if err != nil {
+			return err
+		}
+		rec.Before, rec.After = &before, &after
+		if head.Seq > 0 {
+			if err := tx.Anchor(ctx, head); err != nil {
+				return err
+			}
+		}
+		// Last look before commit: a run that failed or was stopped while
+		// this job worked must not publish.
+		status, runs, release, err := r.Store.HoldRunState(ctx, jrun.PlanID)
+		if err != nil {
+			return err
+		}
+		held = release
+		if status != refill.StatusRunning || jrun.Run != runs {
+			stopped = true
+			return errStopped
+		}
+		if r.beforeCommit != nil {
+			r.beforeCommit(jrun)
+		}
+		return nil
+	})
+	if held != nil {
+		held()
+	}
+	switch {
+	case marked:
+		return r.adopt(ctx, d, part, rec)
+	case stopped:
+		r.logf("%s %s: run %d of plan %s stopped while the job worked; nothing was published", d.Name, part, jrun.Run, jrun.PlanID)
+		return &alreadyPublished{}
+	}
+	return err
+}
+
+// anchor is the audit log's head, sealed, to be recorded in the warehouse
+// with a partition.
+func (r *Runner) anchor(ctx context.Context) (refill.AuditAnchor, error) {
+	head, err := r.Store.AuditHead(ctx)
+	if err != nil {
+		return head, err
+	}
+	if head.Store, err = r.id(ctx); err != nil {
+		return head, err
+	}
+	return r.Store.SealAnchor(head), nil
+}
+
+// record records rec published, with its audit entry, once: a partition
+// another attempt recorded first is alreadyPublished.
+func (r *Runner) record(ctx context.Context, rec *refill.Published) error {
+	rec.At = r.Now.Now()
+	err := r.Store.Update(ctx, func(tx *store.Tx) error {
+		if err := tx.RecordPublished(ctx, *rec); err != nil {
+			return err
+		}
+		detail := map[string]any{"attempt": rec.Attempt, "worker": workerID}
+		if rec.Before != nil {
+			detail["rows_before"], detail["checksum_before"] = rec.Before.Rows, rec.Before.Checksum
+		}
+		if rec.After != nil {
+			detail["rows_after"], detail["checksum_after"] = rec.After.Rows, rec.After.Checksum
+		}
+		return tx.Append(ctx, &refill.Event{Kind: refill.EventPartitionPublished, Actor: "refill", PlanID: rec.PlanID,
+			Dataset: rec.Dataset, Partition: rec.Partition, At: rec.At, Detail: refill.Detail(detail)})
+	})
+	if errors.Is(err, refill.ErrNotPermitted) {
+		return &alreadyPublished{}
+	}
+	return err
 }
 
 // digest is a partition's digest outside any transaction; nil when the
@@ -731,23 +775,20 @@ func (r *Runner) outside(ctx context.Context, d *refill.Dataset, partition strin
 	return err
 }
 
-// jobRunner is the one implementation of d's job kind (refill.JobRunner),
-// the same a proof uses.
-func (r *Runner) jobRunner(d *refill.Dataset) (refill.JobRunner, refill.JobRun, error) {
+// jobDeps is what this process gives the runners of its jobs (jobs.For),
+// the same a proof gives them but for where a command runs.
+func (r *Runner) jobDeps() jobs.Deps {
+	return jobs.Deps{Dir: r.Config.Dir, Hidden: []string{r.Config.Audit.KeyEnv}, Airflow: airflowClient}
+}
+
+// jobWarehouse is the warehouse an outside job is told to write to
+// (REFILL_WAREHOUSE), with a relative SQLite path made absolute.
+func (r *Runner) jobWarehouse() string {
 	dsn := r.Config.Warehouse
 	if path, ok := warehouse.SQLitePath(dsn, r.Config.Dir); ok {
 		dsn = "sqlite:" + path
 	}
-	run := refill.JobRun{Warehouse: dsn}
-	switch d.Job.Kind {
-	case refill.JobQuery, refill.JobSQL:
-		return query.Runner{}, run, nil
-	case refill.JobCommand:
-		return jobs.Command{Dir: r.Config.Dir, Hidden: []string{r.Config.Audit.KeyEnv}}, run, nil
-	case refill.JobAirflow:
-		return airflow.Runner{Client: airflowClient}, run, nil
-	}
-	return nil, run, fmt.Errorf("%s jobs cannot run in this version", d.Job.Kind)
+	return dsn
 }
 
 // errMarked rolls back a publish whose partition the warehouse already

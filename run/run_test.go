@@ -27,6 +27,8 @@ type bundle struct {
 	p  *planner.Planner
 	st *store.Store
 	w  *whtest.Warehouse
+	// state is the state store's DSN.
+	state string
 }
 
 var stores = map[string]func(t *testing.T) string{
@@ -48,7 +50,8 @@ func eachStore(t *testing.T, fn func(t *testing.T, b *bundle)) {
 				"CREATE TABLE top (day TEXT, total INTEGER)",
 				"INSERT INTO top VALUES ('2026-11-01', 99)",
 			)
-			st, err := store.Open(context.Background(), dsn(t), "")
+			state := dsn(t)
+			st, err := store.Open(context.Background(), state, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -72,7 +75,7 @@ func eachStore(t *testing.T, fn func(t *testing.T, b *bundle)) {
 			r := &Runner{Config: cfg, Warehouse: w.WH, Store: st, Now: now, Backoff: 10 * time.Millisecond,
 				Gate: &gate.Gate{Config: cfg, Warehouse: w.WH, Store: st, Now: now}}
 			c.Executor = r
-			fn(t, &bundle{r: r, c: c, p: p, st: st, w: w})
+			fn(t, &bundle{r: r, c: c, p: p, st: st, w: w, state: state})
 		})
 	}
 }

@@ -34,6 +34,10 @@ type dialect struct {
 	// appends to the audit chain from several processes take turns. SQLite
 	// needs none: an IMMEDIATE transaction already holds the only write lock.
 	lockAudit string
+	// shareRow, when set, ends a SELECT of one row so that the row is
+	// locked against updates until the transaction ends. SQLite needs none:
+	// an IMMEDIATE transaction already holds the only write lock.
+	shareRow string
 }
 
 // sqliteTime is the text form of timestamps on SQLite. SQLite has no time
@@ -72,6 +76,7 @@ var postgresDialect = dialect{
 	timestamp: func(t time.Time) any { return t.UTC() },
 	boolean:   func(b bool) any { return b },
 	lockAudit: `SELECT pg_advisory_xact_lock(hashtext('refill_audit'), hashtext(coalesce(current_schema(), '')))`,
+	shareRow:  ` FOR SHARE`,
 }
 
 // rebind rewrites the ? placeholders of query for the dialect. Question

@@ -91,6 +91,43 @@ func (s *Store) RunState(ctx context.Context, planID string) (refill.Status, int
 	return refill.Status(status), runs, nil
 }
 
+// HoldRunState is RunState held still until release is called: the plan's
+// status cannot change meanwhile, because a SetStatus (a run failed,
+// cancelled or finished) waits for release, and a SetStatus already under
+// way is waited for and its result read. A partition job holds it across
+// its warehouse commit, so that the run cannot be failed between the job's
+// last look and the commit: either the commit happens before the failure
+// is recorded, or the job sees the failure and does not publish.
+//
+// On PostgreSQL the plan's row is locked FOR SHARE; on SQLite the
+// transaction is IMMEDIATE and holds the database's write lock. Either way
+// every writer of the store may wait for release, so hold it only for a
+// moment, and never across a write to the store.
+func (s *Store) HoldRunState(ctx context.Context, planID string) (status refill.Status, runs int, release func(), err error) {
+	// The transaction outlives ctx's cancellation until release: rolling it
+	// back early would free the lock while the caller still relies on it.
+	tx, err := s.db.BeginTx(context.WithoutCancel(ctx), nil)
+	if err != nil {
+		return "", 0, nil, fmt.Errorf("run state of %s: %w", planID, err)
+	}
+	release = func() { _ = tx.Rollback() }
+	var st string
+	// The lock is taken first, by its own statement: the count that
+	// follows then sees whatever a concurrent status change committed with
+	// it (a resumed run's start).
+	if err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT status FROM plans WHERE id = ?`+s.d.shareRow), planID).Scan(&st); err != nil {
+		release()
+		return "", 0, nil, fmt.Errorf("run state of %s: %w", planID, err)
+	}
+	err = tx.QueryRowContext(ctx, s.d.rebind(`SELECT status, (SELECT count(*) FROM audit_log WHERE plan_id = ? AND event = ?) FROM plans WHERE id = ?`),
+		planID, refill.EventRunStarted, planID).Scan(&st, &runs)
+	if err != nil {
+		release()
+		return "", 0, nil, fmt.Errorf("run state of %s: %w", planID, err)
+	}
+	return refill.Status(st), runs, release, nil
+}
+
 // PublishedSince returns publishes by other plans, not rolled back, of the
 // partitions planID published, recorded after planID's own: the runs a
 // rollback of planID would undo.

@@ -2,6 +2,7 @@ package airflow
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -33,6 +34,9 @@ func (Runner) Transactional() bool { return false }
 // triggers this run's DAG run, with the partition's bounds as
 // conf.start_date and conf.end_date, and waits for it to end.
 func (r Runner) Build(ctx context.Context, _ refill.WarehouseTx, d *refill.Dataset, run refill.JobRun) (string, error) {
+	if r.Client == nil {
+		return "", errors.New("an airflow job runs only with an Airflow client")
+	}
 	g := d.Ref().Grain
 	start, err := refill.PartitionTime(run.Partition, g)
 	if err != nil {

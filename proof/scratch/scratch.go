@@ -27,7 +27,7 @@ type Warehouse struct {
 	wh      refill.Warehouse
 	src     refill.Warehouse // the warehouse the job's inputs are copied from
 	cfg     *refill.Config
-	cmd     jobs.Command
+	dsn     string // the proof warehouse, as a command is told it
 	scratch string // the commands' working directory, removed on Close
 }
 
@@ -51,7 +51,7 @@ func Open(ctx context.Context, cfg *refill.Config, src refill.Warehouse) (*Wareh
 		wh.Close()
 		return nil, err
 	}
-	return &Warehouse{wh: wh, src: src, cfg: cfg, scratch: scratch, cmd: jobs.Command{Dir: cfg.Dir, WorkDir: scratch, Warehouse: dsn, Hidden: []string{cfg.Audit.KeyEnv}}}, nil
+	return &Warehouse{wh: wh, src: src, cfg: cfg, dsn: dsn, scratch: scratch}, nil
 }
 
 // Opener is Open over cfg and src in the shape of proof.Prover.OpenCommands;
@@ -71,12 +71,17 @@ func Opener(cfg *refill.Config, src refill.Warehouse) func(context.Context) (pro
 
 // Name says where the builds run, for the evidence.
 func (p *Warehouse) Name() string {
-	return "proof_warehouse " + dsnpkg.Redact(p.cmd.Warehouse)
+	return "proof_warehouse " + dsnpkg.Redact(p.dsn)
 }
 
-// Run runs d's command for partition, writing to the proof warehouse.
+// Run runs d's job for partition with the runner a run uses (jobs.For),
+// told to write to the proof warehouse and run in the scratch directory.
 func (p *Warehouse) Run(ctx context.Context, d *refill.Dataset, partition string) error {
-	_, err := p.cmd.Run(ctx, d, partition)
+	jr, err := jobs.For(d.Job.Kind, jobs.Deps{Dir: p.cfg.Dir, WorkDir: p.scratch, Hidden: []string{p.cfg.Audit.KeyEnv}})
+	if err != nil {
+		return err
+	}
+	_, err = jr.Build(ctx, nil, d, refill.JobRun{Partition: partition, Warehouse: p.dsn})
 	return err
 }
 

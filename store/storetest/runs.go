@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/store"
@@ -63,6 +64,45 @@ func exerciseRuns(t *testing.T, setup func(t *testing.T) (*store.Store, string))
 		status, runs, err := s.RunState(ctx, p.ID)
 		if err != nil || status != refill.StatusPending || runs != 2 {
 			t.Errorf("RunState = %s, %d, %v", status, runs, err)
+		}
+	})
+
+	t.Run("HoldRunStateHoldsTheStatus", func(t *testing.T) {
+		t.Parallel()
+		s, _ := setup(t)
+		ctx := t.Context()
+		p := planOver(t, s, "p-hold", at(0), "orders", "2026-11-01")
+		status, runs, release, err := s.HoldRunState(ctx, p.ID)
+		if err != nil || status != refill.StatusPending || runs != 0 {
+			t.Fatalf("HoldRunState = %s, %d, %v", status, runs, err)
+		}
+		changed := make(chan error, 1)
+		go func() {
+			changed <- s.Update(ctx, func(tx *store.Tx) error {
+				return tx.SetStatus(ctx, p.ID, refill.StatusPending, refill.StatusFailed)
+			})
+		}()
+		// The lock makes the change wait however long it is held; a moment
+		// is enough to see it wait rather than slip past.
+		select {
+		case err := <-changed:
+			release()
+			t.Fatalf("the status changed (err %v) while the run state was held", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+		release()
+		if err := <-changed; err != nil {
+			t.Fatalf("after release: %v", err)
+		}
+		status, _, release, err = s.HoldRunState(ctx, p.ID)
+		if err != nil || status != refill.StatusFailed {
+			t.Errorf("HoldRunState after the change = %s, %v; want failed", status, err)
+		}
+		if release != nil {
+			release()
+		}
+		if _, _, _, err := s.HoldRunState(ctx, "p-none"); err == nil {
+			t.Error("HoldRunState of an unknown plan: no error")
 		}
 	})
 

@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package jobs
+package command
 
 import "syscall"
 

@@ -1,4 +1,4 @@
-package jobs
+package command
 
 import (
 	"context"
@@ -29,7 +29,7 @@ func dataset(argv ...string) *refill.Dataset {
 
 func TestArgvAndEnvironment(t *testing.T) {
 	dir := script(t, `echo "arg=$1 part=$REFILL_PARTITION from=$REFILL_FROM to=$REFILL_TO wh=$REFILL_WAREHOUSE extra=$EXTRA ds=$REFILL_DATASET"`)
-	res, err := Command{Dir: dir, Warehouse: "sqlite:/x.db"}.Run(context.Background(), dataset("./job.sh", "{{partition}}"), "2026-11-02")
+	res, err := Runner{Dir: dir, Warehouse: "sqlite:/x.db"}.Run(context.Background(), dataset("./job.sh", "{{partition}}"), "2026-11-02")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestArgvAndEnvironment(t *testing.T) {
 
 func TestExitCodeAndOutputAreKept(t *testing.T) {
 	dir := script(t, "echo partial work; echo boom >&2; exit 7\n")
-	res, err := Command{Dir: dir}.Run(context.Background(), dataset("./job.sh"), "2026-11-02")
+	res, err := Runner{Dir: dir}.Run(context.Background(), dataset("./job.sh"), "2026-11-02")
 	if err == nil || res.ExitCode != 7 || !strings.Contains(res.Output, "partial work") || !strings.Contains(err.Error(), "exited 7: partial work\nboom") {
 		t.Errorf("err %v, exit %d, output %q", err, res.ExitCode, res.Output)
 	}
@@ -54,7 +54,7 @@ func TestTimeoutKillsTheProcessGroup(t *testing.T) {
 	d := dataset("./job.sh")
 	d.Job.Timeout = refill.Duration(300 * time.Millisecond)
 	start := time.Now()
-	_, err := Command{Dir: dir}.Run(context.Background(), d, "2026-11-02")
+	_, err := Runner{Dir: dir}.Run(context.Background(), d, "2026-11-02")
 	if err == nil || !strings.Contains(err.Error(), "timed out after 300ms (its timeout) and was killed") {
 		t.Fatalf("err = %v", err)
 	}
@@ -80,7 +80,7 @@ func TestTimeoutKillsTheProcessGroup(t *testing.T) {
 }
 
 func TestMissingCommandIsBadInput(t *testing.T) {
-	_, err := Command{Dir: t.TempDir()}.Run(context.Background(), dataset("./nope.sh"), "2026-11-02")
+	_, err := Runner{Dir: t.TempDir()}.Run(context.Background(), dataset("./nope.sh"), "2026-11-02")
 	if !errors.Is(err, refill.ErrBadInput) || !strings.Contains(err.Error(), "./nope.sh not found") {
 		t.Errorf("err = %v", err)
 	}
@@ -97,7 +97,7 @@ func TestCommandRefusesAChangedScript(t *testing.T) {
 	sum := sha256.Sum256([]byte("#!/bin/sh\necho built > built.txt\n"))
 	d := &refill.Dataset{Name: "x", Job: &refill.Job{Kind: refill.JobCommand, Command: []string{"./build.sh"},
 		Script: "sha256:" + hex.EncodeToString(sum[:])}}
-	c := Command{Dir: dir}
+	c := Runner{Dir: dir}
 	if _, err := c.Run(context.Background(), d, "2026-11-01"); err != nil {
 		t.Fatalf("the sealed script: %v", err)
 	}

@@ -1,6 +1,7 @@
-// Package jobs runs the job kinds that live outside the warehouse: command
-// jobs as child processes (and, later, Airflow DAG runs).
-package jobs
+// Package command runs command jobs: argv as a child process for one
+// partition, with a minimal environment, the job's timeout, its process
+// group killed with it, and its output kept.
+package command
 
 import (
 	"bytes"
@@ -22,8 +23,8 @@ import (
 // outputLimit bounds how much of a command's output is kept with a run.
 const outputLimit = 64 << 10
 
-// Command runs a command job for one partition.
-type Command struct {
+// Runner runs a command job for one partition.
+type Runner struct {
 	// Dir is where the command runs and relative argv[0] resolves: the
 	// config's directory.
 	Dir string
@@ -78,15 +79,15 @@ func Environment(base, declared, hidden []string) []string {
 	return out
 }
 
-var _ refill.JobRunner = Command{}
+var _ refill.JobRunner = Runner{}
 
 // Transactional is false: a command writes on its own.
-func (Command) Transactional() bool { return false }
+func (Runner) Transactional() bool { return false }
 
 // Build runs the command for run.Partition, told to write to
 // run.Warehouse (or c.Warehouse when run names none), and returns its
 // output.
-func (c Command) Build(ctx context.Context, _ refill.WarehouseTx, d *refill.Dataset, run refill.JobRun) (string, error) {
+func (c Runner) Build(ctx context.Context, _ refill.WarehouseTx, d *refill.Dataset, run refill.JobRun) (string, error) {
 	if run.Warehouse != "" {
 		c.Warehouse = run.Warehouse
 	}
@@ -99,7 +100,7 @@ func (c Command) Build(ctx context.Context, _ refill.WarehouseTx, d *refill.Data
 // REFILL_TO. A job timeout kills the process (and its children, through
 // the process group). A non-zero exit is an error that carries the output's
 // tail.
-func (c Command) Run(ctx context.Context, d *refill.Dataset, partition string) (Result, error) {
+func (c Runner) Run(ctx context.Context, d *refill.Dataset, partition string) (Result, error) {
 	j := d.Job
 	if j == nil || len(j.Command) == 0 {
 		return Result{}, refill.BadInputf("dataset %s has no command", d.Name)

@@ -1,6 +1,6 @@
 //go:build unix
 
-package jobs
+package command
 
 import (
 	"os/exec"
