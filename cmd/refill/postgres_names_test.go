@@ -136,3 +136,93 @@ datasets:
 		}
 	}
 }
+
+// TestPostgresDaylightSavingDay: the warehouse connection's time zone is
+// America/New_York, and 2026-11-01 is the day its clocks go back, 25 local
+// hours long. refill cuts partitions in UTC and runs jobs in UTC, so the
+// plan, the proof and the run all see the 24 hourly views of the UTC day,
+// and the hour 2026-11-01T05 is 05:00-06:00 UTC. The jobs are written as
+// the README's PostgreSQL example writes them.
+func TestPostgresDaylightSavingDay(t *testing.T) {
+	whDSN := pgtest.Schema(t)
+	db, err := sql.Open("pgx", whDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range []string{
+		`CREATE TABLE page_views (viewed_at timestamptz, user_id bigint)`,
+		`INSERT INTO page_views
+		 SELECT g, extract(hour FROM g AT TIME ZONE 'UTC')
+		 FROM generate_series(timestamptz '2026-10-31 00:00Z', '2026-11-02 23:00Z', interval '1 hour') g`,
+		`CREATE TABLE views (view_date date, viewed_at timestamptz, user_id bigint)`,
+		`CREATE TABLE hourly_views (view_hour timestamptz, views bigint)`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	dir := t.TempDir()
+	cfg := `version: 1
+warehouse: "` + whDSN + `&timezone=America/New_York"
+datasets:
+  page_views:
+    table: page_views
+    partition: {column: viewed_at, grain: hour}
+  views:
+    table: views
+    partition: {column: view_date, grain: day}
+    upstream: [page_views]
+    job:
+      query: |
+        SELECT viewed_at::date AS view_date, viewed_at, user_id
+        FROM page_views
+        WHERE viewed_at >= :partition::date
+          AND viewed_at <  :partition::date + 1
+  hourly_views:
+    table: hourly_views
+    partition: {column: view_hour, grain: hour}
+    upstream: [page_views]
+    job:
+      query: |
+        SELECT date_trunc('hour', viewed_at) AS view_hour, count(*) AS views
+        FROM page_views
+        WHERE viewed_at >= to_timestamp(:partition, 'YYYY-MM-DD"T"HH24')
+          AND viewed_at <  to_timestamp(:partition, 'YYYY-MM-DD"T"HH24') + interval '1 hour'
+        GROUP BY 1
+`
+	if err := os.WriteFile(filepath.Join(dir, "refill.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	var p planJSON
+	for _, c := range []struct {
+		dataset, partition string
+		rows               string
+	}{
+		// First, so that the views plan is the last one made and applied
+		// below.
+		{"hourly_views", "2026-11-01T05", "1"},
+		{"views", "2026-11-01", "24"},
+	} {
+		p = decode[planJSON](t, step(t, dir, 0, "", "plan", c.dataset, "--from", c.partition, "--to", c.partition, "--reason", "dst", "--as", "alice", "-o", "json").stdout)
+		if len(p.Steps) != 1 || len(p.Steps[0].Partitions) != 1 {
+			t.Fatalf("plan of %s %s: %+v", c.dataset, c.partition, p.Steps)
+		}
+		if pp := p.Steps[0].Partitions[0]; pp.Partition != c.partition || rowsOf(pp.ExpectedRows) != c.rows || pp.ExpectedMethod != "query" {
+			t.Errorf("plan of %s: %s expected %s rows by %s, want %s by query", c.dataset, pp.Partition, rowsOf(pp.ExpectedRows), pp.ExpectedMethod, c.rows)
+		}
+		r := step(t, dir, 0, "all four builds agree", "prove", c.dataset, "--partition", c.partition, "--as", "alice")
+		if !strings.Contains(r.stdout+r.stderr, ": "+c.rows+" rows, checksum") {
+			t.Errorf("proof of %s %s does not prove the %s rows the plan expects:\n%s%s", c.dataset, c.partition, c.rows, r.stdout, r.stderr)
+		}
+	}
+
+	// The run writes what the plan promised: the 24 hours of the UTC day.
+	step(t, dir, 0, "", "approve", p.ID, "--as", "bob")
+	step(t, dir, 0, "", "apply", p.ID, "--as", "alice")
+	var n, inDay int
+	if err := db.QueryRow(`SELECT count(*), count(*) FILTER (WHERE view_date = '2026-11-01' AND viewed_at >= '2026-11-01 00:00Z' AND viewed_at < '2026-11-02 00:00Z') FROM views`).Scan(&n, &inDay); err != nil || n != 24 || inDay != 24 {
+		t.Errorf("views after the run: %d rows, %d in the UTC day (%v); want 24 and 24", n, inDay, err)
+	}
+}
