@@ -489,6 +489,52 @@ func TestValidNames(t *testing.T) {
 	}
 }
 
+// TestOneTableAsTheWarehouseReadsIt: two datasets may not write one table,
+// and whether two names are one table is the warehouse's own rule. On
+// PostgreSQL a plain name folds to lower case and a quoted one keeps its
+// case, so '"Events"' and events are two tables there; SQLite ignores case
+// in names, quoted or not, so there they are one.
+func TestOneTableAsTheWarehouseReadsIt(t *testing.T) {
+	const (
+		pg     = "postgres://refill@localhost/wh?sslmode=disable"
+		sqlite = "sqlite:w.db"
+	)
+	tests := []struct {
+		warehouse, a, b string
+		one             bool
+	}{
+		{pg, `'"Events"'`, "events", false},
+		{pg, `'"Events"'`, "Events", false},
+		{pg, `'analytics."Events"'`, "analytics.events", false},
+		{pg, `'"Analytics".events'`, "analytics.events", false},
+		{pg, "Events", "events", true},
+		{pg, `'"events"'`, "EVENTS", true},
+		{pg, `'"Events"'`, `'public."Events"'`, true},
+		{pg, "public.events", "Events", true},
+		{pg, "Analytics.Events", `'"analytics"."events"'`, true},
+		{pg, `'"Public".events'`, "events", false},
+		{sqlite, `'"Events"'`, "events", true},
+		{sqlite, "Events", "events", true},
+		{sqlite, `'analytics."Events"'`, "analytics.events", true},
+		{sqlite, "MAIN.events", `'"Events"'`, true},
+		{sqlite, `'"Événements"'`, `'"éVénements"'`, false},
+	}
+	for _, tt := range tests {
+		engine, _, _ := strings.Cut(tt.warehouse, ":")
+		t.Run(engine+" "+tt.a+" "+tt.b, func(t *testing.T) {
+			doc := "version: 1\nwarehouse: " + tt.warehouse + "\ndatasets:\n  a: {table: " + tt.a + ", partition: {column: d}}\n  b: {table: " + tt.b + ", partition: {column: d}} # <-\n"
+			_, err := Parse([]byte(doc), "refill.yaml")
+			if !tt.one {
+				if err != nil {
+					t.Fatalf("%s and %s are two tables, yet: %v", tt.a, tt.b, err)
+				}
+				return
+			}
+			requireBadInput(t, err, markedLine(t, doc), "datasets.b.table", "is also the table of dataset a (line 4)")
+		})
+	}
+}
+
 func TestMultipleErrors(t *testing.T) {
 	doc := head + `
 policy:

@@ -904,7 +904,7 @@ func (c *converter) airflow(path string, raw *rawAirflow) *refill.AirflowJob {
 // the graph must be acyclic, since the planner orders rebuilds topologically.
 func (c *converter) lineage(cfg *refill.Config) {
 	names := cfg.DatasetNames()
-	tables := map[string]string{} // lower-cased table -> first dataset (by line)
+	tables := map[string]string{} // table as the warehouse resolves it -> first dataset (by line)
 	byLine := slices.Clone(names)
 	sort.SliceStable(byLine, func(i, j int) bool { return cfg.Datasets[byLine[i]].Line < cfg.Datasets[byLine[j]].Line })
 	for _, name := range byLine {
@@ -912,18 +912,7 @@ func (c *converter) lineage(cfg *refill.Config) {
 		if d.Table == "" {
 			continue
 		}
-		// SQLite ignores case in names and PostgreSQL folds unquoted ones, so
-		// Events and events are one table. "Events" is another on
-		// PostgreSQL, but two tables whose names differ only in case are a
-		// trap for whoever reads the config, and one on SQLite.
-		key := strings.ToLower(strings.ReplaceAll(d.Table, `"`, ""))
-		// The default schema, named, is the same table as unnamed: SQLite's
-		// main, PostgreSQL's public (where refill's warehouses look first).
-		if rest, ok := strings.CutPrefix(key, "main."); ok && strings.HasPrefix(cfg.Warehouse, "sqlite:") {
-			key = rest
-		} else if rest, ok := strings.CutPrefix(key, "public."); ok && strings.HasPrefix(cfg.Warehouse, "postgres") {
-			key = rest
-		}
+		key := tableKey(cfg.Warehouse, d.Table)
 		if other, ok := tables[key]; ok {
 			c.errorf(child("datasets", name, "table"), "table %q is also the table of dataset %s (line %d); two datasets cannot write one table", d.Table, other, cfg.Datasets[other].Line)
 			continue
@@ -955,6 +944,35 @@ func (c *converter) lineage(cfg *refill.Config) {
 		first := cycle[0]
 		c.errorf(child("datasets", first, "upstream"), "cycle: %s", strings.Join(cycle, " -> "))
 	}
+}
+
+// tableKey is the table a configured name means in warehouse, in one
+// spelling for every name that means it, so that two datasets writing one
+// table are caught however each writes its name. It follows the engine's
+// own rule (sqltext.Dialect.Resolve): on PostgreSQL a plain name folds to
+// lower case and a quoted one keeps its case, so Events and events are one
+// table and "Events" is another; SQLite ignores ASCII case in names, quoted
+// or not, so there all three are one. The default schema, named, is the
+// same table as unnamed: SQLite's main, PostgreSQL's public (where refill's
+// warehouses look first).
+func tableKey(warehouse, table string) string {
+	if strings.HasPrefix(warehouse, "postgres") {
+		parts := sqltext.Postgres.Resolve(table)
+		if len(parts) == 2 && parts[0] == "public" {
+			parts = parts[1:]
+		}
+		return strings.Join(parts, ".")
+	}
+	key := strings.Map(func(r rune) rune {
+		if r >= 'A' && r <= 'Z' {
+			return r + 'a' - 'A'
+		}
+		return r
+	}, strings.Join(sqltext.SQLite.Resolve(table), "."))
+	if rest, ok := strings.CutPrefix(key, "main."); ok {
+		return rest
+	}
+	return key
 }
 
 func sortedKeys[V any](m map[string]V) []string {
