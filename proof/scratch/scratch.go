@@ -29,6 +29,7 @@ type Warehouse struct {
 	cfg     *refill.Config
 	dsn     string // the proof warehouse, as a command is told it
 	scratch string // the commands' working directory, removed on Close
+	unlock  func() // lets the next proof on this proof warehouse go
 }
 
 // Open opens cfg's proof_warehouse, whose command jobs' inputs are copied
@@ -43,15 +44,22 @@ func Open(ctx context.Context, cfg *refill.Config, src refill.Warehouse) (*Wareh
 		return nil, fmt.Errorf("proof_warehouse: %w", err)
 	}
 	dsn := cfg.ProofWarehouse
-	if path, ok := warehouse.SQLitePath(dsn, cfg.Dir); ok {
+	path, isFile := warehouse.SQLitePath(dsn, cfg.Dir)
+	if isFile {
 		dsn = "sqlite:" + path
 	}
-	scratch, err := os.MkdirTemp("", "refill-proof-")
+	unlock, err := lock(ctx, wh, path)
 	if err != nil {
 		wh.Close()
 		return nil, err
 	}
-	return &Warehouse{wh: wh, src: src, cfg: cfg, dsn: dsn, scratch: scratch}, nil
+	scratch, err := os.MkdirTemp("", "refill-proof-")
+	if err != nil {
+		unlock()
+		wh.Close()
+		return nil, err
+	}
+	return &Warehouse{wh: wh, src: src, cfg: cfg, dsn: dsn, scratch: scratch, unlock: unlock}, nil
 }
 
 // Opener is Open over cfg and src in the shape of proof.Prover.OpenCommands;
@@ -155,5 +163,6 @@ func (p *Warehouse) Seed(ctx context.Context, d *refill.Dataset, partition strin
 // warehouse.
 func (p *Warehouse) Close() error {
 	os.RemoveAll(p.scratch)
+	p.unlock()
 	return p.wh.Close()
 }
