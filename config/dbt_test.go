@@ -75,9 +75,10 @@ func node(m map[string]any, id string) map[string]any {
 
 func manifests(t *testing.T) map[string]string {
 	ms := map[string]string{"v10": manifestV10, "v11": manifestV11}
-	dir := fixtures.Dir(t, "dbt")
-	ms["jaffle_shop"] = filepath.Join(dir, "cosmos_jaffle_shop_manifest.json")
-	ms["hubspot"] = filepath.Join(dir, "fivetran_dbt_hubspot_manifest.json")
+	if dir := fixtures.Optional(t, "dbt"); dir != "" {
+		ms["jaffle_shop"] = filepath.Join(dir, "cosmos_jaffle_shop_manifest.json")
+		ms["hubspot"] = filepath.Join(dir, "fivetran_dbt_hubspot_manifest.json")
+	}
 	return ms
 }
 
