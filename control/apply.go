@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/gate"
 	"github.com/refill-dev/refill/planner"
 	"github.com/refill-dev/refill/store"
 )
@@ -42,6 +43,9 @@ func (c *Control) BeforeWrite(ctx context.Context) error {
 }
 
 // Plan makes, gates, tiers and stores the plan for a request, as actor.
+// A plan the source gate blocked is stored and returned all the same, for
+// people to see what failed, with an error wrapping ErrBlocked: it can
+// never be approved or applied, and every door says so alike.
 func (c *Control) Plan(ctx context.Context, actor string, r planner.Request) (*refill.Plan, error) {
 	if c.Planner == nil {
 		return nil, errors.New("control: no planner")
@@ -50,7 +54,46 @@ func (c *Control) Plan(ctx context.Context, actor string, r planner.Request) (*r
 		return nil, err
 	}
 	r.Actor = actor
-	return c.Planner.Plan(ctx, r)
+	p, err := c.Planner.Plan(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	if p.Status == refill.StatusBlocked {
+		return p, fmt.Errorf("plan %s: %w: %d failed check(s); it can never be approved or applied — fix the source, then plan again", p.ID, refill.ErrBlocked, p.Gate.Failed())
+	}
+	return p, nil
+}
+
+// Check runs the source gate alone over targets' partitions in r (refill
+// check), from one scan of the range. It only reads: it needs no identity
+// and records nothing a plan would. A verdict that fails comes with an
+// error wrapping ErrBlocked, so a pipeline can stop on it; the verdict is
+// nil when the gate could not give one.
+func (c *Control) Check(ctx context.Context, targets []string, r refill.Range) (*refill.GateVerdict, error) {
+	if c.Warehouse == nil {
+		return nil, errors.New("control: checking the source gate needs the warehouse")
+	}
+	if len(targets) == 0 {
+		return nil, refill.BadInputf("name at least one dataset to check")
+	}
+	for _, name := range targets {
+		d, ok := c.Config.Datasets[name]
+		if !ok {
+			return nil, refill.NotFoundf("unknown dataset %q (known: %s)", name, strings.Join(c.Config.DatasetNames(), ", "))
+		}
+		if d.Table == "" {
+			return nil, refill.BadInputf("%s has no table to check", name)
+		}
+	}
+	g := &gate.Gate{Config: c.Config, Warehouse: c.Warehouse, Store: c.Store, Now: c.Now}
+	res, err := g.Check(ctx, targets, r)
+	if err != nil {
+		return nil, err
+	}
+	if !res.Passed {
+		return &res.GateVerdict, fmt.Errorf("%w: %d failed check(s)", refill.ErrBlocked, res.GateVerdict.Failed())
+	}
+	return &res.GateVerdict, nil
 }
 
 // Prove proves one dataset's job on one partition and records the

@@ -111,19 +111,20 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request, user string, req p
 	}
 	p, err := s.ctl().Plan(r.Context(), user, req)
 	<-s.planning
-	if err != nil {
+	if p == nil {
 		s.writeError(w, r, err)
 		return
 	}
-	st, err := s.ctl().Load(r.Context(), p.ID)
-	if err != nil {
-		s.writeError(w, r, err)
+	st, lerr := s.ctl().Load(r.Context(), p.ID)
+	if lerr != nil {
+		s.writeError(w, r, lerr)
 		return
 	}
 	w.Header().Set("Location", "/api/v1/plans/"+p.ID)
-	if p.Status == refill.StatusBlocked {
+	if err != nil {
+		// Stored, but refused (blocked by the source gate): the error
+		// and the plan.
 		s.metrics.gate.WithLabelValues("plan").Inc()
-		err := fmt.Errorf("plan %s: %w: %d failed check(s); it can never be approved or applied — fix the source, then plan again", p.ID, refill.ErrBlocked, p.Gate.Failed())
 		writeJSON(w, HTTPStatus(err), struct {
 			apiError
 			Plan control.StateJSON `json:"plan"`

@@ -110,7 +110,7 @@ func (ui *webUI) newPlan(w http.ResponseWriter, r *http.Request, v *view) {
 			err = r.Context().Err()
 		}
 	}
-	if err != nil {
+	if p == nil {
 		list, lerr := ui.s.ctl().Plans(r.Context(), refill.PlanFilter{Limit: 100})
 		if lerr != nil {
 			ui.fail(w, r, v, err)
@@ -128,7 +128,8 @@ func (ui *webUI) newPlan(w http.ResponseWriter, r *http.Request, v *view) {
 		return
 	}
 	msg, kind := fmt.Sprintf("Planned: %s, %s.", p.Tier, p.Status), "ok"
-	if p.Status == refill.StatusBlocked {
+	if err != nil {
+		// Stored, but refused (blocked by the source gate): shown, with why.
 		msg, kind = fmt.Sprintf("The source gate blocked this plan (%d failed check(s)): it can never run; repair the source and plan again.", p.Gate.Failed()), "error"
 	}
 	ui.setFlash(w, r, flash{Kind: kind, Msg: msg})
