@@ -123,6 +123,20 @@ func (c *Control) Apply(ctx context.Context, id, actor string) error {
 	if err != nil {
 		return err
 	}
+	if err := s.MayApply(); err != nil {
+		return err
+	}
+	return c.Executor.Execute(ctx, s.Plan, actor)
+}
+
+// MayApply is the answer to "may this plan run now?" as one classified
+// error, or nil: ErrBlocked for a plan the source gate blocked, ErrLocked
+// when only other plans' holds stand in the way (that clears when they are
+// done), ErrNotPermitted for anything else unmet. Apply asks it, and so
+// does a door that starts a run in the background, so its caller hears
+// the refusal at once.
+func (s *State) MayApply() error {
+	id := s.Plan.ID
 	if s.Plan.Status == refill.StatusBlocked {
 		return fmt.Errorf("plan %s: %w: it can never run; repair the source and plan again", id, refill.ErrBlocked)
 	}
@@ -134,7 +148,7 @@ func (c *Control) Apply(ctx context.Context, id, actor string) error {
 		}
 		return refill.NotPermittedf("plan %s may not run yet:\n  - %s", id, strings.Join(s.Unmet, "\n  - "))
 	}
-	return c.Executor.Execute(ctx, s.Plan, actor)
+	return nil
 }
 
 // Report compares a plan's run with its expectations and gives the

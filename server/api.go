@@ -291,16 +291,7 @@ func (s *Server) mayStart(ctx context.Context, st *control.State) error {
 	} else if held && l.Expires.After(time.Now()) && !s.Running(p.ID) {
 		return refill.Lockedf("plan %s is running in another process (%s); its progress shows here", p.ID, l.Holder)
 	}
-	if p.Status == refill.StatusBlocked {
-		return fmt.Errorf("plan %s: %w: it can never run; repair the source and plan again", p.ID, refill.ErrBlocked)
-	}
-	if len(st.Unmet) > 0 {
-		if len(st.Holders) > 0 && len(st.Holders) == len(st.Unmet) {
-			return refill.Lockedf("plan %s may not run yet:\n  - %s", p.ID, strings.Join(st.Unmet, "\n  - "))
-		}
-		return refill.NotPermittedf("plan %s may not run yet:\n  - %s", p.ID, strings.Join(st.Unmet, "\n  - "))
-	}
-	return nil
+	return st.MayApply()
 }
 
 func (s *Server) report(w http.ResponseWriter, r *http.Request, _ string) {
