@@ -2,6 +2,8 @@ package control_test
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -50,6 +52,21 @@ func setup(t *testing.T) (*control.Control, *bundle) {
 	return p.Control, &bundle{ctx: ctx, sc: sc, p: p}
 }
 
+// exec runs statements on one of the demo's SQLite files.
+func (b *bundle) exec(t *testing.T, file string, stmts ...string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(b.sc.Dir, file)+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, s := range stmts {
+		if _, err := db.Exec(s); err != nil {
+			t.Fatalf("%s: %s: %v", file, s, err)
+		}
+	}
+}
+
 func (b *bundle) entries(t *testing.T, f store.AuditFilter) []refill.Event {
 	t.Helper()
 	evs, err := b.p.Store.Audit(b.ctx, f)
@@ -57,6 +74,26 @@ func (b *bundle) entries(t *testing.T, f store.AuditFilter) []refill.Event {
 		t.Fatal(err)
 	}
 	return evs
+}
+
+// applied plans sessions over three days as alice, snapshots, has bob
+// approve and applies it: a plan a rollback can restore.
+func (b *bundle) applied(t *testing.T, c *control.Control) *refill.Plan {
+	t.Helper()
+	p, err := c.Plan(b.ctx, "alice", planner.Request{Targets: []string{"sessions"}, From: b.sc.Day(12), To: b.sc.Day(10), Reason: "late sessions"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Snapshot(b.ctx, p.ID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Approve(b.ctx, p.ID, "bob", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Apply(b.ctx, p.ID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // TestPlanBlockedIsAnError: a plan the source gate blocks is stored and
@@ -77,6 +114,50 @@ func TestPlanBlockedIsAnError(t *testing.T) {
 	ok, err := c.Plan(b.ctx, "alice", planner.Request{Targets: []string{"sessions"}, From: b.sc.Day(12), To: b.sc.Day(10), Reason: "late sessions"})
 	if err != nil || ok == nil || ok.Status == refill.StatusBlocked {
 		t.Fatalf("plan over a clean source: %v, %v", ok, err)
+	}
+}
+
+// TestRollbackOptions: forcing a rollback needs a reason, which the audit
+// log keeps; a reason without force is no force at all.
+func TestRollbackOptions(t *testing.T) {
+	c, b := setup(t)
+	p := b.applied(t, c)
+	b.exec(t, "warehouse.db", `UPDATE sessions SET events = events + 1 WHERE day = '`+b.sc.Day(10)+`'`)
+
+	if _, _, err := c.Rollback(b.ctx, p.ID, "carol", control.RollbackOptions{Reason: "no force"}); !errors.Is(err, refill.ErrNotPermitted) ||
+		!strings.Contains(err.Error(), "written since this plan published it") {
+		t.Fatalf("rollback over someone else's write, with a reason but no force: %v, want it refused", err)
+	}
+	for _, reason := range []string{"", "  \t"} {
+		if _, _, err := c.Rollback(b.ctx, p.ID, "carol", control.RollbackOptions{Force: true, Reason: reason}); !errors.Is(err, refill.ErrBadInput) ||
+			!strings.Contains(err.Error(), "--force needs --reason") {
+			t.Fatalf("forced rollback with reason %q: %v, want bad input", reason, err)
+		}
+	}
+	if _, _, err := c.Rollback(b.ctx, p.ID, "alice", control.RollbackOptions{Force: true, Reason: "mine"}); !errors.Is(err, refill.ErrNotPermitted) ||
+		!strings.Contains(err.Error(), "only a lead may force") {
+		t.Fatalf("forced by an engineer: %v, want not permitted", err)
+	}
+	if st, err := c.Load(b.ctx, p.ID); err != nil || st.Plan.Status != refill.StatusApplied {
+		t.Fatalf("refused rollbacks changed the plan: %v", err)
+	}
+	st, restored, err := c.Rollback(b.ctx, p.ID, "carol", control.RollbackOptions{Force: true, Reason: " the fix was wrong (INC-4712) "})
+	if err != nil || st.Plan.Status != refill.StatusRolledBack || len(restored) != 3 {
+		t.Fatalf("forced rollback: %v, %d restored", err, len(restored))
+	}
+	var detail struct {
+		Forced []string `json:"forced"`
+		Reason string   `json:"force_reason"`
+	}
+	for _, e := range b.entries(t, store.AuditFilter{PlanID: p.ID}) {
+		if e.Kind == refill.EventRollback && e.Partition == "" {
+			if err := json.Unmarshal(e.Detail, &detail); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if detail.Reason != "the fix was wrong (INC-4712)" || len(detail.Forced) != 1 || !strings.Contains(detail.Forced[0], b.sc.Day(10)) {
+		t.Errorf("the forced rollback's audit entry: %+v", detail)
 	}
 }
 

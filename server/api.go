@@ -244,14 +244,7 @@ func (s *Server) rollback(w http.ResponseWriter, r *http.Request, user string) {
 		s.writeError(w, r, err)
 		return
 	}
-	force := ""
-	if b.Force {
-		if force = b.Reason; strings.TrimSpace(force) == "" {
-			s.writeError(w, r, refill.BadInputf("force needs a reason"))
-			return
-		}
-	}
-	st, parts, err := s.ctl().Rollback(r.Context(), r.PathValue("id"), user, force)
+	st, parts, err := s.ctl().Rollback(r.Context(), r.PathValue("id"), user, control.RollbackOptions{Force: b.Force, Reason: b.Reason})
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -49,15 +49,8 @@ func (ui *webUI) decide(w http.ResponseWriter, r *http.Request, v *view) {
 			}
 		}
 	case "rollback":
-		force := ""
-		if r.PostForm.Get("force") != "" {
-			if force = note; force == "" {
-				err = refill.BadInputf("a forced rollback needs a reason")
-				break
-			}
-		}
 		var parts []refill.SnapshotPart
-		_, parts, err = c.Rollback(ctx, id, user, force)
+		_, parts, err = c.Rollback(ctx, id, user, control.RollbackOptions{Force: r.PostForm.Get("force") != "", Reason: note})
 		msg = fmt.Sprintf("Rolled back: %d partition(s) restored from the snapshot.", len(parts))
 	case "apply":
 		var st *control.State

@@ -281,7 +281,7 @@ func (a *app) demoRuns(ctx context.Context, sc *demo.Scenario, out *demoRun, say
 	}
 	title("carol rolls back rather than sign off",
 		"Every snapshotted partition is restored in one transaction, proven by checksum.")
-	if err := do("rollback "+manual+" --as carol", func() error { _, _, err := c.Rollback(ctx, manual, "carol", ""); return err }); err != nil {
+	if err := do("rollback "+manual+" --as carol", func() error { _, _, err := c.Rollback(ctx, manual, "carol", control.RollbackOptions{}); return err }); err != nil {
 		return err
 	}
 	out.RolledBack = manual
