@@ -184,19 +184,29 @@ type AuditCheck struct {
 // the state store, so a log rewritten or cut short there no longer matches.
 // The warehouse's anchors of other store ids go with it, since the id that
 // finds this store's anchors is itself kept in the state store.
+//
+// A warehouse that cannot be reached — it could not be opened
+// (WarehouseErr), or its anchors cannot be read — does not stop the walk:
+// the log is verified without the anchor, and AnchorNote says so and why.
 func (c *Control) VerifyAudit(ctx context.Context) (AuditCheck, error) {
 	var opts store.VerifyOptions
 	note := "no anchor in the warehouse yet (nothing published)"
-	if c.Warehouse == nil {
+	unreachable := "the warehouse is unreachable, so the anchor was not checked: "
+	an, anchored := c.Warehouse.(refill.Anchorer)
+	switch {
+	case c.Warehouse == nil && c.WarehouseErr != nil:
+		note = unreachable + c.WarehouseErr.Error()
+	case c.Warehouse == nil:
 		note = "the warehouse is not open, so the anchor was not checked"
-	} else if an, ok := c.Warehouse.(refill.Anchorer); ok {
+	case anchored:
 		id, err := c.Store.ID(ctx)
 		if err != nil {
 			return AuditCheck{}, err
 		}
 		anchors, err := an.LatestAnchors(ctx)
 		if err != nil {
-			return AuditCheck{}, fmt.Errorf("reading the audit anchors from the warehouse: %w", err)
+			note = unreachable + "reading the audit anchors: " + err.Error()
+			break
 		}
 		for i, a := range anchors {
 			if a.Store == id {

@@ -16,6 +16,7 @@ import (
 	"github.com/refill-dev/refill/planner"
 	"github.com/refill-dev/refill/project"
 	"github.com/refill-dev/refill/store"
+	"github.com/refill-dev/refill/warehouse"
 )
 
 // The rules here are the ones every door (the CLI, the API, the web UI)
@@ -197,3 +198,42 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// TestVerifyAuditWithoutTheWarehouse: an unreachable warehouse — never
+// opened, or its anchors unreadable — does not stop the walk: the log is
+// verified without the anchor, the note says so and why, and a tampered
+// entry still fails.
+func TestVerifyAuditWithoutTheWarehouse(t *testing.T) {
+	c, b := setup(t)
+	b.applied(t, c)
+	if check, err := c.VerifyAudit(b.ctx); err != nil || check.Anchor == nil || !strings.Contains(check.AnchorNote, "matches the warehouse's anchor") {
+		t.Fatalf("with the warehouse: %q, anchor %v, %v", check.AnchorNote, check.Anchor, err)
+	}
+
+	unopened := *c
+	unopened.Warehouse, unopened.WarehouseErr = nil, errors.New("cannot connect to postgres 127.0.0.1:1/wh")
+	closedWh, err := warehouse.Open(b.ctx, "sqlite:warehouse.db", b.sc.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedWh.Close()
+	closed := *c
+	closed.Warehouse = closedWh
+	for _, k := range []struct {
+		name string
+		c    *control.Control
+		why  string
+	}{{"never opened", &unopened, "127.0.0.1:1"}, {"anchors unreadable", &closed, "reading the audit anchors"}} {
+		check, err := k.c.VerifyAudit(b.ctx)
+		if err != nil || check.Entries == 0 || check.Anchor != nil {
+			t.Fatalf("%s: %d entries, anchor %v, %v; want the log verified without the anchor", k.name, check.Entries, check.Anchor, err)
+		}
+		if !strings.Contains(check.AnchorNote, "the warehouse is unreachable, so the anchor was not checked") || !strings.Contains(check.AnchorNote, k.why) {
+			t.Errorf("%s: anchor note %q, want it to say the warehouse is unreachable and why (%s)", k.name, check.AnchorNote, k.why)
+		}
+	}
+
+	b.exec(t, ".refill/state.db", `UPDATE audit_log SET actor = 'mallory' WHERE seq = 2`)
+	if _, err := unopened.VerifyAudit(b.ctx); !errors.Is(err, refill.ErrVerification) {
+		t.Errorf("a tampered log, warehouse unreachable: %v, want a failed verification", err)
+	}
+}
