@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/gate"
 	"github.com/refill-dev/refill/planner"
 	"github.com/refill-dev/refill/store"
 )
@@ -42,6 +43,9 @@ func (c *Control) BeforeWrite(ctx context.Context) error {
 }
 
 // Plan makes, gates, tiers and stores the plan for a request, as actor.
+// A plan the source gate blocked is stored and returned all the same, for
+// people to see what failed, with an error wrapping ErrBlocked: it can
+// never be approved or applied, and every door says so alike.
 func (c *Control) Plan(ctx context.Context, actor string, r planner.Request) (*refill.Plan, error) {
 	if c.Planner == nil {
 		return nil, errors.New("control: no planner")
@@ -50,7 +54,46 @@ func (c *Control) Plan(ctx context.Context, actor string, r planner.Request) (*r
 		return nil, err
 	}
 	r.Actor = actor
-	return c.Planner.Plan(ctx, r)
+	p, err := c.Planner.Plan(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	if p.Status == refill.StatusBlocked {
+		return p, fmt.Errorf("plan %s: %w: %d failed check(s); it can never be approved or applied — fix the source, then plan again", p.ID, refill.ErrBlocked, p.Gate.Failed())
+	}
+	return p, nil
+}
+
+// Check runs the source gate alone over targets' partitions in r (refill
+// check), from one scan of the range. It only reads: it needs no identity
+// and records nothing a plan would. A verdict that fails comes with an
+// error wrapping ErrBlocked, so a pipeline can stop on it; the verdict is
+// nil when the gate could not give one.
+func (c *Control) Check(ctx context.Context, targets []string, r refill.Range) (*refill.GateVerdict, error) {
+	if c.Warehouse == nil {
+		return nil, errors.New("control: checking the source gate needs the warehouse")
+	}
+	if len(targets) == 0 {
+		return nil, refill.BadInputf("name at least one dataset to check")
+	}
+	for _, name := range targets {
+		d, ok := c.Config.Datasets[name]
+		if !ok {
+			return nil, refill.NotFoundf("unknown dataset %q (known: %s)", name, strings.Join(c.Config.DatasetNames(), ", "))
+		}
+		if d.Table == "" {
+			return nil, refill.BadInputf("%s has no table to check", name)
+		}
+	}
+	g := &gate.Gate{Config: c.Config, Warehouse: c.Warehouse, Store: c.Store, Now: c.Now}
+	res, err := g.Check(ctx, targets, r)
+	if err != nil {
+		return nil, err
+	}
+	if !res.Passed {
+		return &res.GateVerdict, fmt.Errorf("%w: %d failed check(s)", refill.ErrBlocked, res.GateVerdict.Failed())
+	}
+	return &res.GateVerdict, nil
 }
 
 // Prove proves one dataset's job on one partition and records the
@@ -80,6 +123,20 @@ func (c *Control) Apply(ctx context.Context, id, actor string) error {
 	if err != nil {
 		return err
 	}
+	if err := s.MayApply(); err != nil {
+		return err
+	}
+	return c.Executor.Execute(ctx, s.Plan, actor)
+}
+
+// MayApply is the answer to "may this plan run now?" as one classified
+// error, or nil: ErrBlocked for a plan the source gate blocked, ErrLocked
+// when only other plans' holds stand in the way (that clears when they are
+// done), ErrNotPermitted for anything else unmet. Apply asks it, and so
+// does a door that starts a run in the background, so its caller hears
+// the refusal at once.
+func (s *State) MayApply() error {
+	id := s.Plan.ID
 	if s.Plan.Status == refill.StatusBlocked {
 		return fmt.Errorf("plan %s: %w: it can never run; repair the source and plan again", id, refill.ErrBlocked)
 	}
@@ -91,7 +148,7 @@ func (c *Control) Apply(ctx context.Context, id, actor string) error {
 		}
 		return refill.NotPermittedf("plan %s may not run yet:\n  - %s", id, strings.Join(s.Unmet, "\n  - "))
 	}
-	return c.Executor.Execute(ctx, s.Plan, actor)
+	return nil
 }
 
 // Report compares a plan's run with its expectations and gives the
@@ -127,19 +184,29 @@ type AuditCheck struct {
 // the state store, so a log rewritten or cut short there no longer matches.
 // The warehouse's anchors of other store ids go with it, since the id that
 // finds this store's anchors is itself kept in the state store.
+//
+// A warehouse that cannot be reached — it could not be opened
+// (WarehouseErr), or its anchors cannot be read — does not stop the walk:
+// the log is verified without the anchor, and AnchorNote says so and why.
 func (c *Control) VerifyAudit(ctx context.Context) (AuditCheck, error) {
 	var opts store.VerifyOptions
 	note := "no anchor in the warehouse yet (nothing published)"
-	if c.Warehouse == nil {
+	unreachable := "the warehouse is unreachable, so the anchor was not checked: "
+	an, anchored := c.Warehouse.(refill.Anchorer)
+	switch {
+	case c.Warehouse == nil && c.WarehouseErr != nil:
+		note = unreachable + c.WarehouseErr.Error()
+	case c.Warehouse == nil:
 		note = "the warehouse is not open, so the anchor was not checked"
-	} else if an, ok := c.Warehouse.(refill.Anchorer); ok {
+	case anchored:
 		id, err := c.Store.ID(ctx)
 		if err != nil {
 			return AuditCheck{}, err
 		}
 		anchors, err := an.LatestAnchors(ctx)
 		if err != nil {
-			return AuditCheck{}, fmt.Errorf("reading the audit anchors from the warehouse: %w", err)
+			note = unreachable + "reading the audit anchors: " + err.Error()
+			break
 		}
 		for i, a := range anchors {
 			if a.Store == id {

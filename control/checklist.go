@@ -200,6 +200,16 @@ func (c *Control) runnable(s *State, what string) error {
 	return nil
 }
 
+// RollbackOptions say whether a rollback is forced, and why.
+type RollbackOptions struct {
+	// Force restores partitions someone else wrote since: a lead only, and
+	// never over a later plan's run.
+	Force bool
+	// Reason is why it is forced: required with Force and kept in the
+	// audit log; a rollback that is not forced records none.
+	Reason string
+}
+
 // Rollback restores every snapshotted partition the plan rewrote, in one
 // warehouse transaction, and proves it: each restored partition must have
 // the row count and checksum recorded at snapshot time, or nothing is
@@ -208,8 +218,14 @@ func (c *Control) runnable(s *State, what string) error {
 // A partition someone else wrote since — its live checksum is not what
 // this plan's run published, or the snapshot is not what the run found
 // before it — is refused, since restoring it would silently undo their
-// work, unless a lead forces it with a reason (force).
-func (c *Control) Rollback(ctx context.Context, id, actor, force string) (*State, []refill.SnapshotPart, error) {
+// work, unless a lead forces it with a reason (o.Force, o.Reason).
+func (c *Control) Rollback(ctx context.Context, id, actor string, o RollbackOptions) (*State, []refill.SnapshotPart, error) {
+	force := ""
+	if o.Force {
+		if force = strings.TrimSpace(o.Reason); force == "" {
+			return nil, nil, refill.BadInputf("--force needs --reason: say why partitions written by someone else may be overwritten")
+		}
+	}
 	if err := c.BeforeWrite(ctx); err != nil {
 		return nil, nil, err
 	}

@@ -28,6 +28,9 @@ type Control struct {
 	Store  *store.Store
 	// Warehouse is needed by the steps that touch data: snapshot, rollback.
 	Warehouse refill.Warehouse
+	// WarehouseErr, when Warehouse is nil, is why it could not be opened:
+	// steps that can do without it (verifying the audit log) say so.
+	WarehouseErr error
 	// Now is the "as of" clock (REFILL_NOW may move it) that plans and
 	// housekeeping run on; what people do is always dated by the real one.
 	Now refill.Clock

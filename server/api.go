@@ -111,19 +111,20 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request, user string, req p
 	}
 	p, err := s.ctl().Plan(r.Context(), user, req)
 	<-s.planning
-	if err != nil {
+	if p == nil {
 		s.writeError(w, r, err)
 		return
 	}
-	st, err := s.ctl().Load(r.Context(), p.ID)
-	if err != nil {
-		s.writeError(w, r, err)
+	st, lerr := s.ctl().Load(r.Context(), p.ID)
+	if lerr != nil {
+		s.writeError(w, r, lerr)
 		return
 	}
 	w.Header().Set("Location", "/api/v1/plans/"+p.ID)
-	if p.Status == refill.StatusBlocked {
+	if err != nil {
+		// Stored, but refused (blocked by the source gate): the error
+		// and the plan.
 		s.metrics.gate.WithLabelValues("plan").Inc()
-		err := fmt.Errorf("plan %s: %w: %d failed check(s); it can never be approved or applied — fix the source, then plan again", p.ID, refill.ErrBlocked, p.Gate.Failed())
 		writeJSON(w, HTTPStatus(err), struct {
 			apiError
 			Plan control.StateJSON `json:"plan"`
@@ -243,14 +244,7 @@ func (s *Server) rollback(w http.ResponseWriter, r *http.Request, user string) {
 		s.writeError(w, r, err)
 		return
 	}
-	force := ""
-	if b.Force {
-		if force = b.Reason; strings.TrimSpace(force) == "" {
-			s.writeError(w, r, refill.BadInputf("force needs a reason"))
-			return
-		}
-	}
-	st, parts, err := s.ctl().Rollback(r.Context(), r.PathValue("id"), user, force)
+	st, parts, err := s.ctl().Rollback(r.Context(), r.PathValue("id"), user, control.RollbackOptions{Force: b.Force, Reason: b.Reason})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -290,16 +284,7 @@ func (s *Server) mayStart(ctx context.Context, st *control.State) error {
 	} else if held && l.Expires.After(time.Now()) && !s.Running(p.ID) {
 		return refill.Lockedf("plan %s is running in another process (%s); its progress shows here", p.ID, l.Holder)
 	}
-	if p.Status == refill.StatusBlocked {
-		return fmt.Errorf("plan %s: %w: it can never run; repair the source and plan again", p.ID, refill.ErrBlocked)
-	}
-	if len(st.Unmet) > 0 {
-		if len(st.Holders) > 0 && len(st.Holders) == len(st.Unmet) {
-			return refill.Lockedf("plan %s may not run yet:\n  - %s", p.ID, strings.Join(st.Unmet, "\n  - "))
-		}
-		return refill.NotPermittedf("plan %s may not run yet:\n  - %s", p.ID, strings.Join(st.Unmet, "\n  - "))
-	}
-	return nil
+	return st.MayApply()
 }
 
 func (s *Server) report(w http.ResponseWriter, r *http.Request, _ string) {

@@ -49,15 +49,8 @@ func (ui *webUI) decide(w http.ResponseWriter, r *http.Request, v *view) {
 			}
 		}
 	case "rollback":
-		force := ""
-		if r.PostForm.Get("force") != "" {
-			if force = note; force == "" {
-				err = refill.BadInputf("a forced rollback needs a reason")
-				break
-			}
-		}
 		var parts []refill.SnapshotPart
-		_, parts, err = c.Rollback(ctx, id, user, force)
+		_, parts, err = c.Rollback(ctx, id, user, control.RollbackOptions{Force: r.PostForm.Get("force") != "", Reason: note})
 		msg = fmt.Sprintf("Rolled back: %d partition(s) restored from the snapshot.", len(parts))
 	case "apply":
 		var st *control.State
@@ -110,7 +103,7 @@ func (ui *webUI) newPlan(w http.ResponseWriter, r *http.Request, v *view) {
 			err = r.Context().Err()
 		}
 	}
-	if err != nil {
+	if p == nil {
 		list, lerr := ui.s.ctl().Plans(r.Context(), refill.PlanFilter{Limit: 100})
 		if lerr != nil {
 			ui.fail(w, r, v, err)
@@ -128,7 +121,8 @@ func (ui *webUI) newPlan(w http.ResponseWriter, r *http.Request, v *view) {
 		return
 	}
 	msg, kind := fmt.Sprintf("Planned: %s, %s.", p.Tier, p.Status), "ok"
-	if p.Status == refill.StatusBlocked {
+	if err != nil {
+		// Stored, but refused (blocked by the source gate): shown, with why.
 		msg, kind = fmt.Sprintf("The source gate blocked this plan (%d failed check(s)): it can never run; repair the source and plan again.", p.Gate.Failed()), "error"
 	}
 	ui.setFlash(w, r, flash{Kind: kind, Msg: msg})

@@ -481,8 +481,9 @@ func (w *Watcher) decide(ctx context.Context, g Gap, frozen bool) (Decision, err
 // its gate passed (and refill is not frozen).
 func (w *Watcher) plan(ctx context.Context, g Gap, frozen bool, because string) (Decision, error) {
 	dec := Decision{Gap: g}
+	// A plan the gate blocked comes with its error: it is recorded below.
 	p, err := w.Control.Plan(ctx, refill.Watcher, planner.Request{Targets: []string{g.Dataset}, From: g.From, To: g.To, Reason: g.Reason()})
-	if err != nil {
+	if err != nil && !errors.Is(err, refill.ErrBlocked) {
 		return dec, err
 	}
 	dec.PlanID, dec.Status, dec.Tier = p.ID, p.Status, p.Tier

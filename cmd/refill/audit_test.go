@@ -3,6 +3,7 @@ package main
 import (
 	"database/sql"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -244,4 +245,38 @@ datasets:
 			t.Errorf("the job's environment has %s:\n%s", leak, got)
 		}
 	}
+}
+
+// TestAuditVerifyWithoutTheWarehouse: with the warehouse unreachable, audit
+// verify walks the log without the anchor and says so, in text and in JSON
+// alike, and a tampered entry still fails it.
+func TestAuditVerifyWithoutTheWarehouse(t *testing.T) {
+	d := setup(t)
+	base, err := os.ReadFile(filepath.Join(d, "refill.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(d, "unreachable.yaml")
+	if err := os.WriteFile(cfg, []byte(strings.Replace(string(base), "warehouse: sqlite:warehouse.db", "warehouse: postgres://refill:s3cr3tpw@127.0.0.1:1/wh?sslmode=disable&connect_timeout=2", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const note = "the warehouse is unreachable, so the anchor was not checked"
+	r := step(t, d, 0, note, "audit", "verify", "--config", cfg)
+	if !strings.Contains(r.stdout, "127.0.0.1:1") || strings.Contains(r.stdout, "s3cr3tpw") {
+		t.Errorf("the note should say where the warehouse is, never its password:\n%s", r.stdout)
+	}
+	var rep struct {
+		Entries    int    `json:"entries"`
+		AnchorNote string `json:"anchor_note"`
+	}
+	if err := json.Unmarshal([]byte(step(t, d, 0, "", "audit", "verify", "--config", cfg, "-o", "json").stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Entries == 0 || !strings.Contains(rep.AnchorNote, note) {
+		t.Errorf("audit verify -o json: %d entries, anchor_note %q; want the note to say the warehouse is unreachable", rep.Entries, rep.AnchorNote)
+	}
+	if _, err := openState(t, d).Exec(`UPDATE audit_log SET actor = 'mallory' WHERE seq = 2`); err != nil {
+		t.Fatal(err)
+	}
+	step(t, d, 5, "", "audit", "verify", "--config", cfg)
 }

@@ -86,15 +86,10 @@ not what the run published), or that changed between the snapshot and the
 run, is refused (exit 4): restoring it would silently undo their work. A lead
 may force it with --force --reason, which the audit log records.`,
 		func(c *control.Control, cmd *cobra.Command, id, actor string) (*control.State, []refill.SnapshotPart, error) {
-			switch {
-			case force && strings.TrimSpace(reason) == "":
-				return nil, nil, refill.BadInputf("--force needs --reason: say why partitions written by someone else may be overwritten")
-			case !force && reason != "":
+			if !force && reason != "" {
 				return nil, nil, refill.BadInputf("--reason goes with --force")
-			case !force:
-				reason = ""
 			}
-			return c.Rollback(cmd.Context(), id, actor, strings.TrimSpace(reason))
+			return c.Rollback(cmd.Context(), id, actor, control.RollbackOptions{Force: force, Reason: reason})
 		})
 	cmd.Flags().BoolVar(&force, "force", false, "a lead restores partitions written by someone else since (needs --reason; audited)")
 	cmd.Flags().StringVar(&reason, "reason", "", "why the rollback is forced")

@@ -173,24 +173,17 @@ func (a *app) auditCmd() *cobra.Command {
 				return err
 			}
 			defer e.Close()
-			// The anchor lives in the warehouse: verify without it when the
-			// warehouse is unreachable, and say so.
-			unreachable := ""
-			if wh, err := warehouse.Open(cmd.Context(), e.cfg.Warehouse, e.cfg.Dir); err != nil {
-				unreachable = "the warehouse is unreachable, so the anchor was not checked: " + err.Error()
-			} else {
-				e.wh = wh
-			}
+			// The anchor lives in the warehouse; control decides what an
+			// unreachable one means.
+			wh, whErr := warehouse.Open(cmd.Context(), e.cfg.Warehouse, e.cfg.Dir)
+			e.wh = wh
 			c, err := a.control(e)
 			if err != nil {
 				return err
 			}
+			c.WarehouseErr = whErr
 			rep, verr := c.VerifyAudit(cmd.Context())
-			anchorNote := rep.AnchorNote
-			if unreachable != "" {
-				anchorNote = unreachable
-			}
-			if err := a.view().Audit(rep, anchorNote, verr); err != nil {
+			if err := a.view().Audit(rep, verr); err != nil {
 				return err
 			}
 			return verr

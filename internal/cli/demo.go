@@ -16,7 +16,6 @@ import (
 	"github.com/refill-dev/refill/control"
 	"github.com/refill-dev/refill/demo"
 	"github.com/refill-dev/refill/planner"
-	"github.com/refill-dev/refill/proof"
 	"github.com/refill-dev/refill/watch"
 )
 
@@ -83,11 +82,10 @@ func (a *app) demo(ctx context.Context, dir string) error {
 		return err
 	}
 	defer e.Close()
-	p, err := a.planner(e)
+	c, err := a.control(e)
 	if err != nil {
 		return err
 	}
-	prover := &proof.Prover{Config: e.cfg, Warehouse: e.wh, Store: e.st, Now: nowFn}
 	abs, _ := filepath.Abs(dir)
 	out := demoRun{Dir: abs, Config: sc.Config, Broken: []string{sc.BrokenFrom, sc.BrokenTo}}
 	say := func(format string, args ...any) {
@@ -102,16 +100,16 @@ func (a *app) demo(ctx context.Context, dir string) error {
 	}
 	plan := func(req planner.Request) (*refill.Plan, error) {
 		say("$ refill plan %s --from %s --to %s --reason %q --as %s\n\n", req.Targets[0], req.From, req.To, req.Reason, req.Actor)
-		pl, err := p.Plan(ctx, req)
-		if err != nil {
+		pl, err := c.Plan(ctx, req.Actor, req)
+		if pl == nil {
 			return nil, err
 		}
 		say("%s\n", renderPlan(pl, e.cfg))
-		return pl, nil
+		return pl, err
 	}
 	prove := func(dataset, partition string) (*refill.Proof, error) {
 		say("$ refill prove %s --partition %s --as alice\n\n", dataset, partition)
-		pr, err := prover.Prove(ctx, dataset, partition, "alice")
+		pr, err := c.Prove(ctx, dataset, partition, "alice")
 		if pr == nil {
 			return nil, err
 		}
@@ -135,7 +133,8 @@ func (a *app) demo(ctx context.Context, dir string) error {
 		Reason: "upstream schema change broke 72h of events (INC-4711)", Actor: "alice"}
 	title("the obvious backfill, over a source that is still broken",
 		"A fixed pipeline over a still-broken source gives the same wrong answer. The\nsource gate checks events_raw first, in one scan of the range.")
-	if out.Blocked, err = plan(incident); err != nil {
+	// The source gate blocks it: stored and shown, the story goes on.
+	if out.Blocked, err = plan(incident); err != nil && !errors.Is(err, refill.ErrBlocked) {
 		return err
 	}
 
@@ -281,7 +280,7 @@ func (a *app) demoRuns(ctx context.Context, sc *demo.Scenario, out *demoRun, say
 	}
 	title("carol rolls back rather than sign off",
 		"Every snapshotted partition is restored in one transaction, proven by checksum.")
-	if err := do("rollback "+manual+" --as carol", func() error { _, _, err := c.Rollback(ctx, manual, "carol", ""); return err }); err != nil {
+	if err := do("rollback "+manual+" --as carol", func() error { _, _, err := c.Rollback(ctx, manual, "carol", control.RollbackOptions{}); return err }); err != nil {
 		return err
 	}
 	out.RolledBack = manual
@@ -303,15 +302,10 @@ func (a *app) demoRuns(ctx context.Context, sc *demo.Scenario, out *demoRun, say
 	}
 	out.Proofs = append(out.Proofs, pr)
 	say("%s\n", renderProof(pr))
-	p, err := planner.New(e.cfg, e.wh, e.st)
-	if err != nil {
-		return err
-	}
-	p.Now, p.Proofs = c.Now, proof.Status{Store: e.st}
 	req := planner.Request{Targets: []string{"events_raw"}, From: sc.BrokenFrom, To: sc.BrokenTo,
 		Reason: "upstream schema change broke 72h of events (INC-4711); billing job fixed", Actor: "alice"}
 	say("$ refill plan events_raw --from %s --to %s --reason %q --as alice\n\n", req.From, req.To, req.Reason)
-	redo, err := p.Plan(ctx, req)
+	redo, err := c.Plan(ctx, "alice", req)
 	if err != nil {
 		return err
 	}
@@ -346,7 +340,7 @@ func (a *app) demoRuns(ctx context.Context, sc *demo.Scenario, out *demoRun, say
 		return err
 	}
 	say("%s", renderHistory("revenue_daily", sc.Day(8), out.History))
-	rep, err := e.st.VerifyAudit(ctx)
+	rep, err := c.VerifyAudit(ctx)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/refill-dev/refill"
-	"github.com/refill-dev/refill/gate"
 )
 
 func (a *app) checkCmd() *cobra.Command {
@@ -31,35 +30,18 @@ pipeline; insufficient history is shown as a warning and does not fail.`,
 			if err != nil {
 				return err
 			}
-			now, err := a.now()
+			c, err := a.control(e)
 			if err != nil {
 				return err
 			}
-			for _, name := range args {
-				d, ok := e.cfg.Datasets[name]
-				if !ok {
-					return refill.NotFoundf("unknown dataset %q (known: %s)", name, strings.Join(e.cfg.DatasetNames(), ", "))
-				}
-				if d.Table == "" {
-					return refill.BadInputf("%s has no table to check", name)
+			// A failing verdict is printed, and its error exits 3.
+			verdict, err := c.Check(cmd.Context(), args, rng)
+			if verdict != nil {
+				if verr := a.view().Check(*verdict, args, rng); verr != nil {
+					return verr
 				}
 			}
-			g := &gate.Gate{Config: e.cfg, Warehouse: e.wh, Store: e.st, Now: now}
-			res, err := g.Check(cmd.Context(), args, rng)
-			if err != nil {
-				return err
-			}
-			// check only reads: it needs no identity, so it changes nothing the
-			// gate will later accept. Flags that leave partitions out of volume
-			// history are recorded by plans, with their requester, reason and
-			// audit entries.
-			if err := a.view().Check(res.GateVerdict, args, rng); err != nil {
-				return err
-			}
-			if !res.Passed {
-				return fmt.Errorf("%w: %d failed check(s)", refill.ErrBlocked, res.GateVerdict.Failed())
-			}
-			return nil
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&from, "from", "", "first partition, YYYY-MM-DD")

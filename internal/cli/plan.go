@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -32,17 +31,14 @@ downstream of it for these dates".`,
 				return err
 			}
 			defer e.Close()
+			// A blocked plan is stored and printed, and its error exits 3.
 			plan, err := c.Plan(cmd.Context(), actor, planner.Request{Targets: args, From: from, To: to, Reason: reason})
-			if err != nil {
-				return err
+			if plan != nil {
+				if perr := a.printPlan(plan, e.cfg); perr != nil {
+					return perr
+				}
 			}
-			if err := a.printPlan(plan, e.cfg); err != nil {
-				return err
-			}
-			if plan.Status == refill.StatusBlocked {
-				return fmt.Errorf("plan %s: %w: %d failed check(s); it can never be approved or applied — fix the source, then plan again", plan.ID, refill.ErrBlocked, plan.Gate.Failed())
-			}
-			return nil
+			return err
 		},
 	}
 	f := cmd.Flags()

@@ -28,7 +28,7 @@ type view interface {
 	Check(v refill.GateVerdict, datasets []string, rng refill.Range) error
 	Proof(pr *refill.Proof) error
 	Lineage(format string, pic lineage.Picture, text string) error
-	Audit(rep control.AuditCheck, anchorNote string, verr error) error
+	Audit(rep control.AuditCheck, verr error) error
 	Snapshot(s *control.State, parts []refill.SnapshotPart) error
 	Dropped(planID string, tables []string) error
 	Schema(snap refill.SchemaSnapshot, actor string) error
@@ -66,7 +66,7 @@ func (v jsonView) Proof(pr *refill.Proof) error { return v.a.printJSON(pr) }
 func (v jsonView) Lineage(format string, pic lineage.Picture, text string) error {
 	return v.a.printJSON(map[string]any{"format": format, "datasets": pic.Datasets, "external": pic.External, "edges": pic.Edges, "text": text})
 }
-func (v jsonView) Audit(rep control.AuditCheck, _ string, _ error) error {
+func (v jsonView) Audit(rep control.AuditCheck, _ error) error {
 	return v.a.printJSON(rep)
 }
 func (v jsonView) Snapshot(s *control.State, parts []refill.SnapshotPart) error {
@@ -123,7 +123,7 @@ func (v textView) Proof(pr *refill.Proof) error { return v.print(renderProof(pr)
 func (v textView) Lineage(_ string, _ lineage.Picture, text string) error {
 	return v.print(text)
 }
-func (v textView) Audit(rep control.AuditCheck, anchorNote string, verr error) error {
+func (v textView) Audit(rep control.AuditCheck, verr error) error {
 	if verr != nil {
 		return nil // the error itself says what is broken
 	}
@@ -131,7 +131,7 @@ func (v textView) Audit(rep control.AuditCheck, anchorNote string, verr error) e
 	if rep.Keyed {
 		keyed = fmt.Sprintf("keyed from entry %d", rep.KeyedFrom)
 	}
-	if err := v.print(fmt.Sprintf("audit log intact: %d entries, %s, head %s; %s\n", rep.Entries, keyed, rep.Head, anchorNote)); err != nil {
+	if err := v.print(fmt.Sprintf("audit log intact: %d entries, %s, head %s; %s\n", rep.Entries, keyed, rep.Head, rep.AnchorNote)); err != nil {
 		return err
 	}
 	if rep.Warning != "" {
