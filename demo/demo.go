@@ -18,6 +18,7 @@ import (
 	_ "modernc.org/sqlite" // the demo warehouse is an embedded SQLite file
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/dsn"
 )
 
 // RemappedAgo is how many days before today the upstream sent every event
@@ -96,7 +97,7 @@ func prepare(dir string) error {
 var eventTypes = []string{"view", "click", "cart", "purchase", "refund"}
 
 func (s *Scenario) writeWarehouse(ctx context.Context) error {
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(s.Dir, "warehouse.db")+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)")
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(s.Dir, "warehouse.db")+"?"+dsn.SQLiteWAL)
 	if err != nil {
 		return err
 	}
@@ -266,7 +267,7 @@ func (s *Scenario) FixBillingJob() error {
 // Repair loads the upstream's corrected re-delivery of the broken 72 hours
 // into events_raw, as the source team would once they fix their export.
 func (s *Scenario) Repair(ctx context.Context) (int64, error) {
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(s.Dir, "warehouse.db")+"?_pragma=busy_timeout(5000)")
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(s.Dir, "warehouse.db")+"?"+dsn.SQLiteWAL)
 	if err != nil {
 		return 0, err
 	}
@@ -282,7 +283,7 @@ func (s *Scenario) Repair(ctx context.Context) (int64, error) {
 // MissDay deletes one day of events_daily, as a load that never ran
 // would leave it: the gap the watcher finds.
 func (s *Scenario) MissDay(ctx context.Context, day string) (int64, error) {
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(s.Dir, "warehouse.db")+"?_pragma=busy_timeout(5000)")
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(s.Dir, "warehouse.db")+"?"+dsn.SQLiteWAL)
 	if err != nil {
 		return 0, err
 	}

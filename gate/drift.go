@@ -163,7 +163,7 @@ func (s *driftScore) judge(dataset, p string, pr refill.Profile) []refill.Findin
 			if len(ys) < MinHistory {
 				continue // the column was mostly NULL in history: not_null speaks
 			}
-			centre := median(ys)
+			centre := Median(ys)
 			dev := make([]float64, len(ys))
 			for i, y := range ys {
 				dev[i] = math.Abs(y - centre)
@@ -175,7 +175,7 @@ func (s *driftScore) judge(dataset, p string, pr refill.Profile) []refill.Findin
 				// and 25 the next is chance, 300 users then 180 is not.
 				floor = math.Max(floor, 1/math.Sqrt(math.Max(1, math.Expm1(centre))))
 			}
-			scale := math.Max(1.4826*median(dev), floor)
+			scale := math.Max(1.4826*Median(dev), floor)
 			z := (m.scale(x) - centre) / scale
 			if math.Abs(z) <= s.check.MaxZ {
 				continue

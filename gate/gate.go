@@ -505,13 +505,13 @@ func (v *volume) judge(dataset, p string, rows int64) []refill.Finding {
 		}
 		return v.onCalendar(f)
 	}
-	centre := median(ys)
+	centre := Median(ys)
 	dev := make([]float64, len(ys))
 	for i, y := range ys {
 		dev[i] = math.Abs(y - centre)
 	}
 	typical := int64(math.Round(math.Expm1(centre)))
-	scale := math.Max(1.4826*median(dev), v.floor(float64(typical)))
+	scale := math.Max(1.4826*Median(dev), v.floor(float64(typical)))
 	z := (math.Log1p(float64(rows)) - centre) / scale
 	f.Observed = round(z)
 	switch {
@@ -556,7 +556,10 @@ func pct(rows, typical int64) string {
 	return fmt.Sprintf("%.0f%% of typical", 100*float64(rows)/float64(typical))
 }
 
-func median(xs []float64) float64 {
+// Median is the middle of xs (the mean of the two middle values when
+// their number is even), xs left as it was: the gate's typical volume, and
+// the planner's history expectation.
+func Median[T int64 | float64](xs []T) T {
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	n := len(s)

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -572,22 +571,12 @@ func expectedFromHistory(part string, s refill.Season, history []string, counts 
 		}
 	}
 	if len(same) > 0 {
-		return median(same), true
+		return gate.Median(same), true
 	}
 	if len(all) > 0 {
-		return median(all), true
+		return gate.Median(all), true
 	}
 	return 0, false
-}
-
-func median(xs []int64) int64 {
-	s := slices.Clone(xs)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 func newID() string {

@@ -14,6 +14,7 @@ import (
 	_ "modernc.org/sqlite"             // the raw SQLite handle
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/dsn"
 	"github.com/refill-dev/refill/internal/pgtest"
 	"github.com/refill-dev/refill/warehouse"
 )
@@ -48,7 +49,7 @@ func Open(t testing.TB, driver string) *Warehouse {
 	case "sqlite":
 		path := filepath.Join(t.TempDir(), "wh.db")
 		w.DSN = "sqlite:" + path
-		w.DB, err = sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+		w.DB, err = sql.Open("sqlite", "file:"+path+"?"+dsn.SQLiteWAL)
 	case "postgres":
 		w.DSN = pgtest.Schema(t)
 		w.DB, err = sql.Open("pgx", w.DSN)
