@@ -104,8 +104,12 @@ func (b *bundle) plan(t *testing.T, actor, target string, from, to int, tier ref
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Tier != tier || p.Status != refill.StatusPending {
-		t.Fatalf("plan of %s %s..%s: %s %s, want a pending %s plan (%v)", target, b.sc.Day(from), b.sc.Day(to), p.Tier, p.Status, tier, p.Reasons)
+	want := refill.StatusPending
+	if tier == refill.TierAuto {
+		want = refill.StatusReady
+	}
+	if p.Tier != tier || p.Status != want {
+		t.Fatalf("plan of %s %s..%s: %s %s, want a %s %s plan (%v)", target, b.sc.Day(from), b.sc.Day(to), p.Tier, p.Status, want, tier, p.Reasons)
 	}
 	return p
 }
@@ -659,5 +663,38 @@ func TestHolder(t *testing.T) {
 	s = b.must(b.c.Cancel(b.ctx, p.ID, "alice", "wrong range"))
 	if s.Plan.Status != refill.StatusCancelled || len(b.events(t, p.ID, refill.EventRunCancelled)) != 1 {
 		t.Errorf("cancel of an orphaned run: %s, want cancelled with its audit entry", s.Plan.Status)
+	}
+}
+
+// TestApplyIsLockedOnlyByAHold: an auto plan that only an older plan's
+// hold keeps from running is locked (it clears when that plan is done);
+// anything else unmet besides makes it not permitted.
+func TestApplyIsLockedOnlyByAHold(t *testing.T) {
+	b := setup(t)
+	if _, err := b.c.Prove(b.ctx, "sessions", b.sc.Day(2), "alice"); err != nil {
+		t.Fatal(err)
+	}
+	older := b.plan(t, "alice", "sessions", 14, 12, refill.TierAuto)
+	auto := b.plan(t, "alice", "sessions", 13, 13, refill.TierAuto)
+	err := b.c.Apply(b.ctx, auto.ID, "alice")
+	refused(t, err, refill.ErrLocked, "plan "+older.ID+" (ready) holds 1 partition(s) of sessions")
+
+	if _, err := b.c.Freeze(b.ctx, "carol", "incident 12"); err != nil {
+		t.Fatal(err)
+	}
+	err = b.c.Apply(b.ctx, auto.ID, "alice")
+	refused(t, err, refill.ErrNotPermitted, "refill is frozen by carol")
+	if errors.Is(err, refill.ErrLocked) {
+		t.Errorf("a frozen, held plan reads as only locked: %v", err)
+	}
+	if _, err := b.c.Unfreeze(b.ctx, "carol", "over"); err != nil {
+		t.Fatal(err)
+	}
+	b.must(b.c.Reject(b.ctx, older.ID, "carol", "not now"))
+	if err := b.c.Apply(b.ctx, auto.ID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if s := b.load(t, auto.ID); s.Plan.Status != refill.StatusApplied {
+		t.Errorf("once the hold cleared: %s, want applied", s.Plan.Status)
 	}
 }
