@@ -522,6 +522,11 @@ func TestSweep(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Both lists are in plan ID order, which is random.
+		slices.Sort(got.Expired)
+		slices.Sort(got.SnapshotsDropped)
+		slices.Sort(expired)
+		slices.Sort(dropped)
 		if !slices.Equal(got.Expired, expired) || !slices.Equal(got.SnapshotsDropped, dropped) {
 			t.Fatalf("sweep at +%s: expired %v, dropped %v; want %v, %v", later, got.Expired, got.SnapshotsDropped, expired, dropped)
 		}
