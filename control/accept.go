@@ -117,7 +117,7 @@ func (c *Control) Accept(ctx context.Context, req AcceptRequest, actor string) (
 		return none, refill.BadInputf("%s passes on %s %s: there is no failing finding to accept", label(req.Check, req.Column), req.Dataset, req.Partition)
 	}
 	a := refill.Acceptance{Dataset: req.Dataset, Partition: req.Partition, Check: req.Check, Column: match.Column,
-		By: actor, Reason: req.Reason, At: stamp(),
+		By: actor, Reason: req.Reason, At: c.stamp(),
 		Measured: res.Measured[gate.MeasureKey(req.Dataset, req.Partition, req.Check, match.Column)]}
 	err = c.Store.Update(ctx, func(tx *store.Tx) error {
 		if err := tx.Accept(ctx, a); err != nil {
@@ -190,7 +190,7 @@ func (c *Control) Revoke(ctx context.Context, req AcceptRequest, actor string) (
 		return none, refill.NotPermittedf("only whoever accepted it (%s) or a lead may withdraw the acceptance of %s on %s %s", live[len(live)-1].By, label(req.Check, req.Column), req.Dataset, req.Partition)
 	}
 	a := live[len(live)-1]
-	a.Revoked = &refill.Accepted{By: actor, Reason: req.Reason, At: stamp()}
+	a.Revoked = &refill.Accepted{By: actor, Reason: req.Reason, At: c.stamp()}
 	err = c.Store.Update(ctx, func(tx *store.Tx) error {
 		n, err := tx.Revoke(ctx, a, *a.Revoked)
 		if err != nil {

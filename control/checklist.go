@@ -156,7 +156,7 @@ func (c *Control) Snapshot(ctx context.Context, id, actor string) (*State, []ref
 	}
 	now := c.Now.Now()
 	detail := map[string]any{"partitions": len(parts), "not_snapshotted": skipped, "four_eyes_enforced": s.FourEyes}
-	step := refill.ChecklistStep{PlanID: id, Step: refill.ChecklistSnapshot, Actor: actor, At: stamp(), Detail: refill.Detail(detail)}
+	step := refill.ChecklistStep{PlanID: id, Step: refill.ChecklistSnapshot, Actor: actor, At: c.stamp(), Detail: refill.Detail(detail)}
 	err = c.Store.Update(ctx, func(tx *store.Tx) error {
 		if err := tx.AddStep(ctx, step); err != nil {
 			return err
@@ -449,7 +449,7 @@ func (c *Control) Signoff(ctx context.Context, id, actor, note string) (*State, 
 		return nil, refill.NotPermittedf("plan %s: %d partition(s) of its report differ from the plan's expectation by more than %.0f%%: investigate, or roll back (refill rollback %s)", id, rep.Flagged, 100*rep.Tolerance, id)
 	}
 	now := c.Now.Now()
-	step := refill.ChecklistStep{PlanID: id, Step: refill.ChecklistSignoff, Actor: actor, Note: note, At: stamp()}
+	step := refill.ChecklistStep{PlanID: id, Step: refill.ChecklistSignoff, Actor: actor, Note: note, At: c.stamp()}
 	err = c.Store.Update(ctx, func(tx *store.Tx) error {
 		if err := tx.AddStep(ctx, step); err != nil {
 			return err

@@ -32,8 +32,13 @@ type Control struct {
 	// steps that can do without it (verifying the audit log) say so.
 	WarehouseErr error
 	// Now is the "as of" clock (REFILL_NOW may move it) that plans and
-	// housekeeping run on; what people do is always dated by the real one.
+	// checks run on; what people do is always dated by the real one.
 	Now refill.Clock
+	// Clock is the real clock (nil: time.Now). It dates what people do and
+	// runs housekeeping (policy.plan_ttl, policy.snapshot_ttl) and run
+	// leases: REFILL_NOW, which anyone may set, never moves it. Tests
+	// replace it to move housekeeping on without sleeping.
+	Clock refill.Clock
 	// Planner makes plans; Prover proves jobs; Executor runs plans (the
 	// run package).
 	Planner  *planner.Planner
@@ -44,9 +49,9 @@ type Control struct {
 }
 
 // stamp dates a decision or a checklist step as it is recorded: always the
-// real clock. REFILL_NOW (c.now) moves the planning clock; it is kept beside
+// real clock. REFILL_NOW (c.Now) moves the planning clock; it is kept beside
 // the real time in the audit entry (as_of), never as when a person acted.
-func stamp() time.Time { return time.Now().UTC() }
+func (c *Control) stamp() time.Time { return c.Clock.Now() }
 
 // State is a plan with everything that decides whether it may run.
 type State struct {
@@ -94,7 +99,7 @@ func (c *Control) Holder(ctx context.Context, id string) (RunHolder, error) {
 		return RunHolder{}, err
 	}
 	h := RunHolder{Holder: l.Holder, Expires: l.Expires}
-	h.Orphaned = !held || !l.Alive(time.Now())
+	h.Orphaned = !held || !l.Alive(c.Clock.Now())
 	return h, nil
 }
 
@@ -413,7 +418,7 @@ func (c *Control) Approve(ctx context.Context, id, actor, note string) (*State, 
 		h := s.Holders[0]
 		return nil, refill.Lockedf("plan %s is locked: plan %s (%s) holds %d partition(s) of %s; it must finish, be rejected or be superseded first", id, h.PlanID, h.Status, h.Partitions, h.Dataset)
 	}
-	a := refill.Approval{PlanID: id, PlanHash: p.Hash, Actor: actor, Decision: refill.DecisionApprove, Note: note, At: stamp()}
+	a := refill.Approval{PlanID: id, PlanHash: p.Hash, Actor: actor, Decision: refill.DecisionApprove, Note: note, At: c.stamp()}
 	err = c.Store.Update(ctx, func(tx *store.Tx) error {
 		held, err := tx.Holders(ctx, id)
 		if err != nil {
@@ -457,7 +462,7 @@ func (c *Control) Reject(ctx context.Context, id, actor, note string) (*State, e
 	default:
 		return nil, refill.NotPermittedf("plan %s is %s and can no longer be rejected", id, p.Status)
 	}
-	a := refill.Approval{PlanID: id, PlanHash: p.Hash, Actor: actor, Decision: refill.DecisionReject, Note: note, At: stamp()}
+	a := refill.Approval{PlanID: id, PlanHash: p.Hash, Actor: actor, Decision: refill.DecisionReject, Note: note, At: c.stamp()}
 	err = c.Store.Update(ctx, func(tx *store.Tx) error {
 		if err := tx.SetStatus(ctx, id, p.Status, refill.StatusRejected); err != nil {
 			return err
@@ -525,7 +530,7 @@ func (c *Control) Scope(ctx context.Context, id, actor, note string) (*State, er
 	if err := c.runnable(s, "scope"); err != nil {
 		return nil, err
 	}
-	step := refill.ChecklistStep{PlanID: id, Step: refill.ChecklistScope, Actor: actor, Note: note, At: stamp(),
+	step := refill.ChecklistStep{PlanID: id, Step: refill.ChecklistScope, Actor: actor, Note: note, At: c.stamp(),
 		Detail: refill.Detail(map[string]any{"impact": Impact(s.Plan)})}
 	err = c.Store.Update(ctx, func(tx *store.Tx) error {
 		if err := tx.AddStep(ctx, step); err != nil {

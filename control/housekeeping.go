@@ -43,7 +43,7 @@ func (c *Control) overdue(p *refill.Plan, evs []refill.Event) bool {
 	}
 	for _, e := range evs {
 		if e.Kind == refill.EventPlanCreated {
-			return time.Since(e.At) > c.planTTL()
+			return c.Clock.Now().Sub(e.At) > c.planTTL()
 		}
 	}
 	return false
@@ -61,7 +61,7 @@ type Swept struct {
 // than policy.snapshot_ttl ago. Each step is audited as the housekeeper.
 func (c *Control) Sweep(ctx context.Context) (Swept, error) {
 	var out Swept
-	due, err := c.Store.Waiting(ctx, time.Now().Add(-c.planTTL()))
+	due, err := c.Store.Waiting(ctx, c.Clock.Now().Add(-c.planTTL()))
 	if err != nil {
 		return out, err
 	}
@@ -93,7 +93,7 @@ func (c *Control) Sweep(ctx context.Context) (Swept, error) {
 		if err != nil {
 			return out, err
 		}
-		if !ok || time.Since(ended) <= c.snapshotTTL() {
+		if !ok || c.Clock.Now().Sub(ended) <= c.snapshotTTL() {
 			continue
 		}
 		if err := c.dropSnapshot(ctx, k, Housekeeper, fmt.Sprintf("snapshot_ttl (%s) passed since the plan ended", c.snapshotTTL())); err != nil {
@@ -200,7 +200,7 @@ func (c *Control) dropSnapshot(ctx context.Context, k store.KeptSnapshot, actor,
 	// is written after the warehouse: a failure in between is finished by
 	// the next sweep.
 	return c.Store.Update(ctx, func(tx *store.Tx) error {
-		if err := tx.SnapshotDropped(ctx, k.PlanID, stamp()); err != nil {
+		if err := tx.SnapshotDropped(ctx, k.PlanID, c.stamp()); err != nil {
 			return err
 		}
 		return tx.Append(ctx, &refill.Event{Kind: refill.EventSnapshotDropped, Actor: actor, PlanID: k.PlanID, At: c.Now.Now(),
@@ -247,7 +247,7 @@ func (c *Control) Plans(ctx context.Context, f refill.PlanFilter) ([]refill.Plan
 // expiring returns the waiting plans past policy.plan_ttl by the real
 // clock that no sweep has expired yet.
 func (c *Control) expiring(ctx context.Context) (map[string]bool, error) {
-	due, err := c.Store.Waiting(ctx, time.Now().Add(-c.planTTL()))
+	due, err := c.Store.Waiting(ctx, c.Clock.Now().Add(-c.planTTL()))
 	if err != nil {
 		return nil, err
 	}

@@ -67,7 +67,7 @@ func (c *Control) CreateToken(ctx context.Context, user string, expires time.Dur
 	if _, err := rand.Read(secret[:]); err != nil {
 		return "", refill.Token{}, err
 	}
-	tok := refill.Token{ID: hex.EncodeToString(id[:]), User: user, CreatedBy: user, CreatedAt: stamp()}
+	tok := refill.Token{ID: hex.EncodeToString(id[:]), User: user, CreatedBy: user, CreatedAt: c.stamp()}
 	if expires > 0 {
 		tok.ExpiresAt = tok.CreatedAt.Add(expires)
 	}
@@ -93,7 +93,7 @@ func (c *Control) RevokeToken(ctx context.Context, id, actor string) (refill.Tok
 	var tok refill.Token
 	err := c.Store.Update(ctx, func(tx *store.Tx) error {
 		var err error
-		if tok, err = tx.RevokeToken(ctx, id, stamp()); err != nil {
+		if tok, err = tx.RevokeToken(ctx, id, c.stamp()); err != nil {
 			if errors.Is(err, refill.ErrNotFound) {
 				return refill.NotFoundf("no token %s (refill token list shows them)", id)
 			}
@@ -122,7 +122,7 @@ func (c *Control) Authenticate(ctx context.Context, secret string) (string, erro
 	if err != nil {
 		return "", err
 	}
-	if !tok.Live(time.Now()) {
+	if !tok.Live(c.Clock.Now()) {
 		return "", refill.NotPermittedf("token %s has expired or was revoked", tok.ID)
 	}
 	if len(c.Config.Users) > 0 {
@@ -186,7 +186,7 @@ func (c *Control) Cancel(ctx context.Context, id, actor, reason string) (*State,
 	if !c.MayCancel(s, actor) {
 		return nil, refill.NotPermittedf("only the requester (%s), an approver or a lead may cancel plan %s", p.Request.RequestedBy, id)
 	}
-	req := refill.CancelRequest{PlanID: id, Actor: actor, Reason: reason, At: stamp()}
+	req := refill.CancelRequest{PlanID: id, Actor: actor, Reason: reason, At: c.stamp()}
 	// A run whose holder died (its lease lapsed, or its process is gone)
 	// has nobody to hear the request: it ends now, as a plan that is not
 	// running does.
@@ -244,7 +244,7 @@ func (c *Control) Freeze(ctx context.Context, actor, reason string) (refill.Free
 	if err := c.mayFreeze(actor, "freeze refill"); err != nil {
 		return refill.Freeze{}, err
 	}
-	f := refill.Freeze{By: actor, Reason: reason, At: stamp()}
+	f := refill.Freeze{By: actor, Reason: reason, At: c.stamp()}
 	err := c.Store.Update(ctx, func(tx *store.Tx) error {
 		was, frozen, err := tx.SetFreeze(ctx, &f)
 		if err != nil {

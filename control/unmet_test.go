@@ -30,6 +30,7 @@ func TestUnmet(t *testing.T) {
 		}
 		return out
 	}
+	frozen := refill.Freeze{By: "carol", Reason: "incident 12", At: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}
 	for _, c := range []struct {
 		name  string
 		state func() *State
@@ -42,7 +43,15 @@ func TestUnmet(t *testing.T) {
 		{"superseded", func() *State { return &State{Plan: plan(refill.TierSemiAuto, refill.StatusSuperseded)} }, true, []string{"a newer plan of the same request superseded"}},
 		{"applied", func() *State { return &State{Plan: plan(refill.TierAuto, refill.StatusApplied)} }, true, []string{"already been applied"}},
 		{"rolled back", func() *State { return &State{Plan: plan(refill.TierAuto, refill.StatusRolledBack)} }, true, []string{"rolled back"}},
-		{"expired", func() *State { return &State{Plan: plan(refill.TierSemiAuto, refill.StatusExpired)} }, true, []string{"the plan expired"}},
+		{"cancelled", func() *State { return &State{Plan: plan(refill.TierSemiAuto, refill.StatusCancelled)} }, true, []string{"the plan was cancelled; plan again"}},
+		{"rejected says by whom and why", func() *State {
+			p := plan(refill.TierSemiAuto, refill.StatusRejected)
+			r := approve(p, "carol")
+			r.Decision, r.Note = refill.DecisionReject, "wrong range"
+			return &State{Plan: p, Approvals: []refill.Approval{r}}
+		}, true, []string{"the plan was rejected by carol: wrong range"}},
+		{"expired", func() *State { return &State{Plan: plan(refill.TierSemiAuto, refill.StatusExpired)} }, true,
+			[]string{"the plan expired: it waited longer than policy.plan_ttl (168h0m0s)"}},
 		{"semi-auto needs a second person", func() *State { return &State{Plan: plan(refill.TierSemiAuto, refill.StatusPending)} }, true, []string{"needs one approval by someone other than alice"}},
 		{"self-approval does not count", func() *State {
 			p := plan(refill.TierSemiAuto, refill.StatusApproved)
@@ -79,6 +88,37 @@ func TestUnmet(t *testing.T) {
 		{"stale", func() *State {
 			return &State{Plan: plan(refill.TierAuto, refill.StatusReady), Stale: []string{"the table of agg changed"}}
 		}, true, []string{"the plan is stale"}},
+		{"stale keeps the other requirements", func() *State {
+			return &State{Plan: plan(refill.TierSemiAuto, refill.StatusPending), Stale: []string{"the table of agg changed"}}
+		}, true, []string{"the plan is stale: the config changed in 1 way(s)", "needs one approval"}},
+		{"a cancel request on a running plan", func() *State {
+			p := plan(refill.TierSemiAuto, refill.StatusRunning)
+			return &State{Plan: p, Approvals: []refill.Approval{approve(p, "bob")},
+				Cancel: &refill.CancelRequest{PlanID: p.ID, Actor: "alice", Reason: "wrong range", At: time.Now()}}
+		}, true, []string{"alice asked to cancel the plan: wrong range"}},
+		{"a freeze stops an auto plan", func() *State {
+			return &State{Plan: plan(refill.TierAuto, refill.StatusReady), Freeze: &frozen}
+		}, true, []string{"refill is frozen by carol since 2026-11-30T09:00:00Z (incident 12): auto plans wait"}},
+		{"a freeze does not stop an approved plan", func() *State {
+			p := plan(refill.TierSemiAuto, refill.StatusApproved)
+			return &State{Plan: p, Approvals: []refill.Approval{approve(p, "bob")}, Freeze: &frozen}
+		}, true, nil},
+		{"a hold beside a freeze", func() *State {
+			return &State{Plan: plan(refill.TierAuto, refill.StatusReady), Freeze: &frozen,
+				Holders: []store.Holder{{PlanID: "p0", Status: refill.StatusApproved, Dataset: "agg", Partitions: 1}}}
+		}, true, []string{"refill is frozen", "plan p0 (approved) holds 1 partition(s) of agg"}},
+		{"manual checklist, snapshot taken", func() *State {
+			p := plan(refill.TierManual, refill.StatusPending)
+			return &State{Plan: p, Checklist: done(refill.ChecklistSnapshot)}
+		}, true, []string{"checklist 2/5: state the scope", "checklist 3/5: approval by a lead"}},
+		{"a lead's approval of their own manual plan does not count", func() *State {
+			p := plan(refill.TierManual, refill.StatusApproved)
+			p.Request.RequestedBy = "carol"
+			return &State{Plan: p, Approvals: []refill.Approval{approve(p, "carol")}, Checklist: done(refill.ChecklistSnapshot, refill.ChecklistScope)}
+		}, true, []string{"checklist 3/5: approval by a lead other than carol"}},
+		{"the log's final word after a contradiction", func() *State {
+			return &State{Plan: plan(refill.TierAuto, refill.StatusRejected), Contradiction: "the state store says ready, but the audit log records the plan rejected"}
+		}, true, []string{"the audit log records the plan rejected", "the plan was rejected"}},
 		{"the log contradicts the store", func() *State {
 			return &State{Plan: plan(refill.TierAuto, refill.StatusReady), Contradiction: "the state store says ready, but the audit log records the plan rejected"}
 		}, true, []string{"the audit log records the plan rejected"}},

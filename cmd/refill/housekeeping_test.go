@@ -21,6 +21,7 @@ func TestPlansExpireAndReleaseTheirPartitions(t *testing.T) {
 	start := time.Now()
 	old := decode[planJSON](t, step(t, d, 0, "", "plan", "sessions", "--from", "2026-10-05", "--to", "2026-10-09", "--reason", "left waiting", "--as", "alice", "-o", "json").stdout).ID
 	newer := decode[planJSON](t, step(t, d, 0, "", "plan", "sessions", "--from", "2026-10-08", "--to", "2026-10-08", "--reason", "overlaps", "--as", "alice", "-o", "json").stdout).ID
+	made := time.Now() // both plans exist: each expires plan_ttl after it was made
 	step(t, d, 0, "holds 1 partition(s) of sessions", "show", newer)
 
 	// A clock moved a year on expires nothing (judged only while the real
@@ -28,7 +29,7 @@ func TestPlansExpireAndReleaseTheirPartitions(t *testing.T) {
 	if r := run(t, d, []string{"REFILL_NOW=2027-12-01T00:00:00Z"}, "show", old); strings.Contains(r.stdout, "expired") && time.Since(start) < ttl {
 		t.Fatalf("REFILL_NOW expired a plan:\n%s", r.stdout)
 	}
-	time.Sleep(time.Until(start.Add(ttl + 500*time.Millisecond))) // past plan_ttl on the real clock
+	time.Sleep(time.Until(made.Add(ttl + 500*time.Millisecond))) // both past plan_ttl on the real clock
 
 	r := run(t, d, nil, "show", old)
 	if r.code != 0 || !strings.Contains(r.stdout, "the plan expired") {
