@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/dsn"
 	"github.com/refill-dev/refill/control"
 	"github.com/refill-dev/refill/demo"
 	"github.com/refill-dev/refill/planner"
@@ -47,6 +48,7 @@ type bundle struct {
 var template struct {
 	once sync.Once
 	dir  string
+	sc   *demo.Scenario
 	err  error
 }
 
@@ -68,7 +70,7 @@ func setup(t *testing.T) *bundle {
 			return
 		}
 		template.dir = dir
-		_, template.err = demo.Write(ctx, filepath.Join(dir, "demo"), demoNow)
+		template.sc, template.err = demo.Write(ctx, filepath.Join(dir, "demo"), demoNow)
 	})
 	if template.err != nil {
 		t.Fatal(template.err)
@@ -78,7 +80,8 @@ func setup(t *testing.T) *bundle {
 	if err := os.CopyFS(dst, os.DirFS(filepath.Join(template.dir, "demo"))); err != nil {
 		t.Fatal(err)
 	}
-	sc := &demo.Scenario{Dir: dst, Config: filepath.Join(dst, "refill.yaml"), Today: demoNow.Truncate(24 * time.Hour)}
+	sc := *template.sc
+	sc.Dir, sc.Config = dst, filepath.Join(dst, "refill.yaml")
 	p, err := project.Open(ctx, project.Options{Config: sc.Config, Now: func() time.Time { return demoNow },
 		Getenv: func(string) string { return "" }})
 	if err != nil {
@@ -90,7 +93,7 @@ func setup(t *testing.T) *bundle {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { wh.Close() })
-	b := &bundle{t: t, ctx: ctx, c: p.Control, st: p.Store, sc: sc, wh: wh}
+	b := &bundle{t: t, ctx: ctx, c: p.Control, st: p.Store, sc: &sc, wh: wh}
 	b.c.Clock = func() time.Time { return time.Now().Add(b.later) }
 	b.c.Config.Housekeeping = refill.Housekeeping{PlanTTL: refill.Duration(planTTL), SnapshotTTL: refill.Duration(snapshotTTL)}
 	return b
@@ -351,7 +354,7 @@ func TestSnapshot(t *testing.T) {
 // rollback is the one call of Control.Rollback here: force is a lead's
 // reason to restore partitions someone else wrote since, "" for none.
 func (b *bundle) rollback(id, actor, force string) (*control.State, []refill.SnapshotPart, error) {
-	return b.c.Rollback(b.ctx, id, actor, force)
+	return b.c.Rollback(b.ctx, id, actor, control.RollbackOptions{Force: force != "", Reason: force})
 }
 
 // TestRollback: a rollback restores the snapshot after a run and ends the
@@ -702,4 +705,29 @@ func TestApplyIsLockedOnlyByAHold(t *testing.T) {
 	if s := b.load(t, auto.ID); s.Plan.Status != refill.StatusApplied {
 		t.Errorf("once the hold cleared: %s, want applied", s.Plan.Status)
 	}
+}
+
+// execIn runs statements on one of the demo's SQLite files.
+func (b *bundle) execIn(t *testing.T, file string, stmts ...string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(b.sc.Dir, file)+"?"+dsn.SQLiteWAL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, s := range stmts {
+		if _, err := db.Exec(s); err != nil {
+			t.Fatalf("%s: %s: %v", file, s, err)
+		}
+	}
+}
+
+// entries returns the audit entries f selects.
+func (b *bundle) entries(t *testing.T, f store.AuditFilter) []refill.Event {
+	t.Helper()
+	evs, err := b.st.Audit(b.ctx, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
 }

@@ -1,20 +1,14 @@
 package control_test
 
 import (
-	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/control"
-	"github.com/refill-dev/refill/demo"
 	"github.com/refill-dev/refill/planner"
-	"github.com/refill-dev/refill/project"
 	"github.com/refill-dev/refill/store"
 	"github.com/refill-dev/refill/warehouse"
 )
@@ -22,60 +16,6 @@ import (
 // The rules here are the ones every door (the CLI, the API, the web UI)
 // once wrote for itself; each test drives control alone, wired as a door
 // wires it, over the demo's SQLite warehouse.
-
-type bundle struct {
-	ctx context.Context
-	sc  *demo.Scenario
-	p   *project.Project
-}
-
-// setup writes the demo (events_raw still broken for 72 hours) and wires
-// the core over it, keyed, on the demo's clock.
-func setup(t *testing.T) (*control.Control, *bundle) {
-	t.Helper()
-	ctx := context.Background()
-	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	sc, err := demo.Write(ctx, filepath.Join(t.TempDir(), "demo"), now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := project.Open(ctx, project.Options{Config: sc.Config, Now: func() time.Time { return now },
-		Getenv: func(name string) string {
-			if name == "REFILL_AUDIT_KEY" {
-				return "a key kept outside the state store"
-			}
-			return ""
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	return p.Control, &bundle{ctx: ctx, sc: sc, p: p}
-}
-
-// exec runs statements on one of the demo's SQLite files.
-func (b *bundle) exec(t *testing.T, file string, stmts ...string) {
-	t.Helper()
-	db, err := sql.Open("sqlite", filepath.Join(b.sc.Dir, file)+"?_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	for _, s := range stmts {
-		if _, err := db.Exec(s); err != nil {
-			t.Fatalf("%s: %s: %v", file, s, err)
-		}
-	}
-}
-
-func (b *bundle) entries(t *testing.T, f store.AuditFilter) []refill.Event {
-	t.Helper()
-	evs, err := b.p.Store.Audit(b.ctx, f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return evs
-}
 
 // applied plans sessions over three days as alice, snapshots, has bob
 // approve and applies it: a plan a rollback can restore.
@@ -101,7 +41,8 @@ func (b *bundle) applied(t *testing.T, c *control.Control) *refill.Plan {
 // returned, with an error every door maps to exit 3 (409); a plan whose
 // gate passes comes without one.
 func TestPlanBlockedIsAnError(t *testing.T) {
-	c, b := setup(t)
+	b := setup(t)
+	c := b.c
 	p, err := c.Plan(b.ctx, "alice", planner.Request{Targets: []string{"events_raw"}, From: b.sc.BrokenFrom, To: b.sc.BrokenTo, Reason: "INC-4711"})
 	if p == nil || p.Status != refill.StatusBlocked {
 		t.Fatalf("plan over the broken source: %+v, %v; want a blocked plan", p, err)
@@ -121,9 +62,10 @@ func TestPlanBlockedIsAnError(t *testing.T) {
 // TestRollbackOptions: forcing a rollback needs a reason, which the audit
 // log keeps; a reason without force is no force at all.
 func TestRollbackOptions(t *testing.T) {
-	c, b := setup(t)
+	b := setup(t)
+	c := b.c
 	p := b.applied(t, c)
-	b.exec(t, "warehouse.db", `UPDATE sessions SET events = events + 1 WHERE day = '`+b.sc.Day(10)+`'`)
+	b.exec(t, `UPDATE sessions SET events = events + 1 WHERE day = ?`, b.sc.Day(10))
 
 	if _, _, err := c.Rollback(b.ctx, p.ID, "carol", control.RollbackOptions{Reason: "no force"}); !errors.Is(err, refill.ErrNotPermitted) ||
 		!strings.Contains(err.Error(), "written since this plan published it") {
@@ -165,7 +107,8 @@ func TestRollbackOptions(t *testing.T) {
 // TestCheck: the gate alone — a failing verdict comes with ErrBlocked (exit
 // 3), a passing one without; names are checked first; nothing is recorded.
 func TestCheck(t *testing.T) {
-	c, b := setup(t)
+	b := setup(t)
+	c := b.c
 	before := len(b.entries(t, store.AuditFilter{}))
 	broken, err := refill.ParseRange(b.sc.BrokenFrom, b.sc.BrokenTo, refill.NoRangeLimit)
 	if err != nil {
@@ -203,7 +146,8 @@ func TestCheck(t *testing.T) {
 // verified without the anchor, the note says so and why, and a tampered
 // entry still fails.
 func TestVerifyAuditWithoutTheWarehouse(t *testing.T) {
-	c, b := setup(t)
+	b := setup(t)
+	c := b.c
 	b.applied(t, c)
 	if check, err := c.VerifyAudit(b.ctx); err != nil || check.Anchor == nil || !strings.Contains(check.AnchorNote, "matches the warehouse's anchor") {
 		t.Fatalf("with the warehouse: %q, anchor %v, %v", check.AnchorNote, check.Anchor, err)
@@ -232,7 +176,7 @@ func TestVerifyAuditWithoutTheWarehouse(t *testing.T) {
 		}
 	}
 
-	b.exec(t, ".refill/state.db", `UPDATE audit_log SET actor = 'mallory' WHERE seq = 2`)
+	b.execIn(t, ".refill/state.db", `UPDATE audit_log SET actor = 'mallory' WHERE seq = 2`)
 	if _, err := unopened.VerifyAudit(b.ctx); !errors.Is(err, refill.ErrVerification) {
 		t.Errorf("a tampered log, warehouse unreachable: %v, want a failed verification", err)
 	}
