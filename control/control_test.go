@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/refill-dev/refill"
-	"github.com/refill-dev/refill/dsn"
 	"github.com/refill-dev/refill/control"
 	"github.com/refill-dev/refill/demo"
+	"github.com/refill-dev/refill/dsn"
 	"github.com/refill-dev/refill/planner"
 	"github.com/refill-dev/refill/project"
 	"github.com/refill-dev/refill/store"
