@@ -105,6 +105,9 @@ func (c *Control) Snapshot(ctx context.Context, id, actor string) (*State, []ref
 	}
 	tr, ok1 := c.Warehouse.(refill.Transactor)
 	rh, ok2 := c.Warehouse.(refill.Rehearser)
+	if c.Warehouse == nil {
+		return nil, nil, fmt.Errorf("a snapshot needs the warehouse, and it is not open")
+	}
 	if !ok1 || !ok2 {
 		return nil, nil, fmt.Errorf("the %s warehouse cannot take snapshots", c.Warehouse.Driver())
 	}
@@ -277,6 +280,9 @@ func (c *Control) Rollback(ctx context.Context, id, actor string, o RollbackOpti
 		if st.Ref != nil {
 			refs[st.Dataset] = *st.Ref
 		}
+	}
+	if c.Warehouse == nil {
+		return nil, nil, fmt.Errorf("a rollback needs the warehouse, and it is not open")
 	}
 	tr, ok1 := c.Warehouse.(refill.Transactor)
 	if !ok1 {

@@ -119,13 +119,25 @@ func (c *Control) ended(ctx context.Context, planID string, status refill.Status
 	if err != nil {
 		return time.Time{}, false, err
 	}
+	// Only manual plans are signed off: a semi-auto or auto plan is done
+	// with its (optional) snapshot once its run finished, and may be rolled
+	// back until policy.snapshot_ttl has passed since.
+	manual := true
+	if status == refill.StatusApplied {
+		p, err := c.Store.Plan(ctx, planID)
+		if err != nil {
+			return time.Time{}, false, err
+		}
+		manual = p.Tier == refill.TierManual
+	}
 	var at time.Time
 	found := false
 	for _, e := range evs {
 		switch {
 		case e.Kind == refill.EventSignoff, e.Kind == refill.EventRejection, e.Kind == refill.EventExpired,
 			e.Kind == refill.EventSuperseded, e.Kind == refill.EventRunCancelled,
-			e.Kind == refill.EventRollback && e.Partition == "":
+			e.Kind == refill.EventRollback && e.Partition == "",
+			e.Kind == refill.EventRunFinished && !manual:
 			at, found = e.At, true
 		}
 	}
@@ -166,9 +178,11 @@ func (c *Control) DropSnapshot(ctx context.Context, id, actor, reason string) ([
 				return nil, refill.NotPermittedf("plan %s was cancelled after publishing %d partition(s), which may still be rolled back from its snapshot: roll back first (refill rollback %s), or let policy.snapshot_ttl drop it", id, len(pub), id)
 			}
 		case refill.StatusApplied:
-			// Until its report is signed off, an applied run may still be
-			// rolled back: the snapshot is what that would restore.
-			if _, signed := s.Done(refill.ChecklistSignoff); !signed {
+			// Until its report is signed off, an applied manual run may
+			// still be rolled back: the snapshot is what that would
+			// restore. Other tiers have no sign-off: whoever drops theirs
+			// says why.
+			if _, signed := s.Done(refill.ChecklistSignoff); !signed && s.Plan.Tier == refill.TierManual {
 				return nil, refill.NotPermittedf("plan %s is applied but not signed off: its run may still be rolled back, and the snapshot is what that restores; sign off first (refill signoff %s)", id, id)
 			}
 		default:

@@ -38,8 +38,9 @@ type Options struct {
 	// Getenv reads the environment (the audit key, named by
 	// audit.key_env); nil means os.Getenv.
 	Getenv func(string) string
-	// Now is the "as of" clock plans and housekeeping run on (REFILL_NOW
-	// in the CLI); nil means the real clock.
+	// Now is the "as of" clock plans run on (REFILL_NOW in the CLI); nil
+	// means the real clock. Housekeeping and the audit log always use the
+	// real clock, which REFILL_NOW must not move.
 	Now func() time.Time
 	// Log receives the runner's log lines; nil discards them.
 	Log io.Writer
