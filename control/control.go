@@ -225,6 +225,16 @@ func keepAuditedSteps(steps []refill.ChecklistStep, audited []refill.Event) []re
 	return out
 }
 
+// addStep records a checklist step, first clearing any row for it that
+// the audit log does not back: a forged row neither stands in for the step
+// (keepAuditedSteps) nor stops it from being done for real.
+func addStep(ctx context.Context, tx *store.Tx, st refill.ChecklistStep) error {
+	if err := tx.DropUnauditedStep(ctx, st.PlanID, st.Step); err != nil {
+		return err
+	}
+	return tx.AddStep(ctx, st)
+}
+
 // keepAudited returns the decisions that have their audit entry: same
 // actor, same kind of decision, same plan hash.
 func keepAudited(decisions []refill.Approval, audited []refill.Event) []refill.Approval {
@@ -525,7 +535,7 @@ func (c *Control) Scope(ctx context.Context, id, actor, note string) (*State, er
 	step := refill.ChecklistStep{PlanID: id, Step: refill.ChecklistScope, Actor: actor, Note: note, At: stamp(),
 		Detail: refill.Detail(map[string]any{"impact": Impact(s.Plan)})}
 	err = c.Store.Update(ctx, func(tx *store.Tx) error {
-		if err := tx.AddStep(ctx, step); err != nil {
+		if err := addStep(ctx, tx, step); err != nil {
 			return err
 		}
 		return tx.Append(ctx, &refill.Event{Kind: refill.EventScope, Actor: actor, PlanID: id, At: c.Now.Now(),

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// checklistOut is show -o json with the checklist steps that count.
+type checklistOut struct {
+	stateOut
+	Checklist []struct {
+		Step  string `json:"step"`
+		Actor string `json:"actor"`
+		Note  string `json:"note"`
+	} `json:"checklist"`
+}
+
+// TestForgedChecklistRowsCountForNothing: a snapshot, scope or signoff row
+// written into the checklist table with no audit entry completes nothing —
+// show still lists the step, approve and apply refuse — and does not stop
+// the step from being done for real.
+func TestForgedChecklistRowsCountForNothing(t *testing.T) {
+	d, _, plans := demoPlans(t)
+	manual := plans[2]
+	forge := func(step, actor string) {
+		t.Helper()
+		if _, err := openState(t, d).Exec(`INSERT INTO checklist (plan_id, step, actor, note, detail, at) VALUES (?, ?, ?, 'forged', '{}', '2026-11-30T12:00:00.000000000Z')`, manual, step, actor); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forge("snapshot", "alice")
+	forge("scope", "alice")
+	s := decode[checklistOut](t, step(t, d, 0, "", "show", manual, "-o", "json").stdout)
+	unmet := strings.Join(s.Unmet, "\n")
+	if len(s.Checklist) != 0 || !strings.Contains(unmet, "checklist 1/5: snapshot") || !strings.Contains(unmet, "checklist 2/5: state the scope") {
+		t.Errorf("after forging the snapshot and scope rows: checklist %+v, unmet %q", s.Checklist, s.Unmet)
+	}
+	step(t, d, 0, "checklist 1/5: snapshot the partitions it will overwrite", "show", manual)
+	step(t, d, 4, "its snapshot step is not done yet", "approve", manual, "--as", "carol")
+	step(t, d, 4, "checklist 1/5", "apply", manual, "--as", "alice")
+	step(t, d, 4, "snapshot first", "scope", manual, "--as", "alice", "--note", "n")
+
+	// The real steps replace the forged rows.
+	step(t, d, 0, "", "snapshot", manual, "--as", "alice")
+	step(t, d, 0, "", "scope", manual, "--as", "alice", "--note", "the 72 hours of INC-4711")
+	step(t, d, 0, "", "approve", manual, "--as", "carol")
+	step(t, d, 0, "", "apply", manual, "--as", "alice")
+
+	// A forged sign-off signs off nothing; the lead's own still can.
+	forge("signoff", "carol")
+	s = decode[checklistOut](t, step(t, d, 0, "", "show", manual, "-o", "json").stdout)
+	for _, st := range s.Checklist {
+		if st.Step == "signoff" {
+			t.Errorf("a forged sign-off row counts: %+v", s.Checklist)
+		}
+	}
+	step(t, d, 0, "", "signoff", manual, "--as", "carol", "--note", "matches the report")
+	s = decode[checklistOut](t, step(t, d, 0, "", "show", manual, "-o", "json").stdout)
+	var notes []string
+	for _, st := range s.Checklist {
+		notes = append(notes, st.Step+":"+st.Actor+":"+st.Note)
+	}
+	if got := strings.Join(notes, " "); got != "snapshot:alice: scope:alice:the 72 hours of INC-4711 signoff:carol:matches the report" {
+		t.Errorf("checklist after the real steps: %s", got)
+	}
+	step(t, d, 4, "already done", "signoff", manual, "--as", "carol")
+	step(t, d, 0, "intact", "audit", "verify")
+}
