@@ -66,3 +66,24 @@ func TestForgedChecklistRowsCountForNothing(t *testing.T) {
 	step(t, d, 4, "already done", "signoff", manual, "--as", "carol")
 	step(t, d, 0, "intact", "audit", "verify")
 }
+
+// TestApplyOverSchemaDriftIsRefused: a source whose schema changed after
+// the plan was approved blocks the apply, which names the drift. The
+// re-check judges by the schema the plan itself saw: accepting the new
+// schema for later plans does not wave through one approved on the old.
+func TestApplyOverSchemaDriftIsRefused(t *testing.T) {
+	d, _, plans := demoPlans(t)
+	semi := plans[1] // sessions, read from events_raw
+	step(t, d, 0, "", "approve", semi, "--as", "bob")
+	warehouseExec(t, d, `ALTER TABLE events_raw ADD COLUMN coupon TEXT`)
+	step(t, d, 0, "", "schema", "accept", "events_raw", "--reason", "coupon codes are new upstream (CHG-12)", "--as", "alice")
+	r := step(t, d, 3, "events_raw.coupon schema_drift: column coupon (text) was added since the schema this plan saw when it was made", "apply", semi, "--as", "alice")
+	if !strings.Contains(r.stderr, "nothing was written") {
+		t.Errorf("apply over a drifted source:\n%s", r.stderr)
+	}
+	if n := countPublished(t, d, semi); n != 0 {
+		t.Errorf("%d partitions published over a drifted source", n)
+	}
+	step(t, d, 0, "status blocked", "show", semi)
+	step(t, d, 3, "blocked", "apply", semi, "--as", "alice")
+}
