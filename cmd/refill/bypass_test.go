@@ -1,6 +1,8 @@
 package main
 
 import (
+	"database/sql"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -86,4 +88,44 @@ func TestApplyOverSchemaDriftIsRefused(t *testing.T) {
 	}
 	step(t, d, 0, "status blocked", "show", semi)
 	step(t, d, 3, "blocked", "apply", semi, "--as", "alice")
+}
+
+// TestSideEffectsJobIsNeverRerunOrAuto: a job declared side_effects (an
+// export, an upload) is never proven by running it three times — prove
+// refuses without running it — and a plan over it is never auto, for that
+// reason rather than for want of a proof.
+func TestSideEffectsJobIsNeverRerunOrAuto(t *testing.T) {
+	dir := smallProject(t, `version: 1
+warehouse: sqlite:wh.db
+proof_warehouse: sqlite:proof.db
+datasets:
+  raw: {table: raw, partition: {column: day}}
+  export:
+    table: exported
+    partition: {column: day}
+    upstream: [raw]
+    job:
+      command: ["sh", "-c", "echo {{partition}} >> uploads.txt"]
+      side_effects: true
+`, "CREATE TABLE raw (day TEXT, v INTEGER)", "CREATE TABLE exported (day TEXT, v INTEGER)", "INSERT INTO raw VALUES ('2026-11-01', 1)")
+	// A proof warehouse to run it in, were it run.
+	proofDB, err := sql.Open("sqlite", filepath.Join(dir, "proof.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proofDB.Close()
+	for _, q := range []string{"CREATE TABLE raw (day TEXT, v INTEGER)", "CREATE TABLE exported (day TEXT, v INTEGER)"} {
+		if _, err := proofDB.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step(t, dir, 2, "export declares side_effects: it writes outside the warehouse, so refill never proves it by running it three times", "prove", "export", "--partition", "2026-11-01", "--as", "alice")
+	if got := mustReadOr(filepath.Join(dir, "uploads.txt")); got != "" {
+		t.Fatalf("prove ran a side-effecting job: uploads.txt holds %q", got)
+	}
+	p := decode[planJSON](t, step(t, dir, 0, "", "plan", "export", "--from", "2026-11-01", "--to", "2026-11-01", "--reason", "r", "--as", "alice", "-o", "json").stdout)
+	reasons := strings.Join(p.Reasons, "; ")
+	if p.Tier == "auto" || !strings.Contains(reasons, "export declares side_effects: it writes outside the warehouse, so it is never proven by rerunning and never auto") || strings.Contains(reasons, "no idempotency proof") {
+		t.Errorf("a plan over a side-effecting job: tier %s, reasons %q", p.Tier, p.Reasons)
+	}
 }
