@@ -39,7 +39,13 @@ func editConfig(t *testing.T, dir, old, new string) (restore func()) {
 
 func warehouseExec(t *testing.T, dir string, stmts ...string) {
 	t.Helper()
-	db, err := sql.Open("sqlite", filepath.Join(dir, "warehouse.db")+"?_pragma=busy_timeout(5000)")
+	warehouseExecIn(t, dir, "warehouse.db", stmts...)
+}
+
+// warehouseExecIn runs stmts on the SQLite database file in dir.
+func warehouseExecIn(t *testing.T, dir, file string, stmts ...string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(dir, file)+"?_pragma=busy_timeout(5000)")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,17 +237,45 @@ func TestSnapshotAndRollbackSurviveAFailedStateWrite(t *testing.T) {
 }
 
 // TestMaxRangeDaysAboveTheOldLimit: a config that allows more than 3,660
-// days makes plans that snapshot (and so may run) rather than refuse later.
+// days makes plans that snapshot and apply rather than refuse later. The
+// data is tiny, and a trigger stops the run at its third day: what is
+// checked is that apply gets past the range and publishes, without
+// building ten years of partitions.
 func TestMaxRangeDaysAboveTheOldLimit(t *testing.T) {
-	d := setup(t)
-	mustAppend(t, filepath.Join(d, "refill.yaml"), "max_range_days: 4000\n")
-	// The demo ends with the watcher's plan for a missed day waiting for
-	// people; it holds that day, so it goes first.
-	for _, p := range decode[[]planJSON](t, step(t, d, 0, "", "plans", "--status", "pending", "-o", "json").stdout) {
-		step(t, d, 0, "", "reject", p.ID, "--as", "carol", "--note", "not now")
+	dir := smallProject(t, `version: 1
+warehouse: sqlite:wh.db
+max_range_days: 4000
+run: {max_active: 1, attempts: 1}
+users:
+  alice: {roles: [engineer]}
+  carol: {roles: [lead]}
+datasets:
+  raw: {table: raw, partition: {column: day}}
+  mid:
+    table: mid
+    partition: {column: day}
+    upstream: [raw]
+    job: {query: "SELECT day, v FROM raw WHERE day = :partition"}
+`, "CREATE TABLE raw (day TEXT, v INTEGER)", "CREATE TABLE mid (day TEXT, v INTEGER)",
+		"INSERT INTO raw VALUES ('2016-11-01', 1), ('2016-11-02', 2), ('2016-11-03', 3), ('2026-11-29', 4)")
+	p := decode[planJSON](t, step(t, dir, 0, "", "plan", "mid", "--from", "2016-11-01", "--to", "2026-11-29", "--reason", "a decade", "--as", "alice", "-o", "json").stdout)
+	if len(p.Steps) != 1 || len(p.Steps[0].Partitions) != 3681 {
+		t.Fatalf("plan over 3,681 days: %+v", p.Steps)
 	}
-	id := decode[planJSON](t, step(t, d, 0, "", "plan", "events_raw", "--from", "2016-01-01", "--to", "2026-11-29", "--reason", "a decade", "--as", "alice", "-o", "json").stdout).ID
-	step(t, d, 0, "", "snapshot", id, "--as", "alice")
+	step(t, dir, 0, "", "snapshot", p.ID, "--as", "alice")
+	step(t, dir, 0, "", "scope", p.ID, "--as", "alice", "--note", "a decade")
+	step(t, dir, 0, "", "approve", p.ID, "--as", "carol")
+	warehouseExecIn(t, dir, "wh.db", `CREATE TRIGGER stop_here BEFORE INSERT ON mid WHEN NEW.day = '2016-11-03' BEGIN SELECT RAISE(ABORT, 'stopped by the test'); END`)
+	r := step(t, dir, 1, "stopped by the test", "apply", p.ID, "--as", "alice")
+	if strings.Contains(r.stderr, "3660") || strings.Contains(r.stderr, "maximum") {
+		t.Errorf("apply refused the range:\n%s", r.stderr)
+	}
+	if n := countPublished(t, dir, p.ID); n == 0 {
+		t.Error("the run published nothing before the trigger stopped it")
+	}
+	if n := count(t, dir, `SELECT count(*) FROM mid WHERE day = '2016-11-03'`); n != 0 {
+		t.Errorf("mid 2016-11-03 holds %d rows past the trigger", n)
+	}
 }
 
 func mustAppend(t *testing.T, path, text string) {
