@@ -72,6 +72,10 @@ type State struct {
 	Cancel *refill.CancelRequest `json:"cancel,omitempty"`
 	// Run says who holds a running plan's run, and whether anyone does.
 	Run *RunHolder `json:"run_holder,omitempty"`
+	// RollbackPending is a rollback that was begun and not finished: the
+	// warehouse may be restored while the plan still says it is not.
+	// Running refill rollback again finishes it.
+	RollbackPending *store.PendingOp `json:"rollback_pending,omitempty"`
 }
 
 // RunHolder is who runs a running plan: the holder of its run lease.
@@ -108,6 +112,8 @@ type StateJSON struct {
 	Freeze    *refill.Freeze         `json:"freeze,omitempty"`
 	Cancel    *refill.CancelRequest  `json:"cancel,omitempty"`
 	RunHolder *RunHolder             `json:"run_holder,omitempty"`
+	// RollbackPending is State.RollbackPending.
+	RollbackPending *store.PendingOp `json:"rollback_pending,omitempty"`
 }
 
 // JSON is the state as StateJSON.
@@ -116,7 +122,7 @@ func (s *State) JSON() StateJSON {
 	if stale == nil {
 		stale = []string{}
 	}
-	return StateJSON{s.Plan, s.Approvals, s.Checklist, stale, s.Unmet, len(s.Unmet) == 0, s.FourEyes, s.Freeze, s.Cancel, s.Run}
+	return StateJSON{s.Plan, s.Approvals, s.Checklist, stale, s.Unmet, len(s.Unmet) == 0, s.FourEyes, s.Freeze, s.Cancel, s.Run, s.RollbackPending}
 }
 
 // finalFromLog is the status the audit log makes final for a plan — it
@@ -196,6 +202,11 @@ func (c *Control) Load(ctx context.Context, id string) (*State, error) {
 	}
 	if p.Status.Live() {
 		s.Stale = Stale(p, c.Config)
+	}
+	if op, begun, err := c.Store.Pending(ctx, id, opRollback); err != nil {
+		return nil, err
+	} else if begun {
+		s.RollbackPending = &op
 	}
 	if p.Status == refill.StatusRunning {
 		h, err := c.Holder(ctx, id)

@@ -227,12 +227,31 @@ func TestSnapshotAndRollbackSurviveAFailedStateWrite(t *testing.T) {
 	step(t, d, 0, "", "scope", id, "--as", "alice", "--note", "two days")
 	step(t, d, 0, "", "approve", id, "--as", "carol")
 	step(t, d, 0, "", "apply", id, "--as", "alice")
+	if strings.Contains(step(t, d, 0, "", "show", id).stdout, "A rollback was begun") {
+		t.Fatal("show speaks of a rollback before one was begun")
+	}
 	r = run(t, d, []string{"REFILL_FAILPOINT=rollback-after-warehouse"}, "rollback", id, "--as", "carol")
 	if r.code == 0 {
 		t.Fatalf("rollback with a failpoint: exit 0\n%s", r.stdout)
 	}
-	step(t, d, 0, "applied", "show", id)
+	// The warehouse is restored, the plan still says applied: show says a
+	// rollback is half done, and how to finish it.
+	step(t, d, 0, "A rollback was begun by carol at ", "show", id)
+	step(t, d, 0, "and not finished: the warehouse may already be restored while the plan still says applied. refill rollback "+id+" finishes it.", "show", id)
+	js := decode[struct {
+		Status  string `json:"status"`
+		Pending *struct {
+			Op    string `json:"op"`
+			Actor string `json:"actor"`
+		} `json:"rollback_pending"`
+	}](t, step(t, d, 0, "", "show", id, "-o", "json").stdout)
+	if js.Status != "applied" || js.Pending == nil || js.Pending.Op != "rollback" || js.Pending.Actor != "carol" {
+		t.Errorf("show -o json after a half-done rollback: %+v", js)
+	}
 	step(t, d, 0, "rolled_back", "rollback", id, "--as", "carol", "-o", "json")
+	if out := step(t, d, 0, "rolled_back", "show", id).stdout; strings.Contains(out, "A rollback was begun") {
+		t.Errorf("show still speaks of an unfinished rollback once it finished:\n%s", out)
+	}
 	step(t, d, 0, "intact", "audit", "verify")
 }
 
