@@ -31,3 +31,19 @@ func TestFollowsUpstream(t *testing.T) {
 		t.Error("a dataset that is not lineage only follows its upstream")
 	}
 }
+
+// TestSealedDatasetKeepsItsRef: the dataset a plan sealed names the table
+// exactly as it was sealed — the partition's timezone included, which
+// places an hour partition in its local week — for both a step and a
+// source.
+func TestSealedDatasetKeepsItsRef(t *testing.T) {
+	ref := TableRef{Table: "sales.events_hourly", Column: "hour", Grain: GrainHour, Timezone: "Europe/Berlin"}
+	st := Step{Dataset: "events_hourly", Ref: &ref, Job: &Job{Kind: JobQuery, Query: "SELECT 1"}}
+	if got := st.SealedDataset().Ref(); got != ref {
+		t.Errorf("step: sealed %+v, dataset gives %+v", ref, got)
+	}
+	src := SourceSeal{Dataset: "events_hourly", Ref: &ref}
+	if got := src.SealedDataset().Ref(); got != ref {
+		t.Errorf("source: sealed %+v, dataset gives %+v", ref, got)
+	}
+}

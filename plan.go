@@ -142,7 +142,7 @@ func (s *Step) SealedDataset() *Dataset {
 	if s.Ref == nil || s.Job == nil {
 		return nil
 	}
-	return &Dataset{Name: s.Dataset, Table: s.Ref.Table, Partition: PartitionSpec{Column: s.Ref.Column, Grain: s.Ref.Grain},
+	return &Dataset{Name: s.Dataset, Table: s.Ref.Table, Partition: PartitionSpec{Column: s.Ref.Column, Grain: s.Ref.Grain, Timezone: s.Ref.Timezone},
 		Upstream: s.Upstream, Tags: s.Tags, Checks: s.Checks, Job: s.Job}
 }
 

@@ -161,7 +161,7 @@ func (c *Control) Snapshot(ctx context.Context, id, actor string) (*State, []ref
 	detail := map[string]any{"partitions": len(parts), "not_snapshotted": skipped, "four_eyes_enforced": s.FourEyes}
 	step := refill.ChecklistStep{PlanID: id, Step: refill.ChecklistSnapshot, Actor: actor, At: c.stamp(), Detail: refill.Detail(detail)}
 	err = c.Store.Update(ctx, func(tx *store.Tx) error {
-		if err := tx.AddStep(ctx, step); err != nil {
+		if err := addStep(ctx, tx, step); err != nil {
 			return err
 		}
 		if err := tx.SaveSnapshot(ctx, parts); err != nil {
@@ -457,7 +457,7 @@ func (c *Control) Signoff(ctx context.Context, id, actor, note string) (*State, 
 	now := c.Now.Now()
 	step := refill.ChecklistStep{PlanID: id, Step: refill.ChecklistSignoff, Actor: actor, Note: note, At: c.stamp()}
 	err = c.Store.Update(ctx, func(tx *store.Tx) error {
-		if err := tx.AddStep(ctx, step); err != nil {
+		if err := addStep(ctx, tx, step); err != nil {
 			return err
 		}
 		return tx.Append(ctx, &refill.Event{Kind: refill.EventSignoff, Actor: actor, PlanID: id, At: now,

@@ -80,6 +80,10 @@ type State struct {
 	Cancel *refill.CancelRequest `json:"cancel,omitempty"`
 	// Run says who holds a running plan's run, and whether anyone does.
 	Run *RunHolder `json:"run_holder,omitempty"`
+	// RollbackPending is a rollback that was begun and not finished: the
+	// warehouse may be restored while the plan still says it is not.
+	// Running refill rollback again finishes it.
+	RollbackPending *store.PendingOp `json:"rollback_pending,omitempty"`
 }
 
 // RunHolder is who runs a running plan: the holder of its run lease.
@@ -116,6 +120,8 @@ type StateJSON struct {
 	Freeze    *refill.Freeze         `json:"freeze,omitempty"`
 	Cancel    *refill.CancelRequest  `json:"cancel,omitempty"`
 	RunHolder *RunHolder             `json:"run_holder,omitempty"`
+	// RollbackPending is State.RollbackPending.
+	RollbackPending *store.PendingOp `json:"rollback_pending,omitempty"`
 }
 
 // JSON is the state as StateJSON.
@@ -124,7 +130,7 @@ func (s *State) JSON() StateJSON {
 	if stale == nil {
 		stale = []string{}
 	}
-	return StateJSON{s.Plan, s.Approvals, s.Checklist, stale, s.Unmet, len(s.Unmet) == 0, s.FourEyes, s.Freeze, s.Cancel, s.Run}
+	return StateJSON{s.Plan, s.Approvals, s.Checklist, stale, s.Unmet, len(s.Unmet) == 0, s.FourEyes, s.Freeze, s.Cancel, s.Run, s.RollbackPending}
 }
 
 // finalFromLog is the status the audit log makes final for a plan — it
@@ -205,6 +211,11 @@ func (c *Control) Load(ctx context.Context, id string) (*State, error) {
 	if p.Status.Live() {
 		s.Stale = Stale(p, c.Config)
 	}
+	if op, begun, err := c.Store.Pending(ctx, id, opRollback); err != nil {
+		return nil, err
+	} else if begun {
+		s.RollbackPending = &op
+	}
 	if p.Status == refill.StatusRunning {
 		h, err := c.Holder(ctx, id)
 		if err != nil {
@@ -231,6 +242,16 @@ func keepAuditedSteps(steps []refill.ChecklistStep, audited []refill.Event) []re
 		}
 	}
 	return out
+}
+
+// addStep records a checklist step, first clearing any row for it that
+// the audit log does not back: a forged row neither stands in for the step
+// (keepAuditedSteps) nor stops it from being done for real.
+func addStep(ctx context.Context, tx *store.Tx, st refill.ChecklistStep) error {
+	if err := tx.DropUnauditedStep(ctx, st.PlanID, st.Step); err != nil {
+		return err
+	}
+	return tx.AddStep(ctx, st)
 }
 
 // keepAudited returns the decisions that have their audit entry: same
@@ -533,7 +554,7 @@ func (c *Control) Scope(ctx context.Context, id, actor, note string) (*State, er
 	step := refill.ChecklistStep{PlanID: id, Step: refill.ChecklistScope, Actor: actor, Note: note, At: c.stamp(),
 		Detail: refill.Detail(map[string]any{"impact": Impact(s.Plan)})}
 	err = c.Store.Update(ctx, func(tx *store.Tx) error {
-		if err := tx.AddStep(ctx, step); err != nil {
+		if err := addStep(ctx, tx, step); err != nil {
 			return err
 		}
 		return tx.Append(ctx, &refill.Event{Kind: refill.EventScope, Actor: actor, PlanID: id, At: c.Now.Now(),

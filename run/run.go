@@ -274,7 +274,31 @@ func (r *Runner) block(ctx context.Context, p *refill.Plan, actor string, res ga
 		return err
 	}
 	r.logf("ALERT plan %s: the source gate failed when the run began (%d findings); nothing was written and the plan is blocked", p.ID, failed)
-	return fmt.Errorf("plan %s: %w: %d check(s) failed when the run began; nothing was written", p.ID, refill.ErrBlocked, failed)
+	return fmt.Errorf("plan %s: %w: %d check(s) failed when the run began; nothing was written:%s", p.ID, refill.ErrBlocked, failed, failedFindings(res.Findings))
+}
+
+// failedFindings lists the failed findings, one per line, for an error
+// that says what blocked a run.
+func failedFindings(fs []refill.Finding) string {
+	var b strings.Builder
+	for _, f := range fs {
+		if f.Passed || f.Warning {
+			continue
+		}
+		where := f.Dataset
+		if f.Column != "" {
+			where += "." + f.Column
+		}
+		if f.Partition != "" {
+			where += " " + f.Partition
+		}
+		msg := f.Message
+		if msg == "" {
+			msg = fmt.Sprintf("observed %g, limit %g", f.Observed, f.Limit)
+		}
+		fmt.Fprintf(&b, "\n  - %s %s: %s", where, f.Check, msg)
+	}
+	return b.String()
 }
 
 // fail marks the run failed and raises the alert.

@@ -94,6 +94,20 @@ func (t *Tx) AddStep(ctx context.Context, st refill.ChecklistStep) error {
 	return nil
 }
 
+// DropUnauditedStep removes plan planID's row for step when the audit log
+// has no entry of that step by that row's actor: a row written into the
+// checklist table behind refill's back completes nothing, and must not
+// stop the step from being done for real. Checklist steps and their audit
+// events share their names (snapshot, scope, signoff).
+func (t *Tx) DropUnauditedStep(ctx context.Context, planID string, step refill.ChecklistItem) error {
+	_, err := t.tx.ExecContext(ctx, t.d.rebind(`DELETE FROM checklist WHERE plan_id = ? AND step = ? AND NOT EXISTS (
+		SELECT 1 FROM audit_log a WHERE a.plan_id = checklist.plan_id AND a.event = checklist.step AND a.actor = checklist.actor AND a.partition = '')`), planID, string(step))
+	if err != nil {
+		return fmt.Errorf("plan %s: record %s: %w", planID, step, err)
+	}
+	return nil
+}
+
 // Checklist returns a plan's recorded checklist steps in the order done.
 func (s *Store) Checklist(ctx context.Context, planID string) ([]refill.ChecklistStep, error) {
 	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT plan_id, step, actor, note, detail, at FROM checklist WHERE plan_id = ? ORDER BY seq`), planID)

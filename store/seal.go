@@ -174,6 +174,24 @@ func (s *Store) BeginOp(ctx context.Context, op PendingOp) (got PendingOp, again
 	return got, again, nil
 }
 
+// Pending returns plan planID's unfinished op, if one was begun and never
+// finished.
+func (s *Store) Pending(ctx context.Context, planID, op string) (PendingOp, bool, error) {
+	got := PendingOp{PlanID: planID, Op: op}
+	var detail string
+	var at timestamp
+	err := s.db.QueryRowContext(ctx, s.d.rebind(`SELECT actor, detail, started_at FROM pending_ops WHERE plan_id = ? AND op = ?`), planID, op).
+		Scan(&got.Actor, &detail, &at)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return PendingOp{}, false, nil
+	case err != nil:
+		return PendingOp{}, false, fmt.Errorf("plan %s: pending %s: %w", planID, op, err)
+	}
+	got.Detail, got.Started = json.RawMessage(detail), at.Time
+	return got, true, nil
+}
+
 // EndOp removes a finished operation's intent, inside the transaction that
 // records its outcome.
 func (t *Tx) EndOp(ctx context.Context, planID, op string) error {

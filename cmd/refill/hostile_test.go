@@ -144,14 +144,17 @@ func TestProofsAreAdversarial(t *testing.T) {
 		{"ignore", 5, "depends on what was there before"},
 		{"upsert", 5, "depends on what was there before"},
 		{"outside", 5, "outside that partition"},
-		{"ends", 5, ""},
-		{"attach", 5, ""},
-		{"pragma", 5, ""},
+		{"ends", 5, "tried to control the transaction (COMMIT)"},
+		{"attach", 5, "tried to attach a database (.refill/state.db)"},
+		{"pragma", 5, "tried to run a PRAGMA (writable_schema)"},
 	} {
 		t.Run(c.dataset, func(t *testing.T) {
 			r := run(t, dir, nil, "prove", c.dataset, "--partition", "2026-11-02", "--as", "alice")
 			if r.code != c.code || !strings.Contains(r.stdout+r.stderr, c.want) {
 				t.Fatalf("prove %s: exit %d, want %d with %q\n%s%s", c.dataset, r.code, c.code, c.want, r.stdout, r.stderr)
+			}
+			if c.code == 5 && strings.HasPrefix(c.want, "tried to") && !strings.Contains(r.stderr, "which refill refuses: a job runs inside refill's own transaction") {
+				t.Errorf("prove %s does not say why refill refuses it:\n%s", c.dataset, r.stderr)
 			}
 		})
 	}
@@ -188,4 +191,46 @@ func TestQueryJobCannotWriteOutsideItsPartition(t *testing.T) {
 	if after := count(t, dir, `SELECT count(*) FROM t_outside WHERE day = '2026-11-03'`); after != before {
 		t.Errorf("the neighbour partition went from %d to %d rows", before, after)
 	}
+}
+
+// TestHostileJobsAreRefusedAtApply: an approved plan over a job that ends
+// refill's transaction (COMMIT; DELETE FROM victim; BEGIN;), attaches the
+// state store or runs a PRAGMA fails its apply, saying why, and nothing the
+// job did outlives it: the victim keeps its rows, the target partition is
+// as it was, the audit log is whole.
+func TestHostileJobsAreRefusedAtApply(t *testing.T) {
+	dir := hostileProject(t)
+	entries := func() int {
+		t.Helper()
+		var n int
+		if err := openState(t, dir).QueryRow(`SELECT count(*) FROM audit_log`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, c := range []struct{ dataset, table, want string }{
+		{"ends", "t_ends", "tried to control the transaction (COMMIT)"},
+		{"attach", "t_attach", "tried to attach a database (.refill/state.db)"},
+		{"pragma", "t_pragma", "tried to run a PRAGMA (writable_schema)"},
+	} {
+		t.Run(c.dataset, func(t *testing.T) {
+			id := approvedPlan(t, dir, c.dataset)
+			before := entries()
+			r := step(t, dir, 1, c.want, "apply", id, "--as", "alice")
+			if !strings.Contains(r.stderr, "which refill refuses") || !strings.Contains(r.stdout, "0 of 1 partitions published") {
+				t.Errorf("apply %s:\nstdout: %s\nstderr: %s", c.dataset, r.stdout, r.stderr)
+			}
+			if n := count(t, dir, `SELECT count(*) FROM victim`); n != 3 {
+				t.Fatalf("victim has %d rows after applying %s, want 3: the job ended refill's transaction", n, c.dataset)
+			}
+			if n := count(t, dir, `SELECT count(*) FROM `+c.table+` WHERE day = '2026-11-01' AND total = 100 AND n = 4`); n != 1 {
+				t.Errorf("%s 2026-11-01 changed under a refused job", c.table)
+			}
+			if after := entries(); after <= before {
+				t.Errorf("the audit log had %d entries before applying %s, %d after", before, c.dataset, after)
+			}
+			step(t, dir, 0, "status failed", "show", id)
+		})
+	}
+	step(t, dir, 0, "intact", "audit", "verify")
 }

@@ -39,7 +39,13 @@ func editConfig(t *testing.T, dir, old, new string) (restore func()) {
 
 func warehouseExec(t *testing.T, dir string, stmts ...string) {
 	t.Helper()
-	db, err := sql.Open("sqlite", filepath.Join(dir, "warehouse.db")+"?_pragma=busy_timeout(5000)")
+	warehouseExecIn(t, dir, "warehouse.db", stmts...)
+}
+
+// warehouseExecIn runs stmts on the SQLite database file in dir.
+func warehouseExecIn(t *testing.T, dir, file string, stmts ...string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(dir, file)+"?_pragma=busy_timeout(5000)")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,27 +227,74 @@ func TestSnapshotAndRollbackSurviveAFailedStateWrite(t *testing.T) {
 	step(t, d, 0, "", "scope", id, "--as", "alice", "--note", "two days")
 	step(t, d, 0, "", "approve", id, "--as", "carol")
 	step(t, d, 0, "", "apply", id, "--as", "alice")
+	if strings.Contains(step(t, d, 0, "", "show", id).stdout, "A rollback was begun") {
+		t.Fatal("show speaks of a rollback before one was begun")
+	}
 	r = run(t, d, []string{"REFILL_FAILPOINT=rollback-after-warehouse"}, "rollback", id, "--as", "carol")
 	if r.code == 0 {
 		t.Fatalf("rollback with a failpoint: exit 0\n%s", r.stdout)
 	}
-	step(t, d, 0, "applied", "show", id)
+	// The warehouse is restored, the plan still says applied: show says a
+	// rollback is half done, and how to finish it.
+	step(t, d, 0, "A rollback was begun by carol at ", "show", id)
+	step(t, d, 0, "and not finished: the warehouse may already be restored while the plan still says applied. refill rollback "+id+" finishes it.", "show", id)
+	js := decode[struct {
+		Status  string `json:"status"`
+		Pending *struct {
+			Op    string `json:"op"`
+			Actor string `json:"actor"`
+		} `json:"rollback_pending"`
+	}](t, step(t, d, 0, "", "show", id, "-o", "json").stdout)
+	if js.Status != "applied" || js.Pending == nil || js.Pending.Op != "rollback" || js.Pending.Actor != "carol" {
+		t.Errorf("show -o json after a half-done rollback: %+v", js)
+	}
 	step(t, d, 0, "rolled_back", "rollback", id, "--as", "carol", "-o", "json")
+	if out := step(t, d, 0, "rolled_back", "show", id).stdout; strings.Contains(out, "A rollback was begun") {
+		t.Errorf("show still speaks of an unfinished rollback once it finished:\n%s", out)
+	}
 	step(t, d, 0, "intact", "audit", "verify")
 }
 
 // TestMaxRangeDaysAboveTheOldLimit: a config that allows more than 3,660
-// days makes plans that snapshot (and so may run) rather than refuse later.
+// days makes plans that snapshot and apply rather than refuse later. The
+// data is tiny, and a trigger stops the run at its third day: what is
+// checked is that apply gets past the range and publishes, without
+// building ten years of partitions.
 func TestMaxRangeDaysAboveTheOldLimit(t *testing.T) {
-	d := setup(t)
-	mustAppend(t, filepath.Join(d, "refill.yaml"), "max_range_days: 4000\n")
-	// The demo ends with the watcher's plan for a missed day waiting for
-	// people; it holds that day, so it goes first.
-	for _, p := range decode[[]planJSON](t, step(t, d, 0, "", "plans", "--status", "pending", "-o", "json").stdout) {
-		step(t, d, 0, "", "reject", p.ID, "--as", "carol", "--note", "not now")
+	dir := smallProject(t, `version: 1
+warehouse: sqlite:wh.db
+max_range_days: 4000
+run: {max_active: 1, attempts: 1}
+users:
+  alice: {roles: [engineer]}
+  carol: {roles: [lead]}
+datasets:
+  raw: {table: raw, partition: {column: day}}
+  mid:
+    table: mid
+    partition: {column: day}
+    upstream: [raw]
+    job: {query: "SELECT day, v FROM raw WHERE day = :partition"}
+`, "CREATE TABLE raw (day TEXT, v INTEGER)", "CREATE TABLE mid (day TEXT, v INTEGER)",
+		"INSERT INTO raw VALUES ('2016-11-01', 1), ('2016-11-02', 2), ('2016-11-03', 3), ('2026-11-29', 4)")
+	p := decode[planJSON](t, step(t, dir, 0, "", "plan", "mid", "--from", "2016-11-01", "--to", "2026-11-29", "--reason", "a decade", "--as", "alice", "-o", "json").stdout)
+	if len(p.Steps) != 1 || len(p.Steps[0].Partitions) != 3681 {
+		t.Fatalf("plan over 3,681 days: %+v", p.Steps)
 	}
-	id := decode[planJSON](t, step(t, d, 0, "", "plan", "events_raw", "--from", "2016-01-01", "--to", "2026-11-29", "--reason", "a decade", "--as", "alice", "-o", "json").stdout).ID
-	step(t, d, 0, "", "snapshot", id, "--as", "alice")
+	step(t, dir, 0, "", "snapshot", p.ID, "--as", "alice")
+	step(t, dir, 0, "", "scope", p.ID, "--as", "alice", "--note", "a decade")
+	step(t, dir, 0, "", "approve", p.ID, "--as", "carol")
+	warehouseExecIn(t, dir, "wh.db", `CREATE TRIGGER stop_here BEFORE INSERT ON mid WHEN NEW.day = '2016-11-03' BEGIN SELECT RAISE(ABORT, 'stopped by the test'); END`)
+	r := step(t, dir, 1, "stopped by the test", "apply", p.ID, "--as", "alice")
+	if strings.Contains(r.stderr, "3660") || strings.Contains(r.stderr, "maximum") {
+		t.Errorf("apply refused the range:\n%s", r.stderr)
+	}
+	if n := countPublished(t, dir, p.ID); n == 0 {
+		t.Error("the run published nothing before the trigger stopped it")
+	}
+	if n := count(t, dir, `SELECT count(*) FROM mid WHERE day = '2016-11-03'`); n != 0 {
+		t.Errorf("mid 2016-11-03 holds %d rows past the trigger", n)
+	}
 }
 
 func mustAppend(t *testing.T, path, text string) {

@@ -141,6 +141,9 @@ func renderState(s *control.State) string {
 			fmt.Fprintf(&b, "\nRunning: held by %s (lease renewed until %s).\n", h.Holder, h.Expires.UTC().Format("15:04:05 UTC"))
 		}
 	}
+	if op := s.RollbackPending; op != nil {
+		fmt.Fprintf(&b, "\nA rollback was begun by %s at %s and not finished: the warehouse may already be restored while the plan still says %s. refill rollback %s finishes it.\n", op.Actor, op.Started.UTC().Format("2006-01-02 15:04:05 UTC"), s.Plan.Status, s.Plan.ID)
+	}
 	if !s.FourEyes && (len(s.Approvals) > 0 || len(s.Checklist) > 0) {
 		b.WriteString("\nFour-eyes is NOT enforced: refill.yaml names no users:, so anyone may act under any name and these decisions cannot prove a second person.\n")
 	}

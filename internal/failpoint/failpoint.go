@@ -15,6 +15,9 @@ import (
 
 // Check returns an error if the point name is armed.
 func Check(name string) error {
+	// REFILL_FAILPOINT is for tests only: it is no setting of refill's, is
+	// not documented for users, and arming it in production makes the
+	// commands that pass a point fail half-way on purpose.
 	v := os.Getenv("REFILL_FAILPOINT")
 	if v == "" {
 		return nil

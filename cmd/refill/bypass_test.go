@@ -1,0 +1,131 @@
+package main
+
+import (
+	"database/sql"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// checklistOut is show -o json with the checklist steps that count.
+type checklistOut struct {
+	stateOut
+	Checklist []struct {
+		Step  string `json:"step"`
+		Actor string `json:"actor"`
+		Note  string `json:"note"`
+	} `json:"checklist"`
+}
+
+// TestForgedChecklistRowsCountForNothing: a snapshot, scope or signoff row
+// written into the checklist table with no audit entry completes nothing —
+// show still lists the step, approve and apply refuse — and does not stop
+// the step from being done for real.
+func TestForgedChecklistRowsCountForNothing(t *testing.T) {
+	d, _, plans := demoPlans(t)
+	manual := plans[2]
+	forge := func(step, actor string) {
+		t.Helper()
+		if _, err := openState(t, d).Exec(`INSERT INTO checklist (plan_id, step, actor, note, detail, at) VALUES (?, ?, ?, 'forged', '{}', '2026-11-30T12:00:00.000000000Z')`, manual, step, actor); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forge("snapshot", "alice")
+	forge("scope", "alice")
+	s := decode[checklistOut](t, step(t, d, 0, "", "show", manual, "-o", "json").stdout)
+	unmet := strings.Join(s.Unmet, "\n")
+	if len(s.Checklist) != 0 || !strings.Contains(unmet, "checklist 1/5: snapshot") || !strings.Contains(unmet, "checklist 2/5: state the scope") {
+		t.Errorf("after forging the snapshot and scope rows: checklist %+v, unmet %q", s.Checklist, s.Unmet)
+	}
+	step(t, d, 0, "checklist 1/5: snapshot the partitions it will overwrite", "show", manual)
+	step(t, d, 4, "its snapshot step is not done yet", "approve", manual, "--as", "carol")
+	step(t, d, 4, "checklist 1/5", "apply", manual, "--as", "alice")
+	step(t, d, 4, "snapshot first", "scope", manual, "--as", "alice", "--note", "n")
+
+	// The real steps replace the forged rows.
+	step(t, d, 0, "", "snapshot", manual, "--as", "alice")
+	step(t, d, 0, "", "scope", manual, "--as", "alice", "--note", "the 72 hours of INC-4711")
+	step(t, d, 0, "", "approve", manual, "--as", "carol")
+	step(t, d, 0, "", "apply", manual, "--as", "alice")
+
+	// A forged sign-off signs off nothing; the lead's own still can.
+	forge("signoff", "carol")
+	s = decode[checklistOut](t, step(t, d, 0, "", "show", manual, "-o", "json").stdout)
+	for _, st := range s.Checklist {
+		if st.Step == "signoff" {
+			t.Errorf("a forged sign-off row counts: %+v", s.Checklist)
+		}
+	}
+	step(t, d, 0, "", "signoff", manual, "--as", "carol", "--note", "matches the report")
+	s = decode[checklistOut](t, step(t, d, 0, "", "show", manual, "-o", "json").stdout)
+	var notes []string
+	for _, st := range s.Checklist {
+		notes = append(notes, st.Step+":"+st.Actor+":"+st.Note)
+	}
+	if got := strings.Join(notes, " "); got != "snapshot:alice: scope:alice:the 72 hours of INC-4711 signoff:carol:matches the report" {
+		t.Errorf("checklist after the real steps: %s", got)
+	}
+	step(t, d, 4, "already done", "signoff", manual, "--as", "carol")
+	step(t, d, 0, "intact", "audit", "verify")
+}
+
+// TestApplyOverSchemaDriftIsRefused: a source whose schema changed after
+// the plan was approved blocks the apply, which names the drift. The
+// re-check judges by the schema the plan itself saw: accepting the new
+// schema for later plans does not wave through one approved on the old.
+func TestApplyOverSchemaDriftIsRefused(t *testing.T) {
+	d, _, plans := demoPlans(t)
+	semi := plans[1] // sessions, read from events_raw
+	step(t, d, 0, "", "approve", semi, "--as", "bob")
+	warehouseExec(t, d, `ALTER TABLE events_raw ADD COLUMN coupon TEXT`)
+	step(t, d, 0, "", "schema", "accept", "events_raw", "--reason", "coupon codes are new upstream (CHG-12)", "--as", "alice")
+	r := step(t, d, 3, "events_raw.coupon schema_drift: column coupon (text) was added since the schema this plan saw when it was made", "apply", semi, "--as", "alice")
+	if !strings.Contains(r.stderr, "nothing was written") {
+		t.Errorf("apply over a drifted source:\n%s", r.stderr)
+	}
+	if n := countPublished(t, d, semi); n != 0 {
+		t.Errorf("%d partitions published over a drifted source", n)
+	}
+	step(t, d, 0, "status blocked", "show", semi)
+	step(t, d, 3, "blocked", "apply", semi, "--as", "alice")
+}
+
+// TestSideEffectsJobIsNeverRerunOrAuto: a job declared side_effects (an
+// export, an upload) is never proven by running it three times — prove
+// refuses without running it — and a plan over it is never auto, for that
+// reason rather than for want of a proof.
+func TestSideEffectsJobIsNeverRerunOrAuto(t *testing.T) {
+	dir := smallProject(t, `version: 1
+warehouse: sqlite:wh.db
+proof_warehouse: sqlite:proof.db
+datasets:
+  raw: {table: raw, partition: {column: day}}
+  export:
+    table: exported
+    partition: {column: day}
+    upstream: [raw]
+    job:
+      command: ["sh", "-c", "echo {{partition}} >> uploads.txt"]
+      side_effects: true
+`, "CREATE TABLE raw (day TEXT, v INTEGER)", "CREATE TABLE exported (day TEXT, v INTEGER)", "INSERT INTO raw VALUES ('2026-11-01', 1)")
+	// A proof warehouse to run it in, were it run.
+	proofDB, err := sql.Open("sqlite", filepath.Join(dir, "proof.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proofDB.Close()
+	for _, q := range []string{"CREATE TABLE raw (day TEXT, v INTEGER)", "CREATE TABLE exported (day TEXT, v INTEGER)"} {
+		if _, err := proofDB.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step(t, dir, 2, "export declares side_effects: it writes outside the warehouse, so refill never proves it by running it three times", "prove", "export", "--partition", "2026-11-01", "--as", "alice")
+	if got := mustReadOr(filepath.Join(dir, "uploads.txt")); got != "" {
+		t.Fatalf("prove ran a side-effecting job: uploads.txt holds %q", got)
+	}
+	p := decode[planJSON](t, step(t, dir, 0, "", "plan", "export", "--from", "2026-11-01", "--to", "2026-11-01", "--reason", "r", "--as", "alice", "-o", "json").stdout)
+	reasons := strings.Join(p.Reasons, "; ")
+	if p.Tier == "auto" || !strings.Contains(reasons, "export declares side_effects: it writes outside the warehouse, so it is never proven by rerunning and never auto") || strings.Contains(reasons, "no idempotency proof") {
+		t.Errorf("a plan over a side-effecting job: tier %s, reasons %q", p.Tier, p.Reasons)
+	}
+}
