@@ -19,6 +19,11 @@ func TestLayoutTableMatchesThePackages(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := string(readme)
+	for _, marker := range []string{"\n<<<<<<< ", "\n>>>>>>> "} {
+		if strings.Contains(text, marker) {
+			t.Errorf("README.md holds a merge conflict's marker %q", strings.TrimSpace(marker))
+		}
+	}
 	start := strings.Index(text, "## Layout")
 	if start < 0 {
 		t.Fatal("README.md has no ## Layout section")
