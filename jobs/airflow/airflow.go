@@ -73,6 +73,9 @@ type Client struct {
 
 	mu     sync.Mutex
 	tokens map[string]string // Airflow 3 access tokens by base URL and user
+	// login serialises logins, so that partitions starting together wait
+	// for the first one's token instead of each logging in.
+	login sync.Mutex
 }
 
 // Result describes the DAG run a Run followed.
@@ -488,6 +491,14 @@ func (s *session) send(ctx context.Context, method, path string, payload []byte,
 func (s *session) token(ctx context.Context, fresh bool) (string, error) {
 	c := s.c
 	if !fresh {
+		if tok := s.cachedToken(); tok != "" {
+			return tok, nil
+		}
+	}
+	c.login.Lock()
+	defer c.login.Unlock()
+	if !fresh {
+		// Another partition may have logged in while this one waited.
 		if tok := s.cachedToken(); tok != "" {
 			return tok, nil
 		}

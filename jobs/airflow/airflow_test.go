@@ -601,3 +601,30 @@ func TestOneTokenForEveryPoll(t *testing.T) {
 		t.Errorf("%d logins for four partitions, want 1", n)
 	}
 }
+
+// TestOneLoginForPartitionsStartingTogether: partitions that start at the
+// same moment wait for the first one's login rather than each logging in.
+func TestOneLoginForPartitionsStartingTogether(t *testing.T) {
+	f := newFake(t, "v2")
+	job, env := f.job()
+	job.Poll = refill.Duration(time.Millisecond)
+	c := &Client{HTTP: &http.Client{Timeout: 5 * time.Second}, Getenv: env}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := 0; i < 8; i++ {
+		wg.Go(func() {
+			_, err := run(t, c, job, fmt.Sprintf("%s_%d", testRunID, i))
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := f.count(opLogin); n != 1 {
+		t.Errorf("%d logins for eight partitions started together, want 1", n)
+	}
+}
