@@ -84,6 +84,10 @@ type State struct {
 	// warehouse may be restored while the plan still says it is not.
 	// Running refill rollback again finishes it.
 	RollbackPending *store.PendingOp `json:"rollback_pending,omitempty"`
+	// ApplyGate is the source gate's verdict when the plan's run began, if
+	// it failed there: the plan passed the gate when it was made and was
+	// blocked at apply, so its own Gate still reads passed.
+	ApplyGate *refill.GateVerdict `json:"apply_gate,omitempty"`
 }
 
 // RunHolder is who runs a running plan: the holder of its run lease.
@@ -122,6 +126,8 @@ type StateJSON struct {
 	RunHolder *RunHolder             `json:"run_holder,omitempty"`
 	// RollbackPending is State.RollbackPending.
 	RollbackPending *store.PendingOp `json:"rollback_pending,omitempty"`
+	// ApplyGate is State.ApplyGate.
+	ApplyGate *refill.GateVerdict `json:"apply_gate,omitempty"`
 }
 
 // JSON is the state as StateJSON.
@@ -130,7 +136,7 @@ func (s *State) JSON() StateJSON {
 	if stale == nil {
 		stale = []string{}
 	}
-	return StateJSON{s.Plan, s.Approvals, s.Checklist, stale, s.Unmet, len(s.Unmet) == 0, s.FourEyes, s.Freeze, s.Cancel, s.Run, s.RollbackPending}
+	return StateJSON{s.Plan, s.Approvals, s.Checklist, stale, s.Unmet, len(s.Unmet) == 0, s.FourEyes, s.Freeze, s.Cancel, s.Run, s.RollbackPending, s.ApplyGate}
 }
 
 // finalFromLog is the status the audit log makes final for a plan — it
@@ -178,6 +184,15 @@ func (c *Control) Load(ctx context.Context, id string) (*State, error) {
 	var audited, steps []refill.Event
 	for _, e := range evs {
 		switch e.Kind {
+		case refill.EventGateResult:
+			var g struct {
+				Passed   bool             `json:"passed"`
+				At       string           `json:"at"`
+				Findings []refill.Finding `json:"findings"`
+			}
+			if json.Unmarshal(e.Detail, &g) == nil && g.At == "apply" && !g.Passed {
+				s.ApplyGate = &refill.GateVerdict{Passed: false, Checked: p.Gate.Checked, Findings: g.Findings}
+			}
 		case refill.EventApproval, refill.EventRejection:
 			audited = append(audited, e)
 		case refill.EventSnapshot, refill.EventScope, refill.EventSignoff:
@@ -320,6 +335,9 @@ func (c *Control) unmet(s *State) []string {
 	}
 	switch p.Status {
 	case refill.StatusBlocked:
+		if g := s.ApplyGate; g != nil && p.Gate.Passed {
+			return append(out, fmt.Sprintf("the source gate failed when the run began (%d finding(s)), though it passed when the plan was made; nothing was written: a blocked plan can never run; repair the source and plan again", g.Failed()))
+		}
 		return append(out, fmt.Sprintf("the source gate failed (%d finding(s)): a blocked plan can never run; repair the source and plan again", p.Gate.Failed()))
 	case refill.StatusRejected:
 		who := ""

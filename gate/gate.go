@@ -145,10 +145,18 @@ func (g *Gate) drift(ctx context.Context, d *refill.Dataset, cols []refill.Colum
 	for _, c := range cols {
 		now[c.Name] = c.Type
 	}
+	// The way forward differs: a plan judged against its own sealed
+	// baseline (at apply) ran over a schema it never saw, so only a new
+	// plan can; a new plan is judged against the accepted schema, which a
+	// person may move when the change was intended.
+	next := "; if the change is intended, accept it: refill schema accept " + d.Name + " --reason ..."
+	if _, sealed := g.Baseline[d.Name]; sealed {
+		next = "; this plan cannot run over it: if the change is intended, accept it (refill schema accept " + d.Name + " --reason ...) and plan again"
+	}
 	var out []refill.Finding
 	add := func(col, msg string) {
 		out = append(out, refill.Finding{Dataset: d.Name, Check: CheckSchemaDrift, Column: col, Observed: 1, Limit: 0,
-			Message: msg + " since " + prev.Origin() + "; if the change is intended, accept it: refill schema accept " + d.Name + " --reason ..."})
+			Message: msg + " since " + prev.Origin() + next})
 	}
 	for _, c := range cols {
 		t, had := before[c.Name]

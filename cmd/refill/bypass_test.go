@@ -80,13 +80,34 @@ func TestApplyOverSchemaDriftIsRefused(t *testing.T) {
 	warehouseExec(t, d, `ALTER TABLE events_raw ADD COLUMN coupon TEXT`)
 	step(t, d, 0, "", "schema", "accept", "events_raw", "--reason", "coupon codes are new upstream (CHG-12)", "--as", "alice")
 	r := step(t, d, 3, "events_raw.coupon schema_drift: column coupon (text) was added since the schema this plan saw when it was made", "apply", semi, "--as", "alice")
-	if !strings.Contains(r.stderr, "nothing was written") {
+	if !strings.Contains(r.stderr, "nothing was written") || !strings.Contains(r.stderr, "this plan cannot run over it") || !strings.Contains(r.stderr, "and plan again") {
 		t.Errorf("apply over a drifted source:\n%s", r.stderr)
 	}
 	if n := countPublished(t, d, semi); n != 0 {
 		t.Errorf("%d partitions published over a drifted source", n)
 	}
-	step(t, d, 0, "status blocked", "show", semi)
+	// show says the gate failed at apply, with the finding, rather than
+	// the plan-time "passed" alone and "0 findings".
+	r = step(t, d, 0, "status blocked", "show", semi)
+	for _, want := range []string{"When the run began, the source gate was checked again and failed", "x events_raw.coupon", "failed when the run began (1 finding(s))"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("show of a plan blocked at apply does not say %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "(0 finding(s))") {
+		t.Errorf("show counts no findings for a plan blocked at apply:\n%s", r.stdout)
+	}
+	g := decode[struct {
+		ApplyGate *struct {
+			Passed   bool `json:"passed"`
+			Findings []struct {
+				Column string `json:"column"`
+			} `json:"findings"`
+		} `json:"apply_gate"`
+	}](t, step(t, d, 0, "", "show", semi, "-o", "json").stdout)
+	if g.ApplyGate == nil || g.ApplyGate.Passed || len(g.ApplyGate.Findings) == 0 {
+		t.Errorf("show -o json apply_gate: %+v", g.ApplyGate)
+	}
 	step(t, d, 3, "blocked", "apply", semi, "--as", "alice")
 }
 

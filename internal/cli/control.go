@@ -131,6 +131,10 @@ func renderState(s *control.State) string {
 	if s.Cancel != nil {
 		fmt.Fprintf(&b, "\nCancel requested by %s at %s: %s\n", s.Cancel.Actor, s.Cancel.At.Format("2006-01-02 15:04"), s.Cancel.Reason)
 	}
+	if g := s.ApplyGate; g != nil {
+		b.WriteString("\nWhen the run began, the source gate was checked again and failed, so nothing was written:\n")
+		renderGate(&b, *g)
+	}
 	if h := s.Run; h != nil {
 		switch {
 		case h.Orphaned && h.Holder != "":
