@@ -152,23 +152,91 @@ datasets:
 // plan's partitions with the job the plan sealed, never its own.
 func TestWorkerRunsTheSealedJob(t *testing.T) {
 	whDSN, stateDSN := pgtest.Schema(t), pgtest.Schema(t)
-	wh, err := sql.Open("pgx", whDSN)
+	wh := aggWarehouse(t, whDSN)
+	w := strayWorker(t, aggConfig(whDSN, stateDSN, "sum(v)"), aggConfig(whDSN, stateDSN, "sum(v) * 100"))
+	if r := run(t, w.dir, nil, "apply", w.id, "--as", "alice"); r.code != 0 {
+		t.Fatalf("apply: %s\nworker:\n%s", r.stderr, w.out.String())
+	}
+	if bad := aggDiffers(t, wh); bad != 0 {
+		t.Errorf("agg differs from the sealed job's build in %d rows: a worker ran its own config", bad)
+	}
+	if n := w.published(t, stateDSN); n == 0 {
+		t.Errorf("the rogue worker published nothing, so this test proved nothing:\n%s", w.out.String())
+	}
+}
+
+// TestWorkerWritesOnlyThePlansWarehouse: a worker whose refill.yaml names
+// another warehouse than the one an approved plan sealed writes nothing
+// there. The partition it took fails the run, naming both warehouses; the
+// plan's warehouse holds only what was published to it, and apply resumed
+// without the stray worker finishes the plan there.
+func TestWorkerWritesOnlyThePlansWarehouse(t *testing.T) {
+	whDSN, rogueDSN, stateDSN := pgtest.Schema(t), pgtest.Schema(t), pgtest.Schema(t)
+	// Both warehouses hold the same tables, so a worker writing the wrong
+	// one would succeed.
+	wh, rogueWH := aggWarehouse(t, whDSN), aggWarehouse(t, rogueDSN)
+	w := strayWorker(t, aggConfig(whDSN, stateDSN, "sum(v)"), aggConfig(rogueDSN, stateDSN, "sum(v)"))
+
+	r := run(t, w.dir, nil, "apply", w.id, "--as", "alice")
+	schema := func(dsn string) string {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u.Query().Get("search_path")
+	}
+	var strays int
+	if err := rogueWH.QueryRow(`SELECT count(*) FROM agg`).Scan(&strays); err != nil || strays != 0 {
+		t.Errorf("the stray worker wrote %d rows into its own warehouse (%v):\n%s", strays, err, w.out.String())
+	}
+	if r.code == 0 {
+		t.Fatalf("apply exited 0 although a worker with another warehouse served the run (if it took no job, this test proved nothing)\nworker:\n%s", w.out.String())
+	}
+	for _, want := range []string{"this worker's warehouse", schema(rogueDSN), schema(whDSN), "start the worker with the plan's refill.yaml"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("apply's failure does not say %q:\n%s", want, r.stderr)
+		}
+	}
+	if !strings.Contains(w.out.String(), "ALERT") || !strings.Contains(w.out.String(), "this worker's warehouse") {
+		t.Errorf("the stray worker did not log why it refused:\n%s", w.out.String())
+	}
+	w.stop()
+	if n := w.published(t, stateDSN); n != 0 {
+		t.Errorf("the stray worker recorded %d partitions published", n)
+	}
+
+	// What the plan's warehouse holds is exactly what was recorded
+	// published, built right.
+	state, err := sql.Open("pgx", stateDSN)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer wh.Close()
-	for _, q := range []string{
-		`CREATE TABLE src (day date, k int, v int)`,
-		`INSERT INTO src SELECT date '2026-09-01' + (g % 20), g % 7, g % 101 FROM generate_series(1, 4000) g`,
-		`CREATE TABLE agg (day date, k int, v bigint)`,
-	} {
-		if _, err := wh.Exec(q); err != nil {
-			t.Fatal(err)
-		}
+	defer state.Close()
+	var published, built string
+	if err := state.QueryRow(`SELECT coalesce(string_agg(partition, ' ' ORDER BY partition), '') FROM run_partitions WHERE plan_id = $1`,
+		w.id).Scan(&published); err != nil {
+		t.Fatal(err)
 	}
-	config := func(expr string) string {
-		return `version: 1
-warehouse: "` + whDSN + `"
+	if err := wh.QueryRow(`SELECT coalesce(string_agg(DISTINCT to_char(day, 'YYYY-MM-DD'), ' ' ORDER BY to_char(day, 'YYYY-MM-DD')), '') FROM agg`).Scan(&built); err != nil {
+		t.Fatal(err)
+	}
+	if built != published {
+		t.Errorf("the plan's warehouse holds partitions %q, but %q were recorded published", built, published)
+	}
+
+	if r := run(t, w.dir, nil, "apply", w.id, "--as", "alice"); r.code != 0 {
+		t.Fatalf("apply resumed without the stray worker: %s", r.stderr)
+	}
+	if bad := aggDiffers(t, wh); bad != 0 {
+		t.Errorf("agg in the plan's warehouse differs from a clean build in %d rows", bad)
+	}
+}
+
+// aggConfig is the refill.yaml of the stray-worker tests: agg built from
+// src by expr, on warehouse, with a PostgreSQL state store.
+func aggConfig(warehouse, stateDSN, expr string) string {
+	return `version: 1
+warehouse: "` + warehouse + `"
 state: "` + stateDSN + `"
 run: {max_active: 4, max_active_total: 4, attempts: 3, backoff: 50ms}
 policy: {manual_over_days: 100}
@@ -184,112 +252,59 @@ datasets:
         INSERT INTO agg SELECT day, k, ` + expr + ` FROM src WHERE day = :partition GROUP BY day, k;
         SELECT pg_sleep(0.15)
 `
-	}
-	dir, rogue := t.TempDir(), t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "refill.yaml"), []byte(config("sum(v)")), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(rogue, "refill.yaml"), []byte(config("sum(v) * 100")), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	r := run(t, dir, nil, "plan", "src", "--from", "2026-09-01", "--to", "2026-09-20", "--reason", "sealed", "--as", "alice", "-o", "json")
-	if r.code != 0 {
-		t.Fatalf("plan: %s", r.stderr)
-	}
-	id := decode[planJSON](t, r.stdout).ID
-	if r := run(t, dir, nil, "approve", id, "--as", "bob"); r.code != 0 {
-		t.Fatalf("approve: %s", r.stderr)
-	}
-	worker := exec.Command(binary, "worker")
-	worker.Dir = rogue
-	worker.Env = append(os.Environ(), "REFILL_NOW="+demoNow)
-	var wout bytes.Buffer
-	worker.Stdout, worker.Stderr = &wout, &wout
-	if err := worker.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = worker.Process.Signal(syscall.SIGTERM)
-		_ = worker.Wait()
-	}()
-	time.Sleep(time.Second)
-	if r := run(t, dir, nil, "apply", id, "--as", "alice"); r.code != 0 {
-		t.Fatalf("apply: %s\nworker:\n%s", r.stderr, wout.String())
-	}
-	var bad int
-	if err := wh.QueryRow(`SELECT count(*) FROM (SELECT day, k, sum(v) AS v FROM src GROUP BY day, k) want
-		FULL JOIN agg USING (day, k) WHERE want.v IS DISTINCT FROM agg.v`).Scan(&bad); err != nil || bad != 0 {
-		t.Errorf("agg differs from the sealed job's build in %d rows (%v): a worker ran its own config", bad, err)
-	}
-	state, err := sql.Open("pgx", stateDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer state.Close()
-	var byWorker int
-	if err := state.QueryRow(`SELECT count(*) FROM audit_log WHERE plan_id = $1 AND event = 'partition_published' AND detail LIKE $2`,
-		id, `%:`+itoa(worker.Process.Pid)+`"%`).Scan(&byWorker); err != nil {
-		t.Fatal(err)
-	}
-	if byWorker == 0 {
-		t.Errorf("the rogue worker published nothing, so this test proved nothing:\n%s", wout.String())
-	}
 }
 
-// TestWorkerWritesOnlyThePlansWarehouse: a worker whose refill.yaml names
-// another warehouse than the one an approved plan sealed writes nothing
-// there. The partition it took fails the run, naming both warehouses; the
-// plan's warehouse holds only what was published to it, and apply resumed
-// without the stray worker finishes the plan there.
-func TestWorkerWritesOnlyThePlansWarehouse(t *testing.T) {
-	whDSN, rogueDSN, stateDSN := pgtest.Schema(t), pgtest.Schema(t), pgtest.Schema(t)
-	open := func(dsn string) *sql.DB {
-		db, err := sql.Open("pgx", dsn)
-		if err != nil {
+// aggWarehouse opens the warehouse at dsn with src (20 days of rows) and
+// an empty agg.
+func aggWarehouse(t *testing.T, dsn string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	for _, q := range []string{
+		`CREATE TABLE src (day date, k int, v int)`,
+		`INSERT INTO src SELECT date '2026-09-01' + (g % 20), g % 7, g % 101 FROM generate_series(1, 4000) g`,
+		`CREATE TABLE agg (day date, k int, v bigint)`,
+	} {
+		if _, err := db.Exec(q); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { db.Close() })
-		// Both warehouses hold the same tables, so a worker writing the
-		// wrong one would succeed.
-		for _, q := range []string{
-			`CREATE TABLE src (day date, k int, v int)`,
-			`INSERT INTO src SELECT date '2026-09-01' + (g % 20), g % 7, g % 101 FROM generate_series(1, 4000) g`,
-			`CREATE TABLE agg (day date, k int, v bigint)`,
-		} {
-			if _, err := db.Exec(q); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return db
 	}
-	wh, rogueWH := open(whDSN), open(rogueDSN)
-	config := func(warehouse string) string {
-		return `version: 1
-warehouse: "` + warehouse + `"
-state: "` + stateDSN + `"
-run: {max_active: 4, max_active_total: 4, attempts: 3, backoff: 50ms}
-policy: {manual_over_days: 100}
-datasets:
-  src: {table: src, partition: {column: day}}
-  agg:
-    table: agg
-    partition: {column: day}
-    upstream: [src]
-    job:
-      sql: |
-        DELETE FROM agg WHERE day = :partition;
-        INSERT INTO agg SELECT day, k, sum(v) FROM src WHERE day = :partition GROUP BY day, k;
-        SELECT pg_sleep(0.15)
-`
+	return db
+}
+
+// aggDiffers counts the rows where agg differs from a clean build.
+func aggDiffers(t *testing.T, wh *sql.DB) int {
+	t.Helper()
+	var bad int
+	if err := wh.QueryRow(`SELECT count(*) FROM (SELECT day, k, sum(v) AS v FROM src GROUP BY day, k) want
+		FULL JOIN agg USING (day, k) WHERE want.v IS DISTINCT FROM agg.v`).Scan(&bad); err != nil {
+		t.Fatal(err)
 	}
+	return bad
+}
+
+// stray is an approved plan of planned (a refill.yaml) over 20 days, with
+// a worker serving it from another refill.yaml, stray.
+type stray struct {
+	dir, id string
+	worker  *exec.Cmd
+	out     *bytes.Buffer
+	stop    func()
+}
+
+func strayWorker(t *testing.T, planned, strayYAML string) stray {
+	t.Helper()
 	dir, rogue := t.TempDir(), t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "refill.yaml"), []byte(config(whDSN)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "refill.yaml"), []byte(planned), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(rogue, "refill.yaml"), []byte(config(rogueDSN)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(rogue, "refill.yaml"), []byte(strayYAML), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r := run(t, dir, nil, "plan", "src", "--from", "2026-09-01", "--to", "2026-09-20", "--reason", "two warehouses", "--as", "alice", "-o", "json")
+	r := run(t, dir, nil, "plan", "src", "--from", "2026-09-01", "--to", "2026-09-20", "--reason", "a stray worker", "--as", "alice", "-o", "json")
 	if r.code != 0 {
 		t.Fatalf("plan: %s", r.stderr)
 	}
@@ -297,76 +312,34 @@ datasets:
 	if r := run(t, dir, nil, "approve", id, "--as", "bob"); r.code != 0 {
 		t.Fatalf("approve: %s", r.stderr)
 	}
-	worker := exec.Command(binary, "worker")
-	worker.Dir = rogue
-	worker.Env = append(os.Environ(), "REFILL_NOW="+demoNow)
-	var wout bytes.Buffer
-	worker.Stdout, worker.Stderr = &wout, &wout
-	if err := worker.Start(); err != nil {
+	w := stray{dir: dir, id: id, worker: exec.Command(binary, "worker"), out: &bytes.Buffer{}}
+	w.worker.Dir = rogue
+	w.worker.Env = append(os.Environ(), "REFILL_NOW="+demoNow)
+	w.worker.Stdout, w.worker.Stderr = w.out, w.out
+	if err := w.worker.Start(); err != nil {
 		t.Fatal(err)
 	}
-	stopWorker := sync.OnceFunc(func() {
-		_ = worker.Process.Signal(syscall.SIGTERM)
-		_ = worker.Wait()
+	w.stop = sync.OnceFunc(func() {
+		_ = w.worker.Process.Signal(syscall.SIGTERM)
+		_ = w.worker.Wait()
 	})
-	defer stopWorker()
+	t.Cleanup(w.stop)
 	time.Sleep(time.Second)
+	return w
+}
 
-	r = run(t, dir, nil, "apply", id, "--as", "alice")
-	schema := func(dsn string) string {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return u.Query().Get("search_path")
-	}
-	var strays int
-	if err := rogueWH.QueryRow(`SELECT count(*) FROM agg`).Scan(&strays); err != nil || strays != 0 {
-		t.Errorf("the stray worker wrote %d rows into its own warehouse (%v):\n%s", strays, err, wout.String())
-	}
-	if r.code == 0 {
-		t.Fatalf("apply exited 0 although a worker with another warehouse served the run (if it took no job, this test proved nothing)\nworker:\n%s", wout.String())
-	}
-	for _, want := range []string{"this worker's warehouse", schema(rogueDSN), schema(whDSN), "start the worker with the plan's refill.yaml"} {
-		if !strings.Contains(r.stderr, want) {
-			t.Errorf("apply's failure does not say %q:\n%s", want, r.stderr)
-		}
-	}
-	if !strings.Contains(wout.String(), "ALERT") || !strings.Contains(wout.String(), "this worker's warehouse") {
-		t.Errorf("the stray worker did not log why it refused:\n%s", wout.String())
-	}
-	stopWorker()
-
+// published counts the partitions the stray worker recorded published.
+func (w stray) published(t *testing.T, stateDSN string) int {
+	t.Helper()
 	state, err := sql.Open("pgx", stateDSN)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer state.Close()
-	var byWorker int
+	var n int
 	if err := state.QueryRow(`SELECT count(*) FROM audit_log WHERE plan_id = $1 AND event = 'partition_published' AND detail LIKE $2`,
-		id, `%:`+itoa(worker.Process.Pid)+`"%`).Scan(&byWorker); err != nil || byWorker != 0 {
-		t.Errorf("the stray worker recorded %d partitions published (%v)", byWorker, err)
-	}
-	// What the plan's warehouse holds is exactly what was recorded
-	// published, built right.
-	var published, built string
-	if err := state.QueryRow(`SELECT coalesce(string_agg(partition, ' ' ORDER BY partition), '') FROM run_partitions WHERE plan_id = $1`,
-		id).Scan(&published); err != nil {
+		w.id, `%:`+itoa(w.worker.Process.Pid)+`"%`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
-	if err := wh.QueryRow(`SELECT coalesce(string_agg(DISTINCT to_char(day, 'YYYY-MM-DD'), ' ' ORDER BY to_char(day, 'YYYY-MM-DD')), '') FROM agg`).Scan(&built); err != nil {
-		t.Fatal(err)
-	}
-	if built != published {
-		t.Errorf("the plan's warehouse holds partitions %q, but %q were recorded published", built, published)
-	}
-
-	if r := run(t, dir, nil, "apply", id, "--as", "alice"); r.code != 0 {
-		t.Fatalf("apply resumed without the stray worker: %s", r.stderr)
-	}
-	var bad int
-	if err := wh.QueryRow(`SELECT count(*) FROM (SELECT day, k, sum(v) AS v FROM src GROUP BY day, k) want
-		FULL JOIN agg USING (day, k) WHERE want.v IS DISTINCT FROM agg.v`).Scan(&bad); err != nil || bad != 0 {
-		t.Errorf("agg in the plan's warehouse differs from a clean build in %d rows (%v)", bad, err)
-	}
+	return n
 }

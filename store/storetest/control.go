@@ -214,6 +214,46 @@ func exerciseControl(t *testing.T, setup func(t *testing.T) (*store.Store, strin
 		}
 	})
 
+	t.Run("UnauditedStepsAreDropped", func(t *testing.T) {
+		t.Parallel()
+		s, _ := setup(t)
+		ctx := t.Context()
+		p := planOver(t, s, "p-forged", at(0), "orders", "2026-11-01")
+		// ana's snapshot step has its audit entry; mallory's scope row
+		// was written behind refill's back.
+		if err := s.Update(ctx, func(tx *store.Tx) error {
+			if err := tx.AddStep(ctx, refill.ChecklistStep{PlanID: p.ID, Step: refill.ChecklistSnapshot, Actor: "ana", At: at(1)}); err != nil {
+				return err
+			}
+			if err := tx.Append(ctx, &refill.Event{Kind: refill.EventSnapshot, Actor: "ana", PlanID: p.ID, At: at(1)}); err != nil {
+				return err
+			}
+			return tx.AddStep(ctx, refill.ChecklistStep{PlanID: p.ID, Step: refill.ChecklistScope, Actor: "mallory", At: at(1)})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Update(ctx, func(tx *store.Tx) error {
+			for _, step := range []refill.ChecklistItem{refill.ChecklistSnapshot, refill.ChecklistScope} {
+				if err := tx.DropUnauditedStep(ctx, p.ID, step); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Checklist(ctx, p.ID)
+		if err != nil || len(got) != 1 || got[0].Step != refill.ChecklistSnapshot || got[0].Actor != "ana" {
+			t.Fatalf("Checklist after dropping unaudited steps = %+v, %v; want ana's audited snapshot alone", got, err)
+		}
+		// The real scope step may now be recorded.
+		if err := s.Update(ctx, func(tx *store.Tx) error {
+			return tx.AddStep(ctx, refill.ChecklistStep{PlanID: p.ID, Step: refill.ChecklistScope, Actor: "ana", At: at(2)})
+		}); err != nil {
+			t.Errorf("the real scope step after the forged one was dropped: %v", err)
+		}
+	})
+
 	t.Run("SnapshotsKeptAndDropped", func(t *testing.T) {
 		t.Parallel()
 		s, _ := setup(t)
@@ -419,8 +459,14 @@ func exerciseControl(t *testing.T, setup func(t *testing.T) (*store.Store, strin
 		if err != nil || !again || got.Actor != "ana" {
 			t.Fatalf("BeginOp again = %+v, %v, %v; want ana's unfinished one", got, again, err)
 		}
+		if got, ok, err := s.Pending(ctx, "p-op", "snapshot"); err != nil || !ok || got.Actor != "ana" || string(got.Detail) != `{"force":""}` || got.Started.IsZero() {
+			t.Errorf("Pending of a begun op = %+v, %v, %v; want ana's", got, ok, err)
+		}
 		if err := s.Update(ctx, func(tx *store.Tx) error { return tx.EndOp(ctx, "p-op", "snapshot") }); err != nil {
 			t.Fatal(err)
+		}
+		if _, ok, err := s.Pending(ctx, "p-op", "snapshot"); err != nil || ok {
+			t.Errorf("Pending of a finished op = %v, %v", ok, err)
 		}
 		if _, again, _ := s.BeginOp(ctx, op); again {
 			t.Error("a finished op was found again")
