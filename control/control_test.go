@@ -200,6 +200,7 @@ func (b *bundle) checklist(t *testing.T, id, actor string) {
 // TestApprove: four eyes — nobody approves their own request, a lead
 // included — and a manual plan needs a lead, after its snapshot and scope.
 func TestApprove(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	semi := b.plan(t, "alice", "sessions", 14, 12, refill.TierSemiAuto)
 	_, err := b.c.Approve(b.ctx, semi.ID, "alice", "mine")
@@ -250,6 +251,7 @@ func TestApprove(t *testing.T) {
 // TestReject: a rejection needs a note, is final, and releases the plan's
 // partitions to the plans behind it.
 func TestReject(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	old := b.plan(t, "alice", "sessions", 14, 12, refill.TierSemiAuto)
 	newer := b.plan(t, "alice", "sessions", 13, 13, refill.TierSemiAuto)
@@ -278,6 +280,7 @@ func TestReject(t *testing.T) {
 // TestScope: the scope statement is a manual plan's second step, with a
 // note, recorded with the plan's own impact summary.
 func TestScope(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	semi := b.plan(t, "alice", "sessions", 14, 12, refill.TierSemiAuto)
 	_, err := b.c.Scope(b.ctx, semi.ID, "alice", "n")
@@ -308,6 +311,7 @@ func TestScope(t *testing.T) {
 // TestSnapshot: a snapshot copies every partition the plan overwrites into
 // the warehouse, records their digests, and is taken once, before the run.
 func TestSnapshot(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	manual := b.plan(t, "alice", "revenue_daily", 20, 19, refill.TierManual)
 	if n := b.tables(t, manual.ID); n != 0 {
@@ -361,6 +365,7 @@ func (b *bundle) rollback(id, actor, force string) (*control.State, []refill.Sna
 // plan rolled back; it refuses before a run or without a snapshot, and a
 // partition written since the run only a lead may restore, with a reason.
 func TestRollback(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	marker := func(day string) int {
 		return b.count(t, `SELECT count(*) FROM sessions WHERE day = ? AND user_id = 999999`, day)
@@ -427,6 +432,7 @@ func TestRollback(t *testing.T) {
 // TestSignoff: sign-off closes a manual plan's checklist, after its run,
 // by someone other than its requester.
 func TestSignoff(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	semi := b.plan(t, "alice", "sessions", 14, 12, refill.TierSemiAuto)
 	_, err := b.c.Signoff(b.ctx, semi.ID, "bob", "")
@@ -454,6 +460,7 @@ func TestSignoff(t *testing.T) {
 // TestDropSnapshot: a snapshot is dropped on request, with a reason, only
 // once its plan can neither run nor be rolled back.
 func TestDropSnapshot(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	manual := b.plan(t, "alice", "revenue_daily", 20, 19, refill.TierManual)
 	b.checklist(t, manual.ID, "alice")
@@ -501,6 +508,7 @@ func TestDropSnapshot(t *testing.T) {
 // semi-auto plan, which has no sign-off, ends when its run finishes); and
 // the "as of" clock REFILL_NOW moves decides none of it.
 func TestSweep(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	waiting := b.plan(t, "alice", "sessions", 14, 12, refill.TierSemiAuto)
 	if _, _, err := b.c.Snapshot(b.ctx, waiting.ID, "alice"); err != nil {
@@ -585,6 +593,7 @@ func TestSweep(t *testing.T) {
 // TestPlansReadExpiry: the plans list reads a plan past plan_ttl as expired
 // before any sweep has recorded it, and writes nothing to say so.
 func TestPlansReadExpiry(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	a1 := b.plan(t, "alice", "sessions", 14, 12, refill.TierSemiAuto)
 	a2 := b.plan(t, "alice", "sessions", 30, 29, refill.TierSemiAuto)
@@ -638,6 +647,7 @@ func TestPlansReadExpiry(t *testing.T) {
 // and orphaned when there is none or it lapsed by the real clock; a cancel
 // asks a held run to stop, and ends an orphaned one at once.
 func TestHolder(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	p := b.plan(t, "alice", "sessions", 14, 12, refill.TierSemiAuto)
 	b.must(b.c.Approve(b.ctx, p.ID, "bob", ""))
@@ -679,6 +689,7 @@ func TestHolder(t *testing.T) {
 // hold keeps from running is locked (it clears when that plan is done);
 // anything else unmet besides makes it not permitted.
 func TestApplyIsLockedOnlyByAHold(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	if _, err := b.c.Prove(b.ctx, "sessions", b.sc.Day(2), "alice"); err != nil {
 		t.Fatal(err)

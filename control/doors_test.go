@@ -41,6 +41,7 @@ func (b *bundle) applied(t *testing.T, c *control.Control) *refill.Plan {
 // returned, with an error every door maps to exit 3 (409); a plan whose
 // gate passes comes without one.
 func TestPlanBlockedIsAnError(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	c := b.c
 	p, err := c.Plan(b.ctx, "alice", planner.Request{Targets: []string{"events_raw"}, From: b.sc.BrokenFrom, To: b.sc.BrokenTo, Reason: "INC-4711"})
@@ -62,6 +63,7 @@ func TestPlanBlockedIsAnError(t *testing.T) {
 // TestRollbackOptions: forcing a rollback needs a reason, which the audit
 // log keeps; a reason without force is no force at all.
 func TestRollbackOptions(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	c := b.c
 	p := b.applied(t, c)
@@ -107,6 +109,7 @@ func TestRollbackOptions(t *testing.T) {
 // TestCheck: the gate alone — a failing verdict comes with ErrBlocked (exit
 // 3), a passing one without; names are checked first; nothing is recorded.
 func TestCheck(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	c := b.c
 	before := len(b.entries(t, store.AuditFilter{}))
@@ -146,6 +149,7 @@ func TestCheck(t *testing.T) {
 // verified without the anchor, the note says so and why, and a tampered
 // entry still fails.
 func TestVerifyAuditWithoutTheWarehouse(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	c := b.c
 	b.applied(t, c)
