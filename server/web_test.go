@@ -202,6 +202,7 @@ func text(body, id string) string {
 }
 
 func TestWebSignIn(t *testing.T) {
+	t.Parallel()
 	e := webSetup(t)
 
 	r := e.get(t, "/plans/x?y=1", "")
@@ -281,6 +282,7 @@ func TestWebSignIn(t *testing.T) {
 }
 
 func TestWebPlanPage(t *testing.T) {
+	t.Parallel()
 	e := webSetup(t)
 	p := e.semiAuto(t)
 	path := "/plans/" + p.ID
@@ -342,6 +344,7 @@ func TestWebPlanPage(t *testing.T) {
 
 // A POST the page did not offer is refused by control, and nothing changes.
 func TestWebForgedApproveIsRefused(t *testing.T) {
+	t.Parallel()
 	e := webSetup(t)
 	p := e.semiAuto(t)
 	r := e.post(t, "/plans/"+p.ID+"/approve", "alice", url.Values{"csrf": {e.csrf(t, "alice")}, "note": {"mine"}})
@@ -360,6 +363,7 @@ func TestWebForgedApproveIsRefused(t *testing.T) {
 }
 
 func TestWebCSRF(t *testing.T) {
+	t.Parallel()
 	e := webSetup(t)
 	p := e.semiAuto(t)
 	path := "/plans/" + p.ID + "/approve"
@@ -397,6 +401,7 @@ func TestWebCSRF(t *testing.T) {
 // bob approves; alice applies from the page; the page follows the run and
 // then shows what it did.
 func TestWebApproveAndApply(t *testing.T) {
+	t.Parallel()
 	e := webSetup(t)
 	p := e.semiAuto(t)
 	path := "/plans/" + p.ID
@@ -477,6 +482,7 @@ func TestWebApproveAndApply(t *testing.T) {
 
 // A manual plan shows its checklist, and only a lead is offered approval.
 func TestWebManualChecklist(t *testing.T) {
+	t.Parallel()
 	e := webSetup(t)
 	incident := planner.Request{Targets: []string{"events_raw"}, From: e.sc.BrokenFrom, To: e.sc.BrokenTo, Reason: "INC-4711"}
 	blocked := e.plan(t, "alice", incident)
@@ -544,6 +550,7 @@ func TestWebManualChecklist(t *testing.T) {
 }
 
 func TestWebListsAndFreeze(t *testing.T) {
+	t.Parallel()
 	e := webSetup(t)
 	p := e.semiAuto(t)
 
@@ -606,6 +613,7 @@ func TestWebListsAndFreeze(t *testing.T) {
 // A link followed from another site arrives without the SameSite=Strict
 // cookie: the page reloads itself from here, which sends it.
 func TestWebCrossSiteLinkBounces(t *testing.T) {
+	t.Parallel()
 	e := webSetup(t)
 	r := e.do(t, http.MethodGet, "/plans/x", "", nil, map[string]string{"Sec-Fetch-Site": "cross-site"})
 	if r.StatusCode != http.StatusOK || !strings.Contains(r.body, `<meta http-equiv="refresh" content="0">`) || !has(r.body, "continue") {
@@ -614,6 +622,7 @@ func TestWebCrossSiteLinkBounces(t *testing.T) {
 }
 
 func TestWebStatic(t *testing.T) {
+	t.Parallel()
 	e := webSetup(t)
 	for _, path := range []string{"/static/style.css", "/static/refresh.js"} {
 		if r := e.get(t, path, ""); r.StatusCode != http.StatusOK || len(r.body) < 100 {
@@ -626,6 +635,7 @@ func TestWebStatic(t *testing.T) {
 // signed-in user's request; bad input shows the form again with what was
 // typed and changes nothing; a blocked plan is stored and shown.
 func TestWebNewPlan(t *testing.T) {
+	t.Parallel()
 	e := webSetup(t)
 	csrf := e.csrf(t, "alice")
 	r := e.post(t, "/plans", "alice", url.Values{"csrf": {csrf}, "targets": {"sessions"},
