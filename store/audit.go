@@ -89,6 +89,13 @@ func (t *Tx) Append(ctx context.Context, e *refill.Event) error {
 		e.Hash = e.ComputeKeyedHash(key)
 		if keyedFrom == 0 {
 			keyedFrom = e.Seq
+			// Keying begins: a keyed log always has a verification
+			// checkpoint (at its genesis until a write moves it on), so
+			// one that has none had it removed (see verifier.run).
+			if _, err := t.tx.ExecContext(ctx, t.d.rebind(`INSERT INTO audit_checkpoint (id, seq, hash, mac) VALUES (1, 0, ?, ?)
+				ON CONFLICT (id) DO NOTHING`), refill.GenesisHash, checkpointMAC(key, 0, refill.GenesisHash)); err != nil {
+				return fmt.Errorf("audit: checkpoint: %w", err)
+			}
 		}
 	} else {
 		e.Hash = e.ComputeHash()
@@ -414,6 +421,8 @@ type verifier struct {
 	rep  AuditReport
 	head head
 	cp   *checkpoint // nil: none, or one that cannot be checked without the key
+	// cpRow is whether a checkpoint row exists at all.
+	cpRow bool
 }
 
 func (v *verifier) broken(seq int64, format string, args ...any) (AuditReport, error) {
@@ -454,22 +463,27 @@ func (v *verifier) run(incremental bool) (AuditReport, error) {
 	prevSeq, prev := int64(0), refill.GenesisHash
 	if incremental && v.cp != nil {
 		switch {
-		case !h.found:
+		case !h.found && v.cp.seq > 0:
 			return v.broken(v.cp.seq, "the log's head record is missing")
 		case v.cp.seq > h.seq:
 			return v.broken(h.seq+1, "is missing: the log ends at entry %d, but it was verified up to entry %d: entries were removed from the end", h.seq, v.cp.seq)
 		}
-		e, found, err := v.entry(v.cp.seq)
-		switch {
-		case err != nil:
-			return v.rep, err
-		case !found:
-			return v.broken(v.cp.seq, "is missing: the log was verified up to this entry, and it is gone")
-		case e.Hash != v.cp.hash:
-			return v.broken(v.cp.seq, "was replaced: its hash is %s, but it was %s when the log was verified up to it", short(e.Hash), short(v.cp.hash))
+		if v.cp.seq == 0 && v.cp.hash != refill.GenesisHash {
+			return v.broken(0, "the verification checkpoint at the log's start was altered")
 		}
-		if problem := v.content(&e); problem != "" {
-			return v.broken(e.Seq, "%s", problem)
+		if v.cp.seq > 0 {
+			e, found, err := v.entry(v.cp.seq)
+			switch {
+			case err != nil:
+				return v.rep, err
+			case !found:
+				return v.broken(v.cp.seq, "is missing: the log was verified up to this entry, and it is gone")
+			case e.Hash != v.cp.hash:
+				return v.broken(v.cp.seq, "was replaced: its hash is %s, but it was %s when the log was verified up to it", short(e.Hash), short(v.cp.hash))
+			}
+			if problem := v.content(&e); problem != "" {
+				return v.broken(e.Seq, "%s", problem)
+			}
 		}
 		prevSeq, prev, v.rep.From = v.cp.seq, v.cp.hash, v.cp.seq
 	}
@@ -520,7 +534,11 @@ func (v *verifier) run(incremental bool) (AuditReport, error) {
 	case h.seq != prevSeq || h.hash != prev:
 		return v.broken(prevSeq+1, "the log ends at entry %d but its head says %d: entries were removed from the end", prevSeq, h.seq)
 	}
-	if !incremental && v.cp != nil {
+	if !incremental && v.cp != nil && v.cp.seq == 0 {
+		if cpProblem != "" || v.cp.hash != refill.GenesisHash {
+			return v.broken(0, "the verification checkpoint at the log's start was altered")
+		}
+	} else if !incremental && v.cp != nil {
 		switch {
 		case cpProblem != "":
 			return v.broken(v.cp.seq, "%s", cpProblem)
@@ -559,6 +577,12 @@ func (v *verifier) run(incremental bool) (AuditReport, error) {
 		if got != a.Hash {
 			return v.broken(a.Seq, "does not match the anchor outside the state store: its hash is %s, the anchor says %s: the log was rewritten up to and past the anchor", short(got), short(a.Hash))
 		}
+	}
+	if !incremental && !v.cpRow && h.keyedFrom > 0 {
+		// Keying began by writing a checkpoint (Append), and writes only
+		// move it on: a keyed log without one had it removed, which is
+		// what cutting entries from its end behind refill's back needs.
+		return v.broken(prevSeq, "the log's verification checkpoint is missing, though the log is keyed from entry %d: it was removed behind refill's back (as cutting entries from the end of the log would need)", h.keyedFrom)
 	}
 
 	v.rep.OK, v.rep.Head = true, prev
@@ -627,6 +651,7 @@ func (v *verifier) loadCheckpoint() (problem string, err error) {
 	case err != nil:
 		return "", fmt.Errorf("audit log checkpoint: %w", err)
 	}
+	v.cpRow = true
 	keyed := strings.HasPrefix(cp.mac, refill.HashKeyed)
 	if keyed && v.key == nil {
 		return "", nil

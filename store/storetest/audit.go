@@ -214,7 +214,7 @@ func exerciseAudit(t *testing.T, newDSN func(t *testing.T) string) {
 				exec(t, s, `DELETE FROM audit_log WHERE seq > 3`)
 				exec(t, s, fmt.Sprintf(`UPDATE audit_head SET seq = 3, hash = %s`, quote(head.Hash)))
 				exec(t, s, `DELETE FROM audit_checkpoint`)
-			}, 4, true, "the anchor outside the state store says the log held entry 4"},
+			}, 4, false, "the anchor outside the state store says the log held entry 4"},
 			{"rewritten and re-hashed past the anchor", nil, func(t *testing.T, s *store.Store) {
 				rewrite(t, s, 2, 0, func(e *refill.Event) { e.Actor = "mallory" }, (*refill.Event).ComputeHash)
 				exec(t, s, `DELETE FROM audit_checkpoint`)
@@ -256,6 +256,30 @@ func exerciseAudit(t *testing.T, newDSN func(t *testing.T) string) {
 				}
 			})
 		}
+	})
+
+	// Entries written after the last anchor are cut from the end of a
+	// keyed log, the head moved back and the checkpoint (which would show
+	// the cut) deleted: the missing checkpoint gives it away, with no
+	// anchor at all.
+	t.Run("AuditKeyedTailCut", func(t *testing.T) {
+		t.Parallel()
+		s, _ := setup(t, key)
+		ctx := t.Context()
+		appendEntries(t, s, 3)
+		if _, err := s.VerifyAuditFrom(ctx); err != nil { // a write moves the checkpoint on
+			t.Fatal(err)
+		}
+		appendEntries(t, s, 3)
+		if rep, err := s.VerifyAudit(ctx); err != nil || !rep.OK {
+			t.Fatalf("VerifyAudit before tampering: %+v, %v", rep, err)
+		}
+		head := entries(t, s)[3]
+		exec(t, s, `DELETE FROM audit_log WHERE seq > 4`)
+		exec(t, s, fmt.Sprintf(`UPDATE audit_head SET seq = 4, hash = %s`, quote(head.Hash)))
+		exec(t, s, `DELETE FROM audit_checkpoint`)
+		rep, err := s.VerifyAudit(ctx)
+		wantBroken(t, "VerifyAudit", rep, err, 4, "verification checkpoint is missing, though the log is keyed from entry 1")
 	})
 
 	// The warehouse finds a store's anchors by its id, which someone who
