@@ -1,106 +1,14 @@
 package main
 
 import (
-	"encoding/json"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
-
-// resumableDAG is an Airflow stand-in (API v1 or v2) whose DAG behaves as
-// mode says when a run of it is polled: "fail" ends the runs of partition
-// 2026-11-01 failed, once a run of another partition has started, and
-// leaves the others running; "hang" leaves every run running; "ok" ends it
-// success. It logs every request, the token logins included, in order.
-type resumableDAG struct {
-	mu       sync.Mutex
-	api      string
-	mode     string
-	runs     map[string]map[string]any
-	requests []string // "METHOD path-after-dagRuns", or "LOGIN"
-}
-
-func (f *resumableDAG) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json")
-	if f.api == "v2" {
-		// Airflow 3's simple auth manager with all_admins hands out a
-		// token without credentials.
-		if r.URL.Path == "/auth/token" {
-			f.requests = append(f.requests, "LOGIN")
-			json.NewEncoder(w).Encode(map[string]string{"access_token": "token"})
-			return
-		}
-		if r.Header.Get("Authorization") != "Bearer token" {
-			w.WriteHeader(http.StatusUnauthorized)
-			return
-		}
-	}
-	rest, ok := strings.CutPrefix(r.URL.Path, "/api/"+f.api+"/dags/export/dagRuns")
-	if !ok {
-		w.WriteHeader(http.StatusNotFound)
-		return
-	}
-	id := strings.TrimPrefix(rest, "/")
-	switch {
-	case r.Method == http.MethodPost && id == "":
-		var body struct {
-			DagRunID string            `json:"dag_run_id"`
-			Conf     map[string]string `json:"conf"`
-		}
-		_ = json.NewDecoder(r.Body).Decode(&body)
-		f.requests = append(f.requests, "POST "+body.DagRunID)
-		if _, ok := f.runs[body.DagRunID]; ok {
-			w.WriteHeader(http.StatusConflict)
-			json.NewEncoder(w).Encode(map[string]any{"title": "Conflict", "status": 409, "type": "about:blank"})
-			return
-		}
-		run := map[string]any{"dag_id": "export", "dag_run_id": body.DagRunID, "state": "queued", "conf": body.Conf}
-		f.runs[body.DagRunID] = run
-		json.NewEncoder(w).Encode(run)
-	case id != "" && (r.Method == http.MethodGet || r.Method == http.MethodPatch):
-		f.requests = append(f.requests, r.Method+" "+id)
-		run, ok := f.runs[id]
-		if !ok {
-			w.WriteHeader(http.StatusNotFound)
-			return
-		}
-		switch state := run["state"]; {
-		case r.Method == http.MethodPatch:
-			var body struct {
-				State string `json:"state"`
-			}
-			_ = json.NewDecoder(r.Body).Decode(&body)
-			run["state"] = body.State
-		case state == "failed" || state == "success":
-		case f.mode == "ok":
-			run["state"] = "success"
-		case f.mode == "fail" && strings.Contains(id, "__2026-11-01__") && len(f.runs) > 1:
-			run["state"] = "failed"
-		default:
-			run["state"] = "running"
-		}
-		json.NewEncoder(w).Encode(run)
-	default:
-		w.WriteHeader(http.StatusNotFound)
-	}
-}
-
-// phase sets the DAG's mode and returns the requests of the phase before.
-func (f *resumableDAG) phase(mode string) []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	got := f.requests
-	f.mode, f.requests = mode, nil
-	return got
-}
 
 // TestAirflowResumeStartsAFreshDAGRun: a plan whose Airflow partition
 // fails is resumed by refill apply, which starts a fresh DAG run per
@@ -113,7 +21,7 @@ func TestAirflowResumeStartsAFreshDAGRun(t *testing.T) {
 	for _, api := range []string{"v1", "v2"} {
 		t.Run(api, func(t *testing.T) {
 			t.Parallel()
-			af := &resumableDAG{api: api, mode: "fail", runs: map[string]map[string]any{}}
+			af := newFakeDAG(api, "export", "running", "__2026-11-01__")
 			srv := httptest.NewServer(af)
 			defer srv.Close()
 			dir := smallProject(t, `version: 1
@@ -143,7 +51,7 @@ datasets:
 					t.Errorf("the log says %q after one attempt:\n%s", lie, log)
 				}
 			}
-			reqs := af.phase("hang")
+			reqs := af.phase("running", "")
 			if reqs[0] != "LOGIN" && api == "v2" || slices.Contains(reqs, "POST "+dagRun(days[0], 2)) {
 				t.Errorf("run 1's requests: %q", reqs)
 			}
@@ -168,7 +76,7 @@ datasets:
 			}
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
-			reqs = af.phase("ok")
+			reqs = af.phase("ok", "")
 			if !started() {
 				t.Fatalf("run 2 did not start a DAG run per partition: %q", reqs)
 			}
@@ -183,7 +91,7 @@ datasets:
 			// killed apply: it marks each failed before it triggers its
 			// own, and the plan is applied.
 			r = run(t, dir, nil, "apply", id, "--as", "alice")
-			reqs = af.phase("ok")
+			reqs = af.phase("ok", "")
 			if r.code != 0 {
 				t.Fatalf("apply after the DAG was mended: exit %d\n%s%s\nrequests: %q", r.code, r.stdout, r.stderr, reqs)
 			}

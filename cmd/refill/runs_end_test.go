@@ -52,30 +52,35 @@ datasets:
 	step(t, dir, 0, "status failed", "show", id)
 }
 
-// pausedDAG is an Airflow stand-in (API v1 by default, or v2) whose DAG
-// is paused: every run it accepts stays queued, until refill marks it
-// failed. A run whose ID contains failing ends failed instead, once another
-// run has started beside it.
-type pausedDAG struct {
-	mu      sync.Mutex
-	api     string
-	failing string
-	runs    map[string]map[string]any
-	patched map[string]string
+// fakeDAG is an Airflow stand-in (API v1 or v2) for one DAG, dag. A run
+// it accepts is queued; polled, it stays queued while mode is "paused" (a
+// paused DAG), runs while mode is "running", and ends success once mode is
+// "ok". A run whose ID contains failing ends failed instead, once another
+// run has started beside it. A PATCH sets a run's state (kept in patched),
+// and every request is logged in order, the token logins included.
+type fakeDAG struct {
+	mu       sync.Mutex
+	api, dag string
+	mode     string
+	failing  string
+	runs     map[string]map[string]any
+	patched  map[string]string
+	requests []string // "METHOD dag-run-id", or "LOGIN"
 }
 
-func (f *pausedDAG) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func newFakeDAG(api, dag, mode, failing string) *fakeDAG {
+	return &fakeDAG{api: api, dag: dag, mode: mode, failing: failing, runs: map[string]map[string]any{}, patched: map[string]string{}}
+}
+
+func (f *fakeDAG) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
-	api := f.api
-	if api == "" {
-		api = "v1"
-	}
-	if api == "v2" {
+	if f.api == "v2" {
 		// Airflow 3's simple auth manager with all_admins hands out a
 		// token without credentials.
 		if r.URL.Path == "/auth/token" {
+			f.requests = append(f.requests, "LOGIN")
 			json.NewEncoder(w).Encode(map[string]string{"access_token": "token"})
 			return
 		}
@@ -84,36 +89,49 @@ func (f *pausedDAG) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/api/"+api+"/dags/paused/dagRuns"), "/")
+	rest, ok := strings.CutPrefix(r.URL.Path, "/api/"+f.api+"/dags/"+f.dag+"/dagRuns")
+	if !ok {
+		w.WriteHeader(http.StatusNotFound)
+		return
+	}
+	id := strings.TrimPrefix(rest, "/")
 	switch {
-	case r.Method == http.MethodPost && parts[0] == "" && len(parts) == 1:
+	case r.Method == http.MethodPost && id == "":
 		var body struct {
 			DagRunID string            `json:"dag_run_id"`
 			Conf     map[string]string `json:"conf"`
 		}
 		_ = json.NewDecoder(r.Body).Decode(&body)
+		f.requests = append(f.requests, "POST "+body.DagRunID)
 		if _, ok := f.runs[body.DagRunID]; ok {
 			w.WriteHeader(http.StatusConflict)
 			json.NewEncoder(w).Encode(map[string]any{"title": "Conflict", "status": 409, "type": "about:blank"})
 			return
 		}
-		run := map[string]any{"dag_id": "paused", "dag_run_id": body.DagRunID, "state": "queued", "conf": body.Conf}
+		run := map[string]any{"dag_id": f.dag, "dag_run_id": body.DagRunID, "state": "queued", "conf": body.Conf}
 		f.runs[body.DagRunID] = run
 		json.NewEncoder(w).Encode(run)
-	case len(parts) == 2 && (r.Method == http.MethodGet || r.Method == http.MethodPatch):
-		run, ok := f.runs[parts[1]]
+	case id != "" && (r.Method == http.MethodGet || r.Method == http.MethodPatch):
+		f.requests = append(f.requests, r.Method+" "+id)
+		run, ok := f.runs[id]
 		if !ok {
 			w.WriteHeader(http.StatusNotFound)
 			return
 		}
-		if r.Method == http.MethodPatch {
+		switch state := run["state"]; {
+		case r.Method == http.MethodPatch:
 			var body struct {
 				State string `json:"state"`
 			}
 			_ = json.NewDecoder(r.Body).Decode(&body)
-			run["state"], f.patched[parts[1]] = body.State, body.State
-		} else if f.failing != "" && strings.Contains(parts[1], f.failing) && len(f.runs) > 1 {
+			run["state"], f.patched[id] = body.State, body.State
+		case state == "failed" || state == "success":
+		case f.failing != "" && strings.Contains(id, f.failing) && len(f.runs) > 1:
 			run["state"] = "failed"
+		case f.mode == "ok":
+			run["state"] = "success"
+		case f.mode == "running":
+			run["state"] = "running"
 		}
 		json.NewEncoder(w).Encode(run)
 	default:
@@ -121,11 +139,21 @@ func (f *pausedDAG) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// phase sets the DAG's mode and failing runs, and returns the requests
+// made since the last phase.
+func (f *fakeDAG) phase(mode, failing string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	got := f.requests
+	f.mode, f.failing, f.requests = mode, failing, nil
+	return got
+}
+
 // TestPausedDAGEnds: a DAG run stuck in queued (a paused DAG) ends the run
 // when its attempts run out, and refill marks it failed in Airflow so that
 // it cannot start later and write unobserved.
 func TestPausedDAGEnds(t *testing.T) {
-	af := &pausedDAG{runs: map[string]map[string]any{}, patched: map[string]string{}}
+	af := newFakeDAG("v1", "paused", "paused", "")
 	srv := httptest.NewServer(af)
 	defer srv.Close()
 	dir := smallProject(t, `version: 1
@@ -156,7 +184,7 @@ func TestFailedPartitionEndsOtherDAGRuns(t *testing.T) {
 	for _, api := range []string{"v1", "v2"} {
 		t.Run(api, func(t *testing.T) {
 			t.Parallel()
-			af := &pausedDAG{api: api, failing: "__2026-11-01__", runs: map[string]map[string]any{}, patched: map[string]string{}}
+			af := newFakeDAG(api, "paused", "paused", "__2026-11-01__")
 			srv := httptest.NewServer(af)
 			defer srv.Close()
 			dir := smallProject(t, `version: 1
