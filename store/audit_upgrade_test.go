@@ -13,26 +13,31 @@ import (
 	"github.com/refill-dev/refill/internal/pgtest"
 )
 
+// upgradeEngines are the state stores an upgrade test opens on each
+// engine: the store's DSN, and the driver and DSN its old schema is written
+// with directly.
+var upgradeEngines = []struct {
+	name string
+	d    dialect
+	dsn  func(t *testing.T) (storeDSN, driver, rawDSN string)
+}{
+	{"sqlite", sqliteDialect, func(t *testing.T) (string, string, string) {
+		file := filepath.Join(t.TempDir(), "state.db")
+		return "sqlite:" + file, "sqlite", file + "?" + sqlitePragmas
+	}},
+	{"postgres", postgresDialect, func(t *testing.T) (string, string, string) {
+		dsn := pgtest.Schema(t)
+		return dsn, "pgx", dsn
+	}},
+}
+
 // TestAuditUpgrade opens a state store written by refill before audit keys
 // (schema version 5, an unkeyed chain with no as_of) with this refill: the
 // old chain must still verify, unkeyed, and the first entry written with a
 // key must mark where keying begins, after which the whole log verifies.
 func TestAuditUpgrade(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name string
-		d    dialect
-		dsn  func(t *testing.T) (storeDSN, driver, rawDSN string)
-	}{
-		{"sqlite", sqliteDialect, func(t *testing.T) (string, string, string) {
-			file := filepath.Join(t.TempDir(), "state.db")
-			return "sqlite:" + file, "sqlite", file + "?" + sqlitePragmas
-		}},
-		{"postgres", postgresDialect, func(t *testing.T) (string, string, string) {
-			dsn := pgtest.Schema(t)
-			return dsn, "pgx", dsn
-		}},
-	} {
+	for _, tc := range upgradeEngines {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()

@@ -3,13 +3,11 @@ package store
 import (
 	"database/sql"
 	"encoding/json"
-	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/refill-dev/refill"
-	"github.com/refill-dev/refill/internal/pgtest"
 )
 
 // TestBaselineUpgrade opens a state store whose snapshots were recorded
@@ -22,20 +20,7 @@ func TestBaselineUpgrade(t *testing.T) {
 	first := []refill.Column{{Name: "id", Type: "integer"}}
 	evolved := []refill.Column{{Name: "id", Type: "integer"}, {Name: "region", Type: "text"}}
 	seenSince := []refill.Column{{Name: "id", Type: "bigint"}, {Name: "region", Type: "text"}}
-	for _, tc := range []struct {
-		name string
-		d    dialect
-		dsn  func(t *testing.T) (storeDSN, driver, rawDSN string)
-	}{
-		{"sqlite", sqliteDialect, func(t *testing.T) (string, string, string) {
-			file := filepath.Join(t.TempDir(), "state.db")
-			return "sqlite:" + file, "sqlite", file + "?" + sqlitePragmas
-		}},
-		{"postgres", postgresDialect, func(t *testing.T) (string, string, string) {
-			dsn := pgtest.Schema(t)
-			return dsn, "pgx", dsn
-		}},
-	} {
+	for _, tc := range upgradeEngines {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
