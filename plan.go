@@ -267,6 +267,18 @@ type Plan struct {
 	// and that refill does not manage: not rebuilt, and named so that
 	// whoever approves knows who will read the rewritten rows.
 	Consumers []Consumer `json:"consumers,omitempty"`
+	// Clock is set when the plan was made on an "as of" clock (REFILL_NOW)
+	// later than the real one: both times, sealed. Such a plan is never
+	// auto, since a clock moved forward would make rows from the future
+	// look past and history look longer than it is.
+	Clock *PlanClock `json:"clock,omitempty"`
+}
+
+// PlanClock is the real clock and the "as of" clock a plan was made on,
+// when the second was ahead of the first.
+type PlanClock struct {
+	Real time.Time `json:"real"`
+	AsOf time.Time `json:"as_of"`
 }
 
 // Consumer is a dataset outside refill that reads a dataset a plan
@@ -302,13 +314,14 @@ type hashed struct {
 	Run         *RunSeal     `json:"run,omitempty"`
 	Warehouse   string       `json:"warehouse,omitempty"`
 	Consumers   []Consumer   `json:"consumers,omitempty"`
+	Clock       *PlanClock   `json:"clock,omitempty"`
 }
 
 // ComputeHash returns the SHA-256 of the canonical encoding of everything
 // the plan decided from. encoding/json writes struct fields in declaration
 // order and map keys sorted, so the encoding is canonical for these types.
 func (p *Plan) ComputeHash() string {
-	b, err := json.Marshal(hashed{p.Request, p.Tier, p.Reasons, p.Steps, p.Sources, p.Gate, p.Policy, p.Seal, p.SourceSeals, p.Run, p.Warehouse, p.Consumers})
+	b, err := json.Marshal(hashed{p.Request, p.Tier, p.Reasons, p.Steps, p.Sources, p.Gate, p.Policy, p.Seal, p.SourceSeals, p.Run, p.Warehouse, p.Consumers, p.Clock})
 	if err != nil {
 		panic("refill: plan is not encodable: " + err.Error()) // only plain data types
 	}

@@ -27,6 +27,28 @@ func (c Clock) Now() time.Time {
 	return c().UTC()
 }
 
+// Passed is the time a check that something has already happened compares
+// with — no row is from the future, a partition has begun: the earlier of
+// the clock and the real clock. The "as of" clock (REFILL_NOW) may be set
+// by anyone, so it may move a decision against refill, never in its
+// favour: set in the past it makes such checks stricter, and set ahead it
+// changes nothing.
+func (c Clock) Passed() time.Time {
+	now, real := c.Now(), time.Now().UTC()
+	if real.Before(now) {
+		return real
+	}
+	return now
+}
+
+// Ahead reports whether the clock is set later than the real clock (by
+// more than a second of drift): a plan made on such a clock records both
+// (PlanClock) and is never auto.
+func (c Clock) Ahead() (asOf, real time.Time, ahead bool) {
+	asOf, real = c.Now(), time.Now().UTC()
+	return asOf, real, asOf.Sub(real) > time.Second
+}
+
 // Sentinel errors classify failures so the command line can map them to the
 // exit codes of DESIGN.md §6 in one place. Wrap them with context; callers
 // branch with errors.Is.

@@ -54,7 +54,7 @@ func (c *Control) Accept(ctx context.Context, req AcceptRequest, actor string) (
 	if err != nil {
 		return none, fmt.Errorf("--partition: %w", err)
 	}
-	if now := c.Now.Now(); start.After(now) {
+	if now := c.Now.Passed(); start.After(now) {
 		return none, refill.BadInputf("%s %s has not begun (it is %s): nothing has been measured that could be accepted", req.Dataset, req.Partition, now.UTC().Format(time.RFC3339))
 	}
 	switch {

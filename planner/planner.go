@@ -140,6 +140,9 @@ func (p *Planner) assemble(ctx context.Context, r Request, seen *gate.Result) (*
 		Run:       &refill.RunSeal{Tolerance: p.Config.Run.Tolerance},
 		Warehouse: warehouse.Sealed(p.Config.Warehouse),
 	}
+	if asOf, real, ahead := refill.Clock(p.Now).Ahead(); ahead {
+		plan.Clock = &refill.PlanClock{Real: real.Truncate(time.Second), AsOf: asOf}
+	}
 
 	// Every table the plan reads or writes must exist with its partition
 	// column before anything else is asked of the warehouse.
@@ -185,7 +188,7 @@ func (p *Planner) assemble(ctx context.Context, r Request, seen *gate.Result) (*
 		plan.SourceSeals = append(plan.SourceSeals, seal)
 	}
 
-	in := policy.Input{Request: plan.Request, Downstream: closure.Downstream, Proofs: map[string]policy.Evidence{}}
+	in := policy.Input{Request: plan.Request, Downstream: closure.Downstream, Proofs: map[string]policy.Evidence{}, Clock: plan.Clock}
 	if plan.Consumers, err = p.consumers(ctx, plan, closure.LineageOnly); err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/ext"
@@ -58,6 +59,9 @@ type Input struct {
 	// Consumers read a dataset the plan rewrites and are outside refill:
 	// nothing rebuilds them, so a person must look (never auto).
 	Consumers []refill.Consumer
+	// Clock is set when the plan is made on an "as of" clock ahead of the
+	// real one: never auto.
+	Clock *refill.PlanClock
 }
 
 // Decision is a tier and why.
@@ -238,6 +242,10 @@ func (p *Policy) Decide(in Input) (Decision, error) {
 		notAuto = append(notAuto, fmt.Sprintf("idempotency proof is stale for %s: the job changed since it was proven, or it was proven by an older refill without the stale-partition build (prove again)", strings.Join(stale, ", ")))
 	}
 	notAuto = append(notAuto, consumerReasons(in.Consumers)...)
+	if c := in.Clock; c != nil {
+		notAuto = append(notAuto, fmt.Sprintf("the plan was made as of %s, %s ahead of the real clock (%s): a clock set ahead (REFILL_NOW) never makes a plan auto",
+			c.AsOf.UTC().Format(time.RFC3339), c.AsOf.Sub(c.Real).Round(time.Second), c.Real.UTC().Format(time.RFC3339)))
+	}
 	byName := map[string]*refill.Dataset{}
 	for _, d := range in.Rebuilt {
 		byName[d.Name] = d

@@ -150,3 +150,31 @@ datasets:
 		t.Errorf("a plan over a side-effecting job: tier %s, reasons %q", p.Tier, p.Reasons)
 	}
 }
+
+// TestClockSetAheadIsNeverAuto: REFILL_NOW set after the real clock
+// moves the planning clock but no decision: rows dated after the real
+// clock fail no_future, and the plan records both clocks and is not auto.
+func TestClockSetAheadIsNeverAuto(t *testing.T) {
+	d := setup(t)
+	step(t, d, 0, "", "prove", "sessions", "--partition", "2026-11-25", "--as", "alice")
+	warehouseExec(t, d, `UPDATE events_raw SET event_time = '2031-06-01T10:00:00Z', ingested_at = '2031-06-01T10:05:00Z' WHERE event_date = '2026-11-28' AND event_id % 2 = 0`)
+	ahead := []string{"REFILL_NOW=2032-01-01T00:00:00Z"}
+	r := run(t, d, ahead, "plan", "sessions", "--from", "2026-11-28", "--to", "2026-11-28", "--reason", "as of 2032", "--as", "alice", "-o", "json")
+	type clockPlan struct {
+		planJSON
+		Clock *struct {
+			Real string `json:"real"`
+			AsOf string `json:"as_of"`
+		} `json:"clock"`
+	}
+	p := decode[clockPlan](t, r.stdout)
+	if r.code != 3 || p.Status != "blocked" || p.Tier == "auto" || p.Clock == nil || p.Clock.AsOf != "2032-01-01T00:00:00Z" || !strings.HasPrefix(p.Clock.Real, "20") {
+		t.Fatalf("plan as of 2032 over rows dated 2031: exit %d, %s %s, clock %+v\n%s", r.code, p.Status, p.Tier, p.Clock, r.stderr)
+	}
+	if c := run(t, d, ahead, "check", "events_raw", "--from", "2026-11-28", "--to", "2026-11-28"); c.code != 3 || !strings.Contains(c.stdout, "no_future") {
+		t.Errorf("check as of 2032: exit %d\n%s", c.code, c.stdout)
+	}
+	if n := warehouseCount(t, d, `SELECT count(*) FROM sessions WHERE last_seen LIKE '2031%'`); n != 0 {
+		t.Errorf("%d sessions rows dated 2031 were published", n)
+	}
+}
