@@ -313,12 +313,41 @@ func (c *Control) approval(s *State) (refill.Approval, bool) {
 		if a.Decision != refill.DecisionApprove || a.PlanHash != s.Plan.Hash || a.Actor == s.Plan.Request.RequestedBy {
 			continue
 		}
-		if s.Plan.Tier == refill.TierManual && !c.isLead(a.Actor) {
+		if c.lapsed(s.Plan, a) != "" {
 			continue
 		}
 		return a, true
 	}
 	return refill.Approval{}, false
+}
+
+// lapsed says why an approval of the plan's content no longer counts, or
+// "": its author left users: (an approval is a person's, and counts only
+// while refill still knows that person), or lost the lead role a manual
+// plan needs.
+func (c *Control) lapsed(p *refill.Plan, a refill.Approval) string {
+	if len(c.Config.Users) > 0 {
+		if _, ok := c.Config.Users[a.Actor]; !ok {
+			return fmt.Sprintf("the approval by %s no longer counts: %s is no longer in users:", a.Actor, a.Actor)
+		}
+	}
+	if p.Tier == refill.TierManual && !c.isLead(a.Actor) {
+		return fmt.Sprintf("the approval by %s no longer counts: %s is not a lead now, and a manual plan needs a lead's", a.Actor, a.Actor)
+	}
+	return ""
+}
+
+// lapses lists the approvals of the plan's content that no longer count.
+func (c *Control) lapses(s *State) []string {
+	var out []string
+	for _, a := range s.Approvals {
+		if a.Decision == refill.DecisionApprove && a.PlanHash == s.Plan.Hash && a.Actor != s.Plan.Request.RequestedBy {
+			if why := c.lapsed(s.Plan, a); why != "" {
+				out = append(out, why)
+			}
+		}
+	}
+	return out
 }
 
 func (c *Control) isLead(name string) bool {
@@ -369,6 +398,9 @@ func (c *Control) unmet(s *State) []string {
 	}
 	if s.Freeze != nil && p.Tier == refill.TierAuto {
 		out = append(out, fmt.Sprintf("refill is frozen by %s since %s (%s): auto plans wait until a lead runs refill unfreeze", s.Freeze.By, s.Freeze.At.Format(time.RFC3339), s.Freeze.Reason))
+	}
+	if _, ok := c.approval(s); !ok {
+		out = append(out, c.lapses(s)...)
 	}
 	switch p.Tier {
 	case refill.TierSemiAuto:

@@ -72,7 +72,11 @@ func TestUnmet(t *testing.T) {
 		{"manual approved by an engineer", func() *State {
 			p := plan(refill.TierManual, refill.StatusApproved)
 			return &State{Plan: p, Approvals: []refill.Approval{approve(p, "bob")}, Checklist: done(refill.ChecklistSnapshot, refill.ChecklistScope)}
-		}, true, []string{"checklist 3/5: approval by a lead"}},
+		}, true, []string{"the approval by bob no longer counts: bob is not a lead now", "checklist 3/5: approval by a lead"}},
+		{"approved by someone no longer in users", func() *State {
+			p := plan(refill.TierSemiAuto, refill.StatusApproved)
+			return &State{Plan: p, Approvals: []refill.Approval{approve(p, "mallory")}}
+		}, true, []string{"the approval by mallory no longer counts: mallory is no longer in users:", "needs one approval"}},
 		{"manual done may run", func() *State {
 			p := plan(refill.TierManual, refill.StatusApproved)
 			return &State{Plan: p, Approvals: []refill.Approval{approve(p, "carol")}, Checklist: done(refill.ChecklistSnapshot, refill.ChecklistScope)}
