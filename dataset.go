@@ -185,10 +185,30 @@ type Job struct {
 	// export, an upload): it is never proven by running it three times, and
 	// never auto.
 	SideEffects bool `json:"side_effects,omitempty"`
-	// Script is the SHA-256 of the command's program when it is a file of
-	// the project (argv[0] is a path): part of the fingerprint, so editing
-	// the script is editing the job.
+	// Files are globs, relative to the config's directory, of what a
+	// command sources or imports (job.files: ["scripts/**", "lib/*.py"]),
+	// and, for a dbt job, those of its dbt project: sealed with it.
+	Files []string `json:"files,omitempty"`
+	// DbtProject is the dbt project a dbt job runs from, relative to the
+	// config's directory: its dbt_project.yml, packages, models, macros,
+	// seeds, snapshots, tests and analyses are among Files.
+	DbtProject string `json:"dbt_project,omitempty"`
+	// Sealed holds the SHA-256 of every file the command executes or
+	// reads as code: each argv element that names a file, under its path
+	// as written, and each of Files, under "files:" and the glob, with the
+	// digest of everything it matches. It is part of the fingerprint, so
+	// editing a script, or a file it sources, is editing the job: its
+	// proofs go stale, a plan that sealed it is stale, and a run refuses
+	// to start it (package jobs/jobfiles).
+	Sealed map[string]string `json:"sealed,omitempty"`
+	// Script is what plans made before Sealed sealed: the SHA-256 of
+	// argv[0] alone. Kept to read those plans; never set now.
 	Script string `json:"script,omitempty"`
+	// EnvSeal holds, for each variable the job's env passes through from
+	// refill's environment, a keyed digest of its value (never the value):
+	// a plan sealed with one value does not run with another. It is not
+	// part of the fingerprint: a rotated password is the same job.
+	EnvSeal map[string]string `json:"env_seal,omitempty"`
 	// Checksum is a digest of what the command builds that refill cannot
 	// read itself: for a job imported from a dbt manifest, the model's
 	// checksum there ("sha256:..."), so that editing the model's SQL is
@@ -214,7 +234,9 @@ func (j *Job) Fingerprint() string {
 	if j == nil {
 		return ""
 	}
-	b, _ := json.Marshal(j) // a struct of plain fields cannot fail to encode
+	c := *j
+	c.EnvSeal = nil
+	b, _ := json.Marshal(c) // a struct of plain fields cannot fail to encode
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
 }

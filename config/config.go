@@ -9,13 +9,10 @@
 package config
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
@@ -40,35 +37,7 @@ func Load(path string) (*refill.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	digestScripts(cfg)
 	return cfg, nil
-}
-
-// digestScripts records, for each command job whose program is a file of
-// the project (argv[0] names a path, like ./export.sh), the SHA-256 of that
-// file in the job definition. The job's fingerprint — and so its proofs
-// and the plans that seal it — then changes when the script does: a
-// hurried edit to the script is a different job, as an edit to its argv is.
-// A program found on PATH (sh, dbt) is not the project's, and is not read.
-func digestScripts(cfg *refill.Config) {
-	for _, d := range cfg.Datasets {
-		if d.Job == nil || d.Job.Kind != refill.JobCommand || len(d.Job.Command) == 0 {
-			continue
-		}
-		prog := d.Job.Command[0]
-		if !strings.Contains(prog, "/") {
-			continue
-		}
-		if !filepath.IsAbs(prog) {
-			prog = filepath.Join(cfg.Dir, prog)
-		}
-		b, err := os.ReadFile(prog)
-		if err != nil {
-			continue // run time says it is missing, with the path
-		}
-		sum := sha256.Sum256(b)
-		d.Job.Script = "sha256:" + hex.EncodeToString(sum[:])
-	}
 }
 
 // Parse validates data as the contents of a refill.yaml. file names the file
@@ -328,8 +297,14 @@ type rawJob struct {
 	Query   *string   `yaml:"query"`
 	SQL     *string   `yaml:"sql"`
 	Command *[]string `yaml:"command"`
-	Env     any       `yaml:"env"`
-	Timeout string    `yaml:"timeout"`
+	// Files are globs of what the command sources or imports, sealed
+	// with it (refill.Job.Files).
+	Files []string `yaml:"files"`
+	// DbtProject is the dbt project a dbt command runs from: its files
+	// are sealed with the job (refill.Job.DbtProject).
+	DbtProject string `yaml:"dbt_project"`
+	Env        any    `yaml:"env"`
+	Timeout    string `yaml:"timeout"`
 	// SideEffects declares writes outside the warehouse (an export, an
 	// upload): such a job is never proven by running it and never auto.
 	SideEffects *bool       `yaml:"side_effects"`

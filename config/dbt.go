@@ -63,6 +63,23 @@ func (c *converter) datasetsFrom(raw *rawDatasetsFrom) []*refill.Dataset {
 		c.errorf(at, "%v", err)
 		return nil
 	}
+	// The models run from the dbt project: its models, macros and
+	// packages are sealed with every job (sealCommands), as a script's
+	// files are.
+	proj, err := dbt.FindProject(path, raw.ProjectDir, c.dir)
+	if err != nil {
+		if raw.ProjectDir != "" {
+			at = child(key, "project_dir")
+		}
+		c.errorf(at, "%v", err)
+		return nil
+	}
+	rel, err := filepath.Rel(c.dir, proj)
+	if err != nil {
+		c.errorf(at, "%v", err)
+		return nil
+	}
+	imp.SealProject(filepath.ToSlash(rel))
 	ds, problems := fromImport(imp)
 	for _, p := range problems {
 		c.errorf(at, "dbt manifest %s: %s", raw.DbtManifest, p)
@@ -196,14 +213,16 @@ func nodeProblem(e *Error, nodes map[string]string) string {
 }
 
 // ImportDBT reads the dbt manifest at path as datasets_from: {dbt_manifest:
-// path} would, with opts for its jobs. It returns the import, to print as
+// path} would, with opts for its jobs and project naming the dbt project
+// they run from (relative to refill.yaml; "" for none). It returns the import, to print as
 // refill.yaml text, and its datasets as the config loader makes them,
 // sorted by name. Errors are bad input naming the manifest and the node.
-func ImportDBT(path string, opts dbt.Options) (*dbt.Import, []*refill.Dataset, error) {
+func ImportDBT(path string, opts dbt.Options, project string) (*dbt.Import, []*refill.Dataset, error) {
 	imp, err := dbt.Load(path, opts)
 	if err != nil {
 		return nil, nil, err
 	}
+	imp.SealProject(project)
 	ds, problems := fromImport(imp)
 	if len(problems) > 0 {
 		var es Errors

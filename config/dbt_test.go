@@ -36,6 +36,10 @@ func project(t *testing.T, manifest, doc string) string {
 	if err := os.Symlink(abs, filepath.Join(dir, "target", "manifest.json")); err != nil {
 		t.Fatal(err)
 	}
+	// The dbt project the models run from, sealed with every job.
+	if err := os.WriteFile(filepath.Join(dir, "dbt_project.yml"), []byte("name: shop\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	path := filepath.Join(dir, "refill.yaml")
 	if err := os.WriteFile(path, []byte(head+doc), 0o600); err != nil {
 		t.Fatal(err)
@@ -132,7 +136,9 @@ func TestImportYAMLLoadsTheSame(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			imp, printed, err := ImportDBT(manifest, dbt.Options{})
+			// The project beside the YAML is laid out as the one beside
+			// datasets_from, and holds its own dbt_project.yml.
+			imp, printed, err := ImportDBT(manifest, dbt.Options{}, ".")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -288,14 +294,14 @@ func TestDatasetsFromOptions(t *testing.T) {
   dbt_manifest: target/manifest.json
   command: [dbt, run, --select, '{{select}}', --project-dir, '{{project_dir}}', --vars, '{"day": "{{partition}}"}']
   env: [PGPASSWORD, DBT_TARGET=prod]
-  project_dir: target
+  project_dir: .
 `)
 	cfg, err := Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	j := cfg.Datasets["revenue_daily"].Job
-	wantCmd := []string{"dbt", "run", "--select", "revenue_daily", "--project-dir", "target", "--vars", `{"day": "{{partition}}"}`}
+	wantCmd := []string{"dbt", "run", "--select", "revenue_daily", "--project-dir", ".", "--vars", `{"day": "{{partition}}"}`}
 	wantEnv := []string{"DBT_PROFILES_DIR", "DBT_PROJECT_DIR", "PGPASSWORD", "DBT_TARGET=prod"}
 	if !reflect.DeepEqual(j.Command, wantCmd) || !reflect.DeepEqual(j.Env, wantEnv) {
 		t.Errorf("job = %q %q, want %q %q", j.Command, j.Env, wantCmd, wantEnv)
@@ -334,8 +340,8 @@ func TestLineageOnlyKey(t *testing.T) {
 
 func TestChecksumKey(t *testing.T) {
 	cfg, err := Parse([]byte(head+`datasets:
-  a: {job: {command: [dbt, build], checksum: 'sha256:ab'}}
-  b: {job: {command: [dbt, build]}}
+  a: {job: {command: [make, build], checksum: 'sha256:ab'}}
+  b: {job: {command: [make, build]}}
 `), "refill.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -353,13 +359,13 @@ func TestImportDBTErrors(t *testing.T) {
 	bad := edited(t, manifestV10, func(m map[string]any) {
 		node(m, "model.shop.events_daily")["meta"] = map[string]any{"refill": map[string]any{"checks": map[string]any{"not_null": map[string]any{}}}}
 	})
-	_, _, err := ImportDBT(bad, dbt.Options{})
+	_, _, err := ImportDBT(bad, dbt.Options{}, "")
 	var es Errors
 	if !errors.As(err, &es) || len(es) != 1 || es[0].File != bad || es[0].Line != 0 ||
 		es[0].Msg != "model.shop.events_daily (dataset events_daily): checks.not_null.columns: required: list the columns that must not be null" {
 		t.Errorf("ImportDBT = %#v", err)
 	}
-	if _, _, err := ImportDBT(filepath.Join(t.TempDir(), "none.json"), dbt.Options{}); !errors.Is(err, refill.ErrBadInput) {
+	if _, _, err := ImportDBT(filepath.Join(t.TempDir(), "none.json"), dbt.Options{}, ""); !errors.Is(err, refill.ErrBadInput) {
 		t.Errorf("missing manifest: %v", err)
 	}
 }

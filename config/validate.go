@@ -152,6 +152,7 @@ func (c *converter) config(raw *rawConfig) *refill.Config {
 	c.merge(cfg, imported)
 	c.lineage(cfg)
 	c.openLineageNames(cfg)
+	c.sealCommands(cfg)
 	return cfg
 }
 
@@ -782,6 +783,12 @@ func (c *converter) job(path string, raw *rawJob) *refill.Job {
 	if raw.Env != nil && j.Kind != refill.JobCommand {
 		c.errorf(child(path, "env"), "env applies only to command jobs")
 	}
+	if raw.DbtProject != "" && j.Kind != refill.JobCommand {
+		c.errorf(child(path, "dbt_project"), "dbt_project applies only to command jobs that run dbt")
+	}
+	if raw.Files != nil && j.Kind != refill.JobCommand {
+		c.errorf(child(path, "files"), "files applies only to command jobs: it lists what the command sources or imports, to seal with it")
+	}
 	if raw.Checksum != "" {
 		if j.Kind != refill.JobCommand {
 			c.errorf(child(path, "checksum"), "checksum applies only to command jobs: it stands for what the command builds that refill cannot read (a dbt model's SQL)")
@@ -807,6 +814,8 @@ func (c *converter) job(path string, raw *rawJob) *refill.Job {
 			c.errorf(child(path, "command"), `want a non-empty argv list, as in ["./export.sh", "{{partition}}"]`)
 		}
 		j.Env = c.jobEnv(child(path, "env"), raw.Env)
+		j.Files = c.jobFiles(child(path, "files"), raw.Files)
+		j.DbtProject = raw.DbtProject
 	case refill.JobAirflow:
 		j.Airflow = c.airflow(child(path, "airflow"), raw.Airflow)
 	}

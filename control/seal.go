@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/jobs/jobfiles"
 	"github.com/refill-dev/refill/lineage"
 	"github.com/refill-dev/refill/warehouse"
 )
@@ -142,12 +143,20 @@ func jobDiff(sealed, now *refill.Job) []string {
 	if sealed.Timeout != now.Timeout {
 		out = append(out, "its timeout")
 	}
-	if sealed.Script != now.Script {
-		prog := ""
-		if len(now.Command) > 0 {
-			prog = now.Command[0] + " "
+	switch {
+	case sealed.Script != "" && sealed.Sealed == nil:
+		out = append(out, "it was sealed by an older refill that hashed only its program, not every file it runs and sources")
+	default:
+		out = append(out, filesDiff(sealed, now)...)
+	}
+	if sealed.DbtProject != now.DbtProject {
+		out = append(out, fmt.Sprintf("its dbt project (sealed %s, now %s)", orNone(sealed.DbtProject), orNone(now.DbtProject)))
+	}
+	for _, name := range slices.Sorted(maps.Keys(union(sealed.EnvSeal, now.EnvSeal))) {
+		if sealed.EnvSeal[name] != now.EnvSeal[name] {
+			// The variable, never its value: the seal is a keyed digest.
+			out = append(out, fmt.Sprintf("the value of %s in its environment", name))
 		}
-		out = append(out, fmt.Sprintf("its script %schanged (%s, now %s)", prog, short(orNone(sealed.Script)), short(orNone(now.Script))))
 	}
 	if sealed.SideEffects != now.SideEffects {
 		out = append(out, fmt.Sprintf("side_effects (sealed %v, now %v)", sealed.SideEffects, now.SideEffects))
@@ -158,6 +167,42 @@ func jobDiff(sealed, now *refill.Job) []string {
 	if len(out) == 0 && sealed.Fingerprint() != now.Fingerprint() {
 		out = append(out, fmt.Sprintf("its definition (%s, now %s)", short(sealed.Fingerprint()), short(now.Fingerprint())))
 	}
+	return out
+}
+
+// filesDiff names each sealed file, and each glob of job.files, whose
+// digest differs, and each one sealed or named on one side only.
+func filesDiff(sealed, now *refill.Job) []string {
+	var out []string
+	if !slices.Equal(sealed.Files, now.Files) {
+		out = append(out, fmt.Sprintf("its files (sealed [%s], now [%s])", strings.Join(sealed.Files, ", "), strings.Join(now.Files, ", ")))
+	}
+	for _, k := range slices.Sorted(maps.Keys(union(sealed.Sealed, now.Sealed))) {
+		was, is := sealed.Sealed[k], now.Sealed[k]
+		what := k
+		if g, ok := strings.CutPrefix(k, jobfiles.GlobKey); ok {
+			what = "the files matching " + g
+		}
+		switch {
+		case was == is:
+		case was == "":
+			out = append(out, fmt.Sprintf("%s, which the plan did not seal", what))
+		case is == "":
+			out = append(out, fmt.Sprintf("%s is no longer there (sealed %s)", what, short(was)))
+		default:
+			out = append(out, fmt.Sprintf("%s changed (sealed %s, now %s)", what, short(was), short(is)))
+		}
+	}
+	return out
+}
+
+// union returns the keys of a and b.
+func union(a, b map[string]string) map[string]string {
+	out := maps.Clone(a)
+	if out == nil {
+		out = map[string]string{}
+	}
+	maps.Copy(out, b)
 	return out
 }
 

@@ -71,7 +71,11 @@ type Partition struct {
 // Job is the command job that rebuilds one partition of a model with dbt.
 type Job struct {
 	Command []string `yaml:"command,flow"`
-	Env     []string `yaml:"env,omitempty,flow"`
+	// DbtProject is the dbt project the model runs from, relative to
+	// refill.yaml: its models, macros and packages are sealed with the job
+	// (ProjectFiles).
+	DbtProject string   `yaml:"dbt_project,omitempty"`
+	Env        []string `yaml:"env,omitempty,flow"`
 	// Checksum is the model's checksum in the manifest, part of the job's
 	// fingerprint (refill.Job.Checksum).
 	Checksum string `yaml:"checksum,omitempty"`

@@ -28,6 +28,9 @@ type Deps struct {
 	// Hidden names variables of refill's environment that a command never
 	// sees: the audit key.
 	Hidden []string
+	// EnvKey is the key of plans' digests of passed-through values
+	// (command.EnvSeal).
+	EnvKey []byte
 	// Airflow triggers and follows DAG runs. A process shares one client
 	// among all its jobs, so that every partition uses one Airflow 3
 	// token; without one, airflow jobs cannot run.
@@ -40,7 +43,7 @@ func For(kind refill.JobKind, deps Deps) (refill.JobRunner, error) {
 	case refill.JobQuery, refill.JobSQL:
 		return query.Runner{}, nil
 	case refill.JobCommand:
-		return command.Runner{Dir: deps.Dir, WorkDir: deps.WorkDir, Hidden: deps.Hidden}, nil
+		return command.Runner{Dir: deps.Dir, WorkDir: deps.WorkDir, Hidden: deps.Hidden, EnvKey: deps.EnvKey}, nil
 	case refill.JobAirflow:
 		return airflow.Runner{Client: deps.Airflow}, nil
 	}

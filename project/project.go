@@ -22,6 +22,7 @@ import (
 	"github.com/refill-dev/refill/config"
 	"github.com/refill-dev/refill/control"
 	"github.com/refill-dev/refill/gate"
+	"github.com/refill-dev/refill/jobs/command"
 	"github.com/refill-dev/refill/notify"
 	"github.com/refill-dev/refill/planner"
 	"github.com/refill-dev/refill/proof"
@@ -111,6 +112,21 @@ func Wire(cfg *refill.Config, wh refill.Warehouse, st *store.Store, now func() t
 		Gate:    &gate.Gate{Config: cfg, Warehouse: wh, Store: st, Now: now},
 		Backoff: time.Duration(cfg.Run.Backoff), RescueAfter: time.Duration(cfg.Run.RescueAfter)}
 	c.Executor = r
+	// A plan seals the values its command jobs pass through from refill's
+	// environment as keyed digests (never the values), and a run refuses
+	// other values: the key comes from the audit key or the store.
+	if st != nil {
+		key, err := st.SealKey(context.Background())
+		if err != nil {
+			return nil, nil, err
+		}
+		r.EnvKey = key
+		for _, d := range cfg.Datasets {
+			if d.Job != nil && d.Job.Kind == refill.JobCommand {
+				d.Job.EnvSeal = command.EnvSeal(key, d.Job.Env, os.LookupEnv)
+			}
+		}
+	}
 	c.Prover = &proof.Prover{Config: cfg, Warehouse: wh, Store: st, Now: now,
 		OpenCommands: scratch.Opener(cfg, wh)}
 	if wh != nil {

@@ -48,6 +48,9 @@ type Runner struct {
 	// published, with its rows after and how long it took (progress
 	// displays, benchmarks).
 	OnPublished func(dataset, partition string, rows *int64, took time.Duration)
+	// EnvKey is the key of the plans' digests of the values command jobs
+	// pass through (refill.Job.EnvSeal); nil skips that check.
+	EnvKey []byte
 
 	mu     sync.Mutex
 	active chan struct{} // bounds partitions in flight in this process
@@ -802,7 +805,7 @@ func (r *Runner) outside(ctx context.Context, d *refill.Dataset, partition strin
 // jobDeps is what this process gives the runners of its jobs (jobs.For),
 // the same a proof gives them but for where a command runs.
 func (r *Runner) jobDeps() jobs.Deps {
-	return jobs.Deps{Dir: r.Config.Dir, Hidden: []string{r.Config.Audit.KeyEnv}, Airflow: airflowClient}
+	return jobs.Deps{Dir: r.Config.Dir, Hidden: []string{r.Config.Audit.KeyEnv}, EnvKey: r.EnvKey, Airflow: airflowClient}
 }
 
 // jobWarehouse is the warehouse an outside job is told to write to

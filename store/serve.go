@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
 	"errors"
@@ -292,4 +294,22 @@ func (s *Store) WebSecret(ctx context.Context) ([]byte, error) {
 		return nil, fmt.Errorf("web secret: %w", err)
 	}
 	return hex.DecodeString(h)
+}
+
+// SealKey is the key a plan's keyed digests of values are made with (the
+// values of the variables a command job passes through from refill's
+// environment, which a plan seals without storing them): derived from
+// the audit key when there is one, which lives outside the state store,
+// else from the store's own secret, shared by every process on it.
+func (s *Store) SealKey(ctx context.Context) ([]byte, error) {
+	base := s.auditKey()
+	if base == nil {
+		var err error
+		if base, err = s.WebSecret(ctx); err != nil {
+			return nil, fmt.Errorf("seal key: %w", err)
+		}
+	}
+	m := hmac.New(sha256.New, base)
+	m.Write([]byte("refill: the key of sealed values"))
+	return m.Sum(nil), nil
 }

@@ -24,11 +24,28 @@ func TestImportDBT(t *testing.T) {
 	}
 	for name, manifest := range manifests {
 		t.Run(name, func(t *testing.T) {
-			manifest, err := filepath.Abs(manifest)
+			src, err := filepath.Abs(manifest)
 			if err != nil {
 				t.Fatal(err)
 			}
+			// A dbt project around the manifest, as dbt leaves it: the
+			// jobs seal the project they run from.
 			work := t.TempDir()
+			manifest := filepath.Join(work, "target", "manifest.json")
+			if err := os.MkdirAll(filepath.Join(work, "models"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for path, body := range map[string]string{"dbt_project.yml": "name: shop\n", "models/events_daily.sql": "select 1\n"} {
+				if err := os.WriteFile(filepath.Join(work, path), []byte(body), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.Mkdir(filepath.Dir(manifest), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(src, manifest); err != nil {
+				t.Fatal(err)
+			}
 			r := run(t, work, nil, "import", "dbt", manifest)
 			if r.code != 0 || !strings.HasPrefix(r.stdout, "# Imported from the dbt manifest ") || !strings.Contains(r.stderr, "dbt:"+manifest+": ") {
 				t.Fatalf("import: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
@@ -50,8 +67,18 @@ func TestImportDBT(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			jobs := 0
 			for _, d := range b.Datasets {
 				d.From, d.Line = "", 0
+				if d.Job != nil {
+					jobs++
+					if d.Job.DbtProject != "." || d.Job.Sealed["files:models/**"] == "" || d.Job.Sealed["files:dbt_project.yml"] == "" {
+						t.Fatalf("%s: the job does not seal its dbt project: %+v", d.Name, d.Job)
+					}
+				}
+			}
+			if jobs == 0 || !strings.Contains(r.stdout, "dbt_project: .") {
+				t.Errorf("the printed YAML names no dbt_project (%d jobs)", jobs)
 			}
 			for _, d := range a.Datasets {
 				d.Line = 0

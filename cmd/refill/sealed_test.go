@@ -468,7 +468,7 @@ func TestEditedScriptMakesThePlanStale(t *testing.T) {
 	manual := plans[2] // rebuilds partner_feed, whose job is ./export.sh
 	step(t, d, 0, "", "show", manual)
 	mustAppend(t, filepath.Join(d, "export.sh"), "\n# a hurried edit\n")
-	step(t, d, 0, "its script ./export.sh changed", "show", manual)
+	step(t, d, 0, "the job of partner_feed changed: export.sh changed (sealed sha256:", "show", manual)
 	step(t, d, 4, "stale", "snapshot", manual, "--as", "alice")
 }
 

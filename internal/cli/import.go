@@ -2,6 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -36,7 +38,21 @@ view, an ephemeral model and a model without a partition column are lineage
 only: shown in the lineage, counted for the tier, never rebuilt.`,
 		Args: wrapArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			imp, ds, err := config.ImportDBT(args[0], opts)
+			// The jobs seal the dbt project they run from, named
+			// relative to where refill.yaml is (the working directory).
+			base, err := os.Getwd()
+			if err != nil {
+				return err
+			}
+			project := ""
+			proj, err := dbt.FindProject(args[0], opts.ProjectDir, base)
+			if err == nil {
+				project, err = filepath.Rel(base, proj)
+			}
+			if err != nil {
+				fmt.Fprintf(a.stderr, "note: the jobs' dbt_project: is left out, so refill.yaml will refuse them until they name the dbt project they run from: %v\n", err)
+			}
+			imp, ds, err := config.ImportDBT(args[0], opts, filepath.ToSlash(project))
 			if err != nil {
 				return err
 			}

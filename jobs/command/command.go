@@ -6,10 +6,12 @@ package command
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +20,11 @@ import (
 	"time"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/jobs/jobfiles"
 )
+
+// errTimeout is the cause of a job's own timeout.
+var errTimeout = errors.New("the job's timeout")
 
 // outputLimit bounds how much of a command's output is kept with a run.
 const outputLimit = 64 << 10
@@ -38,6 +44,47 @@ type Runner struct {
 	// Hidden names variables of refill's environment that a job never
 	// sees, even under REFILL_*: the audit key.
 	Hidden []string
+	// EnvKey is the key of the plan's digests of the values the job's env
+	// passes through (EnvSeal); nil skips the check.
+	EnvKey []byte
+}
+
+// EnvSeal returns, for each variable declared passes through from
+// refill's environment (a bare NAME), a digest of its value keyed with
+// key: what a plan seals in place of the value, so that a job never runs
+// with a value other than the one its plan was made with, and the plan
+// never holds the value. An unset variable has a digest of its own.
+func EnvSeal(key []byte, declared []string, lookup func(string) (string, bool)) map[string]string {
+	var out map[string]string
+	for _, e := range declared {
+		if strings.Contains(e, "=") {
+			continue // a fixed value, sealed as written
+		}
+		v, set := lookup(e)
+		m := hmac.New(sha256.New, key)
+		fmt.Fprintf(m, "%s\x00%t\x00%s", e, set, v)
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[e] = "hmac-sha256:" + hex.EncodeToString(m.Sum(nil))
+	}
+	return out
+}
+
+// checkEnv refuses a job whose passed-through variables hold other values
+// than the ones its plan sealed: the variable is named, never its value.
+func (c Runner) checkEnv(d *refill.Dataset) error {
+	j := d.Job
+	if c.EnvKey == nil || j.EnvSeal == nil {
+		return nil
+	}
+	now := EnvSeal(c.EnvKey, j.Env, os.LookupEnv)
+	for _, name := range slices.Sorted(maps.Keys(j.EnvSeal)) {
+		if now[name] != j.EnvSeal[name] {
+			return refill.NotPermittedf("dataset %s: the value of %s in refill's environment is not the one the plan was sealed with: it is not the job that was approved; plan again", d.Name, name)
+		}
+	}
+	return nil
 }
 
 // Result is what a command left behind.
@@ -113,17 +160,26 @@ func (c Runner) Run(ctx context.Context, d *refill.Dataset, partition string) (R
 		}
 		argv[i] = a
 	}
-	if j.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(j.Timeout))
-		defer cancel()
+	shown := strings.Join(argv, " ") // as written, not the private copy
+	if err := c.checkEnv(d); err != nil {
+		return Result{}, err
 	}
+	prep, err := c.prepare(d, argv)
+	if err != nil {
+		return Result{}, err
+	}
+	defer prep.Close()
+	argv = prep.Argv
 	name := argv[0]
 	if strings.Contains(name, "/") && !filepath.IsAbs(name) {
 		name = filepath.Join(c.Dir, name)
 	}
-	if err := checkScript(d, name); err != nil {
-		return Result{}, err
+	// The job's own timeout starts with the job, and says so as its cause:
+	// a deadline of the caller's (a run's time limit) is another story.
+	if j.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, time.Duration(j.Timeout), errTimeout)
+		defer cancel()
 	}
 	cmd := exec.CommandContext(ctx, name, argv[1:]...)
 	cmd.Dir = c.Dir
@@ -140,22 +196,31 @@ func (c Runner) Run(ctx context.Context, d *refill.Dataset, partition string) (R
 	cmd.Stdout = &limited{w: &out, n: outputLimit}
 	cmd.Stderr = cmd.Stdout
 	start := time.Now()
-	err := cmd.Run()
+	err = cmd.Run()
 	res := Result{Output: out.String(), Elapsed: time.Since(start)}
 	if cmd.ProcessState != nil {
 		res.ExitCode = cmd.ProcessState.ExitCode()
 	}
+	if err == nil {
+		// What ran must still be what was sealed: a file edited while the
+		// job ran (by the job, or by someone racing it) fails the
+		// partition, since what ran may not be what was approved.
+		err = c.recheck(d)
+		if err != nil {
+			return res, err
+		}
+	}
 	switch {
 	case err == nil:
 		return res, nil
-	case ctx.Err() == context.DeadlineExceeded && j.Timeout > 0 && res.Elapsed >= time.Duration(j.Timeout):
-		return res, fmt.Errorf("command %s timed out after %s (its timeout) and was killed", strings.Join(argv, " "), time.Duration(j.Timeout))
+	case errors.Is(context.Cause(ctx), errTimeout):
+		return res, fmt.Errorf("command %s timed out after %s (its timeout) and was killed", shown, time.Duration(j.Timeout))
 	case ctx.Err() != nil:
-		return res, fmt.Errorf("command %s was killed after %s: %w", strings.Join(argv, " "), res.Elapsed.Round(time.Millisecond), context.Cause(ctx))
+		return res, fmt.Errorf("command %s was killed after %s: %w", shown, res.Elapsed.Round(time.Millisecond), context.Cause(ctx))
 	case errors.Is(err, exec.ErrNotFound), errors.Is(err, os.ErrNotExist):
-		return res, refill.BadInputf("dataset %s: command %s not found (relative paths resolve from %s)", d.Name, argv[0], c.Dir)
+		return res, refill.BadInputf("dataset %s: command %s not found (relative paths resolve from %s)", d.Name, j.Command[0], c.Dir)
 	default:
-		return res, fmt.Errorf("command %s exited %d: %s", strings.Join(argv, " "), res.ExitCode, tail(res.Output, 400))
+		return res, fmt.Errorf("command %s exited %d: %s", shown, res.ExitCode, tail(res.Output, 400))
 	}
 }
 
@@ -185,30 +250,60 @@ func (l *limited) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// checkScript refuses to run a project script that is not the one the job
-// was sealed with: the plan (and its approval) covered the script's
-// content, by its digest, and an edit since — even one made between the
-// approval and this partition — is a different job.
-func checkScript(d *refill.Dataset, path string) error {
-	want := d.Job.Script
-	if want == "" || !strings.Contains(d.Job.Command[0], "/") {
+// prepare checks the job's files against what its plan sealed and
+// readies argv to run the sealed bytes (jobfiles.Prepare): a script, or a
+// file it sources, edited after the plan was sealed — even between the
+// approval and this partition — makes it a different job, refused.
+func (c Runner) prepare(d *refill.Dataset, argv []string) (*jobfiles.Prepared, error) {
+	j := d.Job
+	if j.Script != "" && j.Sealed == nil {
+		// A plan made before every file was sealed: argv[0] alone.
+		return &jobfiles.Prepared{Argv: argv}, checkScript(d, c.Dir)
+	}
+	prep, err := jobfiles.Prepare(c.Dir, j.Command, argv, j.Files, j.Sealed)
+	if err != nil {
+		return nil, sealError(d, err)
+	}
+	return prep, nil
+}
+
+func (c Runner) recheck(d *refill.Dataset) error {
+	j := d.Job
+	if j.Script != "" && j.Sealed == nil {
 		return nil
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("dataset %s: reading its script %s: %w", d.Name, path, err)
+	return sealError(d, jobfiles.Recheck(c.Dir, j.Command, j.Files, j.Sealed))
+}
+
+func sealError(d *refill.Dataset, err error) error {
+	var ce *jobfiles.ChangedError
+	if errors.As(err, &ce) {
+		return refill.NotPermittedf("dataset %s: %v: it is not the job that was approved; plan again", d.Name, ce)
 	}
-	sum := sha256.Sum256(b)
-	if got := "sha256:" + hex.EncodeToString(sum[:]); got != want {
-		return refill.NotPermittedf("dataset %s: its script %s changed since the plan was sealed (sealed %s, now %s): it is not the job that was approved; plan again",
-			d.Name, d.Job.Command[0], short(want), short(got))
+	if err != nil {
+		return fmt.Errorf("dataset %s: its sealed files: %w", d.Name, err)
 	}
 	return nil
 }
 
-func short(digest string) string {
-	if len(digest) > 19 {
-		return digest[:19]
+// checkScript refuses to run a script that is not the one a plan made by
+// an older refill sealed (its argv[0] alone, by digest).
+func checkScript(d *refill.Dataset, dir string) error {
+	want := d.Job.Script
+	path := d.Job.Command[0]
+	if !strings.Contains(path, "/") {
+		return nil
 	}
-	return digest
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(dir, path)
+	}
+	got, err := jobfiles.DigestFile(path)
+	if err != nil {
+		return fmt.Errorf("dataset %s: reading its script %s: %w", d.Name, path, err)
+	}
+	if got != want {
+		return refill.NotPermittedf("dataset %s: its script %s changed since the plan was sealed (sealed %s, now %s): it is not the job that was approved; plan again",
+			d.Name, d.Job.Command[0], jobfiles.Short(want), jobfiles.Short(got))
+	}
+	return nil
 }

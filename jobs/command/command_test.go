@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/jobs/jobfiles"
 )
 
 func script(t *testing.T, body string) (dir string) {
@@ -27,9 +28,32 @@ func dataset(argv ...string) *refill.Dataset {
 	return &refill.Dataset{Name: "feed", Job: &refill.Job{Kind: refill.JobCommand, Command: argv, Env: []string{"EXTRA=yes"}}}
 }
 
+// sealed seals d's job in dir as the config loader does: each argv file
+// and each glob of its files.
+func sealed(t *testing.T, dir string, d *refill.Dataset) *refill.Dataset {
+	t.Helper()
+	j := d.Job
+	j.Sealed = map[string]string{}
+	for _, f := range jobfiles.ArgFiles(dir, j.Command) {
+		sum, err := jobfiles.DigestFile(f.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j.Sealed[f.Key] = sum
+	}
+	for _, g := range j.Files {
+		m, err := jobfiles.Match(dir, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j.Sealed[jobfiles.GlobKey+g] = m.Digest
+	}
+	return d
+}
+
 func TestArgvAndEnvironment(t *testing.T) {
 	dir := script(t, `echo "arg=$1 part=$REFILL_PARTITION from=$REFILL_FROM to=$REFILL_TO wh=$REFILL_WAREHOUSE extra=$EXTRA ds=$REFILL_DATASET"`)
-	res, err := Runner{Dir: dir, Warehouse: "sqlite:/x.db"}.Run(context.Background(), dataset("./job.sh", "{{partition}}"), "2026-11-02")
+	res, err := Runner{Dir: dir, Warehouse: "sqlite:/x.db"}.Run(context.Background(), sealed(t, dir, dataset("./job.sh", "{{partition}}")), "2026-11-02")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +65,7 @@ func TestArgvAndEnvironment(t *testing.T) {
 
 func TestExitCodeAndOutputAreKept(t *testing.T) {
 	dir := script(t, "echo partial work; echo boom >&2; exit 7\n")
-	res, err := Runner{Dir: dir}.Run(context.Background(), dataset("./job.sh"), "2026-11-02")
+	res, err := Runner{Dir: dir}.Run(context.Background(), sealed(t, dir, dataset("./job.sh")), "2026-11-02")
 	if err == nil || res.ExitCode != 7 || !strings.Contains(res.Output, "partial work") || !strings.Contains(err.Error(), "exited 7: partial work\nboom") {
 		t.Errorf("err %v, exit %d, output %q", err, res.ExitCode, res.Output)
 	}
@@ -51,7 +75,7 @@ func TestExitCodeAndOutputAreKept(t *testing.T) {
 // started are both killed at the job's timeout.
 func TestTimeoutKillsTheProcessGroup(t *testing.T) {
 	dir := script(t, "sleep 30 &\necho $! > child.pid\nwait\n")
-	d := dataset("./job.sh")
+	d := sealed(t, dir, dataset("./job.sh"))
 	d.Job.Timeout = refill.Duration(300 * time.Millisecond)
 	start := time.Now()
 	_, err := Runner{Dir: dir}.Run(context.Background(), d, "2026-11-02")

@@ -105,6 +105,31 @@ func exerciseServe(t *testing.T, setup func(t *testing.T) (*store.Store, string)
 		}
 	})
 
+	t.Run("SealKeySharedAndFollowsTheAuditKey", func(t *testing.T) {
+		t.Parallel()
+		s, dsn := setup(t)
+		ctx := t.Context()
+		plain, err := s.SealKey(ctx)
+		if err != nil || len(plain) != 32 {
+			t.Fatalf("SealKey = %x, %v; want 32 bytes", plain, err)
+		}
+		if secret, _ := s.WebSecret(ctx); bytes.Equal(plain, secret) {
+			t.Errorf("the seal key is the web secret itself: it must be derived")
+		}
+		replica := open(t, dsn)
+		if theirs, err := replica.SealKey(ctx); err != nil || !bytes.Equal(theirs, plain) {
+			t.Errorf("another process on the store got %x, %v; want %x", theirs, err, plain)
+		}
+		// With an audit key, the key comes from it (outside the store),
+		// the same in every process that holds it.
+		s.SetAuditKey([]byte("k1"))
+		replica.SetAuditKey([]byte("k1"))
+		keyed, _ := s.SealKey(ctx)
+		if again, _ := replica.SealKey(ctx); bytes.Equal(keyed, plain) || !bytes.Equal(again, keyed) {
+			t.Errorf("with the audit key: %x and %x, want one key other than %x", keyed, again, plain)
+		}
+	})
+
 	t.Run("FirstSightOnceUntilExpiry", func(t *testing.T) {
 		t.Parallel()
 		s, dsn := setup(t)

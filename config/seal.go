@@ -1,0 +1,183 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/dbt"
+	"github.com/refill-dev/refill/jobs/jobfiles"
+)
+
+// jobFiles reads a command's job.files: globs, relative to this file's
+// directory, of what the command sources or imports. Each is checked
+// when the jobs are sealed (sealCommands), where a glob that matches
+// nothing is an error: a misspelled glob would seal nothing, quietly.
+func (c *converter) jobFiles(path string, raw []string) []string {
+	if raw == nil {
+		return nil
+	}
+	var out []string
+	for i, g := range raw {
+		p := elem(path, i)
+		switch {
+		case strings.TrimSpace(g) == "":
+			c.errorf(p, "is empty: want a glob such as scripts/** or lib/*.py")
+		case filepath.IsAbs(g):
+			c.errorf(p, "%s is absolute: globs are relative to this file's directory", written(g))
+		case strings.ContainsFunc(g, func(r rune) bool { return r < ' ' }):
+			c.errorf(p, "%q holds a control character", clip(g))
+		default:
+			out = append(out, path2slash(g))
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func path2slash(g string) string { return path.Clean(filepath.ToSlash(g)) }
+
+// sealCommands seals every command job with the digests of what it
+// executes or reads as code (refill.Job.Sealed, package jobs/jobfiles),
+// after refusing one whose program refill cannot seal: an interpreter
+// (sh, python3, node ...) told to run a script that is not a file of the
+// project, or its program from standard input. A glob shared by many
+// jobs (a dbt project's models/**) is read once.
+func (c *converter) sealCommands(cfg *refill.Config) {
+	matched := map[string]jobfiles.Matched{}
+	for _, name := range sortedKeys(cfg.Datasets) {
+		d := cfg.Datasets[name]
+		if d.Job == nil || d.Job.Kind != refill.JobCommand || len(d.Job.Command) == 0 {
+			continue
+		}
+		path := child("datasets", name, "job")
+		j := d.Job
+		project := c.dbtProject(child(path, "dbt_project"), j)
+		c.program(path, j)
+		sealed := map[string]string{}
+		ok := true
+		for _, f := range jobfiles.ArgFiles(c.dir, j.Command) {
+			d, err := jobfiles.DigestFile(f.Path)
+			if err != nil {
+				c.errorf(child(path, "command"), "%v", err)
+				ok = false
+				continue
+			}
+			sealed[f.Key] = d
+		}
+		for i, g := range j.Files {
+			m, seen := matched[g]
+			if !seen {
+				var err error
+				if m, err = jobfiles.Match(c.dir, g); err != nil {
+					c.errorf(elem(child(path, "files"), i), "%v", err)
+					ok = false
+					continue
+				}
+				matched[g] = m
+			}
+			if len(m.Files) == 0 && !slices.Contains(project, g) {
+				c.errorf(elem(child(path, "files"), i), "%s matches no file under %s: nothing would be sealed (check the glob)", g, c.dir)
+				ok = false
+				continue
+			}
+			sealed[jobfiles.GlobKey+g] = m.Digest
+		}
+		if ok && len(sealed) > 0 {
+			j.Sealed = sealed
+		}
+	}
+}
+
+// program refuses a command whose program is run by an interpreter from
+// something refill cannot seal. What an interpreter runs from a file of
+// the project is sealed with the job (argv files always are), as is a
+// program written inline (sh -c, python3 -c), which is the job's own text;
+// a module of the project (python3 -m) must be among job.files.
+func (c *converter) program(path string, j *refill.Job) {
+	if filepath.Base(j.Command[0]) == "dbt" && j.DbtProject == "" && len(j.Files) == 0 {
+		c.errorf(child(path, "command"), "runs dbt, which builds from the models, macros and packages of a dbt project: name it in dbt_project (refill import dbt writes it), or import the models with datasets_from")
+		return
+	}
+	prog, ok := jobfiles.Interpreted(j.Command)
+	if !ok {
+		return
+	}
+	at := child(path, "command")
+	switch {
+	case prog.Inline:
+	case prog.Stdin:
+		c.errorf(at, "runs %s with its program read from standard input, which refill cannot seal: name the script file in command", prog.Interpreter)
+	case prog.Module != "":
+		rel := strings.ReplaceAll(prog.Module, ".", "/")
+		for _, cand := range []string{rel + ".py", rel + "/__main__.py", rel + "/__init__.py"} {
+			if fi, err := os.Stat(filepath.Join(c.dir, cand)); err == nil && fi.Mode().IsRegular() && !c.globbed(j.Files, cand) {
+				c.errorf(at, "runs %s -m %s, the project's %s, which no glob of job.files seals: add it to job.files (as in files: [\"%s/**\"]) so what runs is what was approved",
+					prog.Interpreter, prog.Module, cand, strings.SplitN(rel, "/", 2)[0])
+				return
+			}
+		}
+	case prog.Script >= 0:
+		arg := j.Command[prog.Script]
+		if flag, v, ok := strings.Cut(arg, "="); ok && strings.HasPrefix(flag, "-") {
+			arg = v
+		}
+		if slices.ContainsFunc(jobfiles.ArgFiles(c.dir, j.Command), func(f jobfiles.ArgFile) bool { return f.Index == prog.Script }) {
+			return // a file of the project: sealed
+		}
+		p := arg
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(c.dir, p)
+		}
+		why := "is not a file"
+		switch fi, err := os.Stat(p); {
+		case strings.Contains(arg, "{{"):
+			why = "is filled in at run time, so no one file can be sealed"
+		case err == nil && fi.IsDir():
+			rel := path2slash(arg)
+			if slices.ContainsFunc(j.Files, func(g string) bool { return g == rel+"/**" || strings.HasPrefix(g, rel+"/") }) {
+				return // a directory the job's globs seal
+			}
+			why = "is a directory that no glob of job.files seals"
+		case err != nil:
+			why = fmt.Sprintf("is not a file (relative paths are from %s)", c.dir)
+		}
+		c.errorf(at, "runs %s %s, which %s: refill seals the files a job runs so that what runs is what was approved; name a file of the project, and add what it sources or imports to job.files", prog.Interpreter, clip(arg), why)
+	}
+}
+
+// globbed reports whether a relative file is matched by one of globs.
+func (c *converter) globbed(globs []string, rel string) bool {
+	for _, g := range globs {
+		m, err := jobfiles.Match(c.dir, g)
+		if err == nil && slices.Contains(m.Files, path2slash(rel)) {
+			return true
+		}
+	}
+	return false
+}
+
+// dbtProject adds to a dbt job's Files the globs that seal its dbt project
+// (dbt.ProjectFiles) and returns them: a path of the project that does not
+// exist yet is sealed empty, so one made later (a new macros/) changes the
+// seal.
+func (c *converter) dbtProject(path string, j *refill.Job) []string {
+	if j.DbtProject == "" {
+		return nil
+	}
+	dir := j.DbtProject
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(c.dir, dir)
+	}
+	globs, err := dbt.ProjectFiles(dir, c.dir)
+	if err != nil {
+		c.errorf(path, "%v", err)
+		return nil
+	}
+	j.Files = slices.Compact(slices.Sorted(slices.Values(append(j.Files, globs...))))
+	return globs
+}

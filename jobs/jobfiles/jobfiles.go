@@ -1,0 +1,407 @@
+// Package jobfiles finds and digests the files a command job executes or
+// reads as code, and hands a run exactly the bytes that were sealed.
+//
+// A command job's seal covers every argv element that names a file (the
+// program, a script an interpreter runs, a file given as an argument) and
+// every file its job.files globs match (what those scripts source or
+// import: ["scripts/**", "lib/*.py"]). A plan seals those digests with the
+// job, so an edit to any of them after a person approved the plan makes it
+// stale; and a run checks them again, as it starts each partition, from
+// the bytes it then runs: the program and its sealed neighbours are read
+// once, checked, and copied into a private directory the job runs them
+// from, so an edit between the check and the start cannot slip in.
+package jobfiles
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/bmatcuk/doublestar/v4"
+)
+
+// GlobKey is the prefix of a glob's entry in a seal: "files:scripts/**"
+// holds the digest of everything scripts/** matches.
+const GlobKey = "files:"
+
+// Limits on what one glob may seal: a glob that reaches a data directory
+// by mistake ("**") is refused rather than hashed for minutes.
+const (
+	MaxFiles = 20000
+	MaxBytes = 512 << 20
+)
+
+// skipped are names never sealed: caches an interpreter writes beside the
+// code it runs (a Python job writes __pycache__ on its first run, which
+// would otherwise make its own plan stale) and version-control metadata.
+func skipped(rel string) bool {
+	for part := range strings.SplitSeq(rel, "/") {
+		switch part {
+		case "__pycache__", ".git", ".hg", ".svn", ".DS_Store":
+			return true
+		}
+	}
+	return strings.HasSuffix(rel, ".pyc")
+}
+
+// Digest is the SHA-256 of b, as a seal writes it.
+func Digest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// ArgFile is an argv element that names a file.
+type ArgFile struct {
+	// Index is its place in argv.
+	Index int
+	// Key is how the seal names it: the path as written, cleaned, with
+	// slashes (relative to the config's directory unless absolute).
+	Key string
+	// Path is where it is on disk.
+	Path string
+}
+
+// ArgFiles returns the argv elements of a job's template that name an
+// existing regular file, resolved against dir. An element holding a
+// placeholder ({{partition}}) names no file yet and is skipped; so is a
+// bare program name (argv[0] without a slash), which the system finds on
+// PATH, not in the project. A flag's value (--file=./x.sql) counts.
+func ArgFiles(dir string, argv []string) []ArgFile {
+	var out []ArgFile
+	for i, a := range argv {
+		if i == 0 && !strings.Contains(a, "/") {
+			continue
+		}
+		if strings.HasPrefix(a, "-") {
+			_, v, ok := strings.Cut(a, "=")
+			if !ok {
+				continue
+			}
+			a = v
+		}
+		if a == "" || strings.Contains(a, "{{") {
+			continue
+		}
+		p := a
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		out = append(out, ArgFile{Index: i, Key: filepath.ToSlash(filepath.Clean(a)), Path: p})
+	}
+	return out
+}
+
+// DigestFile is the digest a seal holds for the file at p.
+func DigestFile(p string) (string, error) {
+	b, err := readFile(p)
+	if err != nil {
+		return "", err
+	}
+	return Digest(b), nil
+}
+
+// Matched is what one glob matched.
+type Matched struct {
+	// Files are the matches, relative to the config's directory with
+	// slashes, sorted.
+	Files []string
+	// Digest covers every match's name and contents.
+	Digest string
+	// contents holds each match's bytes when kept (Prepare copies them).
+	contents map[string][]byte
+}
+
+// Match finds and digests what glob matches under dir: regular files
+// only, caches and version control left out (skipped), symbolic links to
+// directories not followed.
+func Match(dir, glob string) (Matched, error) {
+	return match(dir, glob, false)
+}
+
+func match(dir, glob string, keep bool) (Matched, error) {
+	if !doublestar.ValidatePattern(glob) {
+		return Matched{}, fmt.Errorf("%q is not a valid glob", glob)
+	}
+	if filepath.IsAbs(glob) {
+		return Matched{}, fmt.Errorf("%q is absolute: job.files are relative to the config's directory", glob)
+	}
+	base, pattern := doublestar.SplitPattern(glob)
+	root := filepath.Join(dir, filepath.FromSlash(base))
+	names, err := doublestar.Glob(os.DirFS(root), pattern, doublestar.WithFilesOnly(), doublestar.WithNoFollow())
+	if err != nil {
+		return Matched{}, fmt.Errorf("%s: %w", glob, err)
+	}
+	m := Matched{}
+	if keep {
+		m.contents = map[string][]byte{}
+	}
+	var total int64
+	var list bytes.Buffer
+	sort.Strings(names)
+	for _, n := range names {
+		rel := path.Clean(path.Join(base, n))
+		if skipped(rel) {
+			continue
+		}
+		p := filepath.Join(root, filepath.FromSlash(n))
+		fi, err := os.Stat(p)
+		if err != nil || !fi.Mode().IsRegular() {
+			continue // a dangling link, a socket: nothing to run
+		}
+		if len(m.Files) == MaxFiles {
+			return Matched{}, fmt.Errorf("%s matches more than %d files: narrow it to the code the job runs", glob, MaxFiles)
+		}
+		b, err := readFile(p)
+		if err != nil {
+			return Matched{}, err
+		}
+		if total += int64(len(b)); total > MaxBytes {
+			return Matched{}, fmt.Errorf("%s matches more than %d MiB: narrow it to the code the job runs", glob, MaxBytes>>20)
+		}
+		fmt.Fprintf(&list, "%s\x00%s\n", rel, Digest(b))
+		m.Files = append(m.Files, rel)
+		if keep {
+			m.contents[rel] = b
+		}
+	}
+	m.Digest = Digest(list.Bytes())
+	return m, nil
+}
+
+// readFile reads a sealed file through one open descriptor, bounded by
+// MaxBytes.
+func readFile(p string) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", p, err)
+	}
+	if len(b) > MaxBytes {
+		return nil, fmt.Errorf("%s is over %d MiB: it is not code a job runs", p, MaxBytes>>20)
+	}
+	return b, nil
+}
+
+// ChangedError says that a sealed file is not what the plan sealed.
+type ChangedError struct {
+	// Key is the seal's entry: a file, or GlobKey and a glob.
+	Key string
+	// Sealed and Now are the digests; Now is "" when the file is gone,
+	// and Sealed is "" for a file the plan did not seal.
+	Sealed, Now string
+	// While is true when the change was seen after the job ran.
+	While bool
+}
+
+func (e *ChangedError) Error() string {
+	what := e.Key
+	if g, ok := strings.CutPrefix(e.Key, GlobKey); ok {
+		what = "the files matching " + g
+	}
+	when := "since the plan was sealed"
+	if e.While {
+		when = "while the job ran"
+	}
+	switch {
+	case e.Sealed == "":
+		return fmt.Sprintf("%s names a file the plan did not seal", what)
+	case e.Now == "":
+		return fmt.Sprintf("%s is gone %s (sealed %s)", what, when, Short(e.Sealed))
+	}
+	return fmt.Sprintf("%s changed %s (sealed %s, now %s)", what, when, Short(e.Sealed), Short(e.Now))
+}
+
+// Short abbreviates a digest for messages.
+func Short(d string) string {
+	if len(d) > 19 {
+		return d[:19]
+	}
+	return d
+}
+
+// Prepared is a command's argv ready to run: its sealed files checked
+// against the seal, and the files argv names copied into a private
+// directory (with every file the globs match, at the same relative paths,
+// so a script that sources its neighbours by its own location finds the
+// sealed copies).
+type Prepared struct {
+	// Argv is the argv to run: argv with each sealed file replaced by its
+	// private copy.
+	Argv []string
+	// Dir is the private directory, "" when nothing was copied.
+	Dir string
+}
+
+// Close removes the private copies.
+func (p *Prepared) Close() error {
+	if p == nil || p.Dir == "" {
+		return nil
+	}
+	return os.RemoveAll(p.Dir)
+}
+
+// Prepare checks a job against its seal and readies argv to run. template
+// is the argv the job was sealed with (placeholders unfilled), argv the
+// same with them filled. The seal must cover exactly what the template
+// names now: a file edited, removed or newly named is a ChangedError.
+// Each file argv names is read once, checked, and copied; what runs is the
+// copy, so it is the bytes that were checked.
+func Prepare(dir string, template, argv, globs []string, sealed map[string]string) (*Prepared, error) {
+	files := ArgFiles(dir, template)
+	if err := sameKeys(files, globs, sealed); err != nil {
+		return nil, err
+	}
+	prep := &Prepared{Argv: slices.Clone(argv)}
+	keep := len(files) > 0
+	copies := map[string][]byte{}
+	for _, f := range files {
+		b, err := readFile(f.Path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, &ChangedError{Key: f.Key, Sealed: sealed[f.Key]}
+		}
+		if err != nil {
+			return nil, err
+		}
+		if got := Digest(b); got != sealed[f.Key] {
+			return nil, &ChangedError{Key: f.Key, Sealed: sealed[f.Key], Now: got}
+		}
+		copies[f.Key] = b
+	}
+	for _, g := range globs {
+		m, err := match(dir, g, keep)
+		if err != nil {
+			return nil, err
+		}
+		if m.Digest != sealed[GlobKey+g] {
+			return nil, &ChangedError{Key: GlobKey + g, Sealed: sealed[GlobKey+g], Now: m.Digest}
+		}
+		for rel, b := range m.contents {
+			if _, ok := copies[rel]; !ok {
+				copies[rel] = b
+			}
+		}
+	}
+	if !keep {
+		return prep, nil
+	}
+	root, err := os.MkdirTemp("", "refill-job-")
+	if err != nil {
+		return nil, fmt.Errorf("private copy of the job's files: %w", err)
+	}
+	prep.Dir = root
+	// Readable (not writable) by a job that runs as another user
+	// (run.job_user).
+	if err := os.Chmod(root, 0o755); err != nil {
+		prep.Close()
+		return nil, err
+	}
+	for rel, b := range copies {
+		if err := writeCopy(root, rel, b); err != nil {
+			prep.Close()
+			return nil, fmt.Errorf("private copy of %s: %w", rel, err)
+		}
+	}
+	for _, f := range files {
+		p := copyPath(root, f.Key)
+		if flag, _, ok := strings.Cut(template[f.Index], "="); ok && strings.HasPrefix(flag, "-") {
+			p = flag + "=" + p
+		}
+		prep.Argv[f.Index] = p
+	}
+	return prep, nil
+}
+
+// Recheck checks the sealed files again after the job ran: one edited
+// meanwhile (by the job itself, or by someone racing it) is a ChangedError
+// with While set, since what ran may not be what was approved.
+func Recheck(dir string, template, globs []string, sealed map[string]string) error {
+	if err := sameKeys(ArgFiles(dir, template), globs, sealed); err != nil {
+		var ce *ChangedError
+		if errors.As(err, &ce) {
+			ce.While = true
+		}
+		return err
+	}
+	for _, f := range ArgFiles(dir, template) {
+		b, err := readFile(f.Path)
+		if err != nil {
+			return &ChangedError{Key: f.Key, Sealed: sealed[f.Key], While: true}
+		}
+		if got := Digest(b); got != sealed[f.Key] {
+			return &ChangedError{Key: f.Key, Sealed: sealed[f.Key], Now: got, While: true}
+		}
+	}
+	for _, g := range globs {
+		m, err := Match(dir, g)
+		if err != nil {
+			return err
+		}
+		if m.Digest != sealed[GlobKey+g] {
+			return &ChangedError{Key: GlobKey + g, Sealed: sealed[GlobKey+g], Now: m.Digest, While: true}
+		}
+	}
+	return nil
+}
+
+// sameKeys checks that the seal names exactly the files and globs the
+// template names now.
+func sameKeys(files []ArgFile, globs []string, sealed map[string]string) error {
+	want := map[string]bool{}
+	for _, f := range files {
+		want[f.Key] = true
+		if _, ok := sealed[f.Key]; !ok {
+			return &ChangedError{Key: f.Key}
+		}
+	}
+	for _, g := range globs {
+		want[GlobKey+g] = true
+		if _, ok := sealed[GlobKey+g]; !ok {
+			return &ChangedError{Key: GlobKey + g}
+		}
+	}
+	for k, d := range sealed {
+		if !want[k] {
+			return &ChangedError{Key: k, Sealed: d}
+		}
+	}
+	return nil
+}
+
+// copyPath is where a sealed file's private copy lives: at its relative
+// path under the private root, or, for a file outside the config's
+// directory, under root/.outside.
+func copyPath(root, rel string) string {
+	if filepath.IsAbs(rel) || rel == ".." || strings.HasPrefix(rel, "../") {
+		sum := sha256.Sum256([]byte(rel))
+		return filepath.Join(root, ".outside", hex.EncodeToString(sum[:6]), path.Base(rel))
+	}
+	return filepath.Join(root, filepath.FromSlash(rel))
+}
+
+// writeCopy writes a private copy, read-only and executable: whether the
+// original was executable is not part of the seal, and a program that
+// runs must be executable whatever its mode was at the check.
+func writeCopy(root, rel string, b []byte) error {
+	p := copyPath(root, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(p, b, 0o555)
+}

@@ -1,0 +1,204 @@
+package jobfiles
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// project writes files (path → content) under a new directory.
+func project(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for p, body := range files {
+		full := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// seal is what the config loader records for argv and globs.
+func seal(t *testing.T, dir string, argv, globs []string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, f := range ArgFiles(dir, argv) {
+		d, err := DigestFile(f.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[f.Key] = d
+	}
+	for _, g := range globs {
+		m, err := Match(dir, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[GlobKey+g] = m.Digest
+	}
+	return out
+}
+
+func TestArgFiles(t *testing.T) {
+	dir := project(t, map[string]string{"export.sh": "x", "jobs/x.py": "y", "q.sql": "z", "README": "r"})
+	got := ArgFiles(dir, []string{"python3", "jobs/x.py", "--sql=./q.sql", "{{partition}}", "--out", "missing.csv", "jobs", "README"})
+	var keys []string
+	for _, f := range got {
+		keys = append(keys, f.Key)
+	}
+	// python3 is found on PATH; {{partition}} names no file yet; a
+	// directory and a missing file are not files.
+	if want := []string{"jobs/x.py", "q.sql", "README"}; !reflect.DeepEqual(keys, want) {
+		t.Errorf("ArgFiles keys = %v, want %v", keys, want)
+	}
+	if got := ArgFiles(dir, []string{"./export.sh"}); len(got) != 1 || got[0].Key != "export.sh" || got[0].Index != 0 {
+		t.Errorf("argv[0] with a slash = %+v, want export.sh at 0", got)
+	}
+}
+
+func TestInterpreted(t *testing.T) {
+	for _, c := range []struct {
+		argv []string
+		want Program
+		ok   bool
+	}{
+		{[]string{"./export.sh", "x"}, Program{}, false},
+		{[]string{"dbt", "build"}, Program{}, false},
+		{[]string{"sh", "./export.sh", "{{partition}}"}, Program{Interpreter: "sh", Script: 1}, true},
+		{[]string{"/bin/bash", "-eu", "-o", "pipefail", "run.sh"}, Program{Interpreter: "bash", Script: 4}, true},
+		{[]string{"bash", "-ec", "echo hi"}, Program{Interpreter: "bash", Script: -1, Inline: true}, true},
+		{[]string{"python3.11", "-u", "-W", "ignore", "jobs/x.py"}, Program{Interpreter: "python3.11", Script: 4}, true},
+		{[]string{"python3", "-m", "jobs.export"}, Program{Interpreter: "python3", Script: -1, Module: "jobs.export"}, true},
+		{[]string{"python3", "-c", "print(1)"}, Program{Interpreter: "python3", Script: -1, Inline: true}, true},
+		{[]string{"python3"}, Program{Interpreter: "python3", Script: -1, Stdin: true}, true},
+		{[]string{"python3", "-"}, Program{Interpreter: "python3", Script: -1, Stdin: true}, true},
+		{[]string{"env", "-i", "A=1", "node", "--require", "./hook.js", "app.js"}, Program{Interpreter: "node", Script: 6}, true},
+		{[]string{"/usr/bin/env", "python3", "x.py"}, Program{Interpreter: "python3", Script: 2}, true},
+		{[]string{"deno", "run", "--allow-read", "main.ts"}, Program{Interpreter: "deno", Script: 3}, true},
+		{[]string{"awk", "-F,", "{print $1}", "in.csv"}, Program{Interpreter: "awk", Script: -1, Inline: true}, true},
+		{[]string{"awk", "-f", "prog.awk", "in.csv"}, Program{Interpreter: "awk", Script: 2}, true},
+		{[]string{"Rscript", "model.R"}, Program{Interpreter: "Rscript", Script: 1}, true},
+		{[]string{"perl", "-ne", "print"}, Program{Interpreter: "perl", Script: -1, Inline: true}, true},
+		{[]string{"ruby", "--", "x.rb"}, Program{Interpreter: "ruby", Script: 2}, true},
+	} {
+		got, ok := Interpreted(c.argv)
+		if ok != c.ok || (ok && got != c.want) {
+			t.Errorf("Interpreted(%q) = %+v, %v; want %+v, %v", c.argv, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+// TestPrepareRunsTheSealedBytes: the files argv names are read once,
+// checked and copied; the copy is what argv runs, with the sealed files
+// beside it, so an edit after the check reaches nothing that runs.
+func TestPrepareRunsTheSealedBytes(t *testing.T) {
+	dir := project(t, map[string]string{"export.sh": "#!/bin/sh\n. \"$(dirname \"$0\")/lib/common.sh\"\n", "lib/common.sh": "echo sealed\n", "lib/__pycache__/x.pyc": "cache"})
+	tmpl := []string{"./export.sh", "{{partition}}"}
+	globs := []string{"lib/**"}
+	sealed := seal(t, dir, tmpl, globs)
+	if len(sealed) != 2 {
+		t.Fatalf("seal = %v, want export.sh and files:lib/**", sealed)
+	}
+	prep, err := Prepare(dir, tmpl, []string{"./export.sh", "2026-11-02"}, globs, sealed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prep.Close()
+	if prep.Dir == "" || prep.Argv[0] != filepath.Join(prep.Dir, "export.sh") || prep.Argv[1] != "2026-11-02" {
+		t.Fatalf("argv = %q (dir %s), want the private copy and the partition", prep.Argv, prep.Dir)
+	}
+	// Edit the originals after the check: the copies stay the sealed bytes.
+	os.WriteFile(filepath.Join(dir, "export.sh"), []byte("#!/bin/sh\necho evil\n"), 0o755)
+	os.WriteFile(filepath.Join(dir, "lib/common.sh"), []byte("echo evil\n"), 0o755)
+	for rel, want := range map[string]string{"export.sh": "#!/bin/sh\n. \"$(dirname \"$0\")/lib/common.sh\"\n", "lib/common.sh": "echo sealed\n"} {
+		b, err := os.ReadFile(filepath.Join(prep.Dir, rel))
+		if err != nil || string(b) != want {
+			t.Errorf("private %s = %q, %v; want the sealed %q", rel, b, err, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(prep.Dir, "lib/__pycache__/x.pyc")); err == nil {
+		t.Errorf("a Python cache was copied (and sealed)")
+	}
+	// The next partition sees the edit and refuses.
+	var ce *ChangedError
+	if _, err := Prepare(dir, tmpl, []string{"./export.sh", "2026-11-03"}, globs, sealed); !errors.As(err, &ce) || ce.Key != "export.sh" {
+		t.Errorf("after an edit Prepare = %v, want export.sh changed", err)
+	}
+	if err := prep.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(prep.Dir); !os.IsNotExist(err) {
+		t.Errorf("the private copy outlived Close: %v", err)
+	}
+}
+
+// TestPrepareRefusesWhatWasNotSealed: a glob that matches one more file
+// (a new file a loop sources), a file removed, and a file argv names
+// that the plan did not seal are all changes.
+func TestPrepareRefusesWhatWasNotSealed(t *testing.T) {
+	dir := project(t, map[string]string{"run.sh": "for f in lib/*.sh; do . $f; done\n", "lib/a.sh": "a\n"})
+	tmpl, globs := []string{"sh", "run.sh"}, []string{"lib/*.sh"}
+	sealed := seal(t, dir, tmpl, globs)
+
+	os.WriteFile(filepath.Join(dir, "lib/b.sh"), []byte("curl evil\n"), 0o644)
+	_, err := Prepare(dir, tmpl, tmpl, globs, sealed)
+	var ce *ChangedError
+	if !errors.As(err, &ce) || ce.Key != "files:lib/*.sh" || !strings.Contains(err.Error(), "the files matching lib/*.sh changed since the plan was sealed") {
+		t.Errorf("a new sourced file: %v", err)
+	}
+	os.Remove(filepath.Join(dir, "lib/b.sh"))
+	if _, err := Prepare(dir, tmpl, tmpl, globs, sealed); err != nil {
+		t.Errorf("back as sealed: %v", err)
+	}
+
+	os.WriteFile(filepath.Join(dir, "extra.sql"), []byte("x"), 0o644)
+	more := []string{"sh", "run.sh", "extra.sql"}
+	if _, err := Prepare(dir, more, more, globs, sealed); !errors.As(err, &ce) || ce.Key != "extra.sql" || ce.Sealed != "" {
+		t.Errorf("an argv file the plan did not seal: %v", err)
+	}
+	os.Remove(filepath.Join(dir, "run.sh"))
+	if _, err := Prepare(dir, tmpl, tmpl, globs, sealed); !errors.As(err, &ce) || ce.Key != "run.sh" || !strings.Contains(err.Error(), "run.sh") {
+		t.Errorf("a sealed file removed: %v", err)
+	}
+}
+
+func TestRecheckSeesAnEditWhileTheJobRan(t *testing.T) {
+	dir := project(t, map[string]string{"run.sh": "x", "lib/a.sh": "a"})
+	tmpl, globs := []string{"./run.sh"}, []string{"lib/**"}
+	sealed := seal(t, dir, tmpl, globs)
+	if err := Recheck(dir, tmpl, globs, sealed); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "lib/a.sh"), []byte("b"), 0o644)
+	var ce *ChangedError
+	if err := Recheck(dir, tmpl, globs, sealed); !errors.As(err, &ce) || !ce.While || !strings.Contains(err.Error(), "while the job ran") {
+		t.Errorf("Recheck = %v, want a change while the job ran", err)
+	}
+}
+
+func TestMatchBounds(t *testing.T) {
+	dir := project(t, map[string]string{"a/x.sh": "1", "a/b/y.sh": "2", "a/.git/HEAD": "ref"})
+	m, err := Match(dir, "a/**")
+	if err != nil || !reflect.DeepEqual(m.Files, []string{"a/b/y.sh", "a/x.sh"}) {
+		t.Errorf("Match a/** = %v, %v; want the two scripts, not .git", m.Files, err)
+	}
+	if _, err := Match(dir, "/etc/*"); err == nil {
+		t.Errorf("an absolute glob was accepted")
+	}
+	if _, err := Match(dir, "a/[x"); err == nil {
+		t.Errorf("a malformed glob was accepted")
+	}
+	out := project(t, map[string]string{"lib/z.sh": "z"})
+	rel, _ := filepath.Rel(dir, out)
+	m, err = Match(dir, filepath.ToSlash(rel)+"/lib/*.sh")
+	if err != nil || len(m.Files) != 1 {
+		t.Errorf("a glob reaching outside the directory: %v, %v", m.Files, err)
+	}
+}
