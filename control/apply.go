@@ -177,6 +177,9 @@ type AuditCheck struct {
 	store.AuditReport
 	// AnchorNote says what the warehouse's anchor showed.
 	AnchorNote string `json:"anchor_note"`
+	// Rows are the state rows that change decisions and do not add up
+	// with the log: a row no entry made, an entry whose row is gone.
+	Rows []store.RowProblem `json:"rows,omitempty"`
 }
 
 // VerifyAudit walks the whole audit log and checks it against the anchor
@@ -221,5 +224,22 @@ func (c *Control) VerifyAudit(ctx context.Context) (AuditCheck, error) {
 		}
 	}
 	rep, err := c.Store.VerifyAudit(ctx, opts)
-	return AuditCheck{AuditReport: rep, AnchorNote: note}, err
+	check := AuditCheck{AuditReport: rep, AnchorNote: note}
+	if err != nil {
+		return check, err
+	}
+	// The chain holds, so its word on the state rows can be trusted.
+	if check.Rows, err = c.Store.VerifyRows(ctx); err != nil {
+		return check, err
+	}
+	if n := len(check.Rows); n > 0 {
+		check.OK = false
+		lines := make([]string, n)
+		for i, p := range check.Rows {
+			lines[i] = "  - " + p.String()
+		}
+		return check, fmt.Errorf("%w: the audit log's chain holds, but %d state row(s) do not add up with it (each counts for nothing; the log decides):\n%s",
+			refill.ErrVerification, n, strings.Join(lines, "\n"))
+	}
+	return check, nil
 }

@@ -175,13 +175,13 @@ func (c *Control) Load(ctx context.Context, id string) (*State, error) {
 	if s.Holders, err = c.Store.Holders(ctx, id); err != nil {
 		return nil, err
 	}
-	// Only decisions the audit log records count: a row written into the
-	// approvals table behind refill's back approves nothing.
+	// The store returns only the approvals and steps the audit log made
+	// (store/ledger.go); the log also decides a status the store
+	// contradicts.
 	evs, err := c.Store.Audit(ctx, store.AuditFilter{PlanID: id})
 	if err != nil {
 		return nil, err
 	}
-	var audited, steps []refill.Event
 	for _, e := range evs {
 		switch e.Kind {
 		case refill.EventGateResult:
@@ -193,14 +193,8 @@ func (c *Control) Load(ctx context.Context, id string) (*State, error) {
 			if json.Unmarshal(e.Detail, &g) == nil && g.At == "apply" && !g.Passed {
 				s.ApplyGate = &refill.GateVerdict{Passed: false, Checked: p.Gate.Checked, Findings: g.Findings}
 			}
-		case refill.EventApproval, refill.EventRejection:
-			audited = append(audited, e)
-		case refill.EventSnapshot, refill.EventScope, refill.EventSignoff:
-			steps = append(steps, e)
 		}
 	}
-	s.Approvals = keepAudited(s.Approvals, audited)
-	s.Checklist = keepAuditedSteps(s.Checklist, steps)
 	// A status the log contradicts was set behind refill's back: a
 	// rejection, a rollback or a supersession the log records is final.
 	if c.overdue(p, evs) {
@@ -242,58 +236,14 @@ func (c *Control) Load(ctx context.Context, id string) (*State, error) {
 	return s, nil
 }
 
-// keepAuditedSteps returns the checklist steps that have their audit
-// entry (same step, same actor, same plan): a row written into the
-// checklist table behind refill's back completes nothing.
-func keepAuditedSteps(steps []refill.ChecklistStep, audited []refill.Event) []refill.ChecklistStep {
-	kinds := map[refill.ChecklistItem]refill.EventKind{refill.ChecklistSnapshot: refill.EventSnapshot, refill.ChecklistScope: refill.EventScope, refill.ChecklistSignoff: refill.EventSignoff}
-	out := []refill.ChecklistStep{}
-	for _, st := range steps {
-		for _, e := range audited {
-			if e.Kind == kinds[st.Step] && e.Actor == st.Actor && e.Partition == "" {
-				out = append(out, st)
-				break
-			}
-		}
-	}
-	return out
-}
-
 // addStep records a checklist step, first clearing any row for it that
 // the audit log does not back: a forged row neither stands in for the step
-// (keepAuditedSteps) nor stops it from being done for real.
+// (store.Checklist) nor stops it from being done for real.
 func addStep(ctx context.Context, tx *store.Tx, st refill.ChecklistStep) error {
 	if err := tx.DropUnauditedStep(ctx, st.PlanID, st.Step); err != nil {
 		return err
 	}
 	return tx.AddStep(ctx, st)
-}
-
-// keepAudited returns the decisions that have their audit entry: same
-// actor, same kind of decision, same plan hash.
-func keepAudited(decisions []refill.Approval, audited []refill.Event) []refill.Approval {
-	out := []refill.Approval{}
-	used := map[int64]bool{}
-	for _, a := range decisions {
-		kind := refill.EventApproval
-		if a.Decision == refill.DecisionReject {
-			kind = refill.EventRejection
-		}
-		for _, e := range audited {
-			if used[e.Seq] || e.Kind != kind || e.Actor != a.Actor {
-				continue
-			}
-			var d struct {
-				Hash string `json:"hash"`
-			}
-			if json.Unmarshal(e.Detail, &d) == nil && d.Hash == a.PlanHash {
-				used[e.Seq] = true
-				out = append(out, a)
-				break
-			}
-		}
-	}
-	return out
 }
 
 // Done reports whether a checklist step was recorded.

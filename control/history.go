@@ -186,6 +186,9 @@ func (c *Control) SchemaChanges(ctx context.Context, dataset string) ([]SchemaCh
 	}
 	out := []SchemaChange{}
 	for _, e := range evs {
+		if e.PlanID != "" {
+			continue // an applied plan's baseline, not a person's acceptance
+		}
 		var det struct {
 			Reason   string          `json:"reason"`
 			Columns  []refill.Column `json:"columns"`

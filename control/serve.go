@@ -76,8 +76,12 @@ func (c *Control) CreateToken(ctx context.Context, user string, expires time.Dur
 		if err := tx.CreateToken(ctx, tok, HashToken(plain)); err != nil {
 			return err
 		}
+		// The entry binds the secret's hash: a token row is honoured only
+		// with the entry that made it (store.TokenByHash), so a row
+		// written behind refill's back, or given another hash, opens
+		// nothing.
 		return tx.Append(ctx, &refill.Event{Kind: refill.EventTokenCreated, Actor: user, At: c.Now.Now(),
-			Detail: refill.Detail(map[string]any{"token": tok.ID, "user": user, "expires_at": tok.ExpiresAt})})
+			Detail: refill.Detail(map[string]any{"token": tok.ID, "user": user, "expires_at": tok.ExpiresAt, "hash": HashToken(plain)})})
 	})
 	if err != nil {
 		return "", refill.Token{}, err

@@ -197,14 +197,20 @@ func (r *Runner) Execute(ctx context.Context, p *refill.Plan, actor string) erro
 			if s.Columns == nil {
 				continue
 			}
-			if err := tx.AcceptSchema(ctx, refill.SchemaSnapshot{Dataset: s.Dataset, PlanID: id, Columns: s.Columns,
-				AcceptedBy: actor, Reason: "applied plan " + id}); err != nil {
+			snap := refill.SchemaSnapshot{Dataset: s.Dataset, PlanID: id, Columns: s.Columns, AcceptedBy: actor, Reason: "applied plan " + id}
+			if err := tx.AcceptSchema(ctx, snap); err != nil {
+				return err
+			}
+			// Each baseline has its entry, with the columns: a baseline
+			// counts only with it (store.SchemaBaseline).
+			if err := tx.Append(ctx, &refill.Event{Kind: refill.EventSchemaAccepted, Actor: actor, PlanID: id, Dataset: s.Dataset, At: r.Now.Now(),
+				Detail: refill.Detail(map[string]any{"reason": snap.Reason, "columns": snap.Columns})}); err != nil {
 				return err
 			}
 			accepted = append(accepted, s.Dataset)
 		}
 		return tx.Append(ctx, &refill.Event{Kind: refill.EventRunFinished, Actor: actor, PlanID: id, At: r.Now.Now(),
-			Detail: refill.Detail(map[string]any{"schemas_accepted": accepted})})
+			Detail: refill.Detail(map[string]any{"schemas": accepted})})
 	})
 	if err != nil {
 		return err
@@ -267,8 +273,19 @@ func (r *Runner) block(ctx context.Context, p *refill.Plan, actor string, res ga
 		if err := tx.SetStatus(ctx, p.ID, p.Status, refill.StatusBlocked); err != nil {
 			return err
 		}
+		for i := range res.Flags {
+			res.Flags[i].PlanID = p.ID
+		}
 		if err := tx.SaveFlags(ctx, res.Flags); err != nil {
 			return err
+		}
+		// Each flag has its entry, as a plan's do: a flag counts only
+		// with it (store.Flagged).
+		for _, f := range res.Flags {
+			if err := tx.Append(ctx, &refill.Event{Kind: refill.EventGateResult, Actor: actor, PlanID: p.ID, At: r.Now.Now(),
+				Dataset: f.Dataset, Partition: f.Partition, Detail: refill.Detail(map[string]any{"check": f.Check, "passed": false, "at": "apply"})}); err != nil {
+				return err
+			}
 		}
 		return tx.Append(ctx, &refill.Event{Kind: refill.EventGateResult, Actor: actor, PlanID: p.ID, At: r.Now.Now(),
 			Detail: refill.Detail(map[string]any{"passed": false, "failed": failed, "at": "apply", "findings": res.Findings})})
@@ -597,7 +614,7 @@ func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error 
 	} else {
 		// A command or a DAG run writes outside refill's transactions: its
 		// digests are taken before and after, and its output kept.
-		err = r.outside(ctx, d, a.Partition, &rec, func() (string, error) { return jr.Build(ctx, nil, d, jrun) })
+		err = r.outside(ctx, a.PlanID, d, a.Partition, &rec, func() (string, error) { return jr.Build(ctx, nil, d, jrun) })
 	}
 	if err != nil {
 		return err
@@ -790,7 +807,31 @@ func (r *Runner) digest(ctx context.Context, d *refill.Dataset, partition string
 // outside runs a job that writes outside refill's transactions (a command,
 // a DAG run), with the partition's digests before and after it and its
 // output kept with the record.
-func (r *Runner) outside(ctx context.Context, d *refill.Dataset, partition string, rec *refill.Published, job func() (string, error)) error {
+//
+// What a transactional publish writes into the warehouse with the
+// partition, an outside job's publish writes in a short transaction of
+// its own once the job has succeeded: the publish mark, and the audit
+// log's head as an anchor, so that audit verify sees a state store put
+// back whatever the job kinds. A mark found before the job starts is an
+// earlier attempt that succeeded and did not live to record it: that
+// partition is adopted, not run again.
+func (r *Runner) outside(ctx context.Context, planID string, d *refill.Dataset, partition string, rec *refill.Published, job func() (string, error)) error {
+	tr, ok := r.Warehouse.(refill.Transactor)
+	if !ok {
+		return fmt.Errorf("the %s warehouse cannot write", r.Warehouse.Driver())
+	}
+	var marked bool
+	if err := tr.Transact(ctx, func(tx refill.WarehouseTx) (err error) {
+		if marked, err = tx.MarkPublished(ctx, planID, d.Name, partition); err != nil {
+			return err
+		}
+		return errLookOnly
+	}); err != nil && !errors.Is(err, errLookOnly) {
+		return err
+	}
+	if marked {
+		return r.adopt(ctx, d, partition, rec)
+	}
 	var err error
 	if rec.Before, err = r.digest(ctx, d, partition); err != nil {
 		return err
@@ -798,9 +839,26 @@ func (r *Runner) outside(ctx context.Context, d *refill.Dataset, partition strin
 	if rec.Output, err = job(); err != nil {
 		return err
 	}
-	rec.After, err = r.digest(ctx, d, partition)
-	return err
+	if rec.After, err = r.digest(ctx, d, partition); err != nil {
+		return err
+	}
+	head, err := r.anchor(ctx)
+	if err != nil {
+		return err
+	}
+	return tr.Transact(ctx, func(tx refill.WarehouseTx) error {
+		if _, err := tx.MarkPublished(ctx, planID, d.Name, partition); err != nil {
+			return err
+		}
+		if head.Seq > 0 {
+			return tx.Anchor(ctx, head)
+		}
+		return nil
+	})
 }
+
+// errLookOnly rolls back a transaction that only looked.
+var errLookOnly = errors.New("looked only")
 
 // jobDeps is what this process gives the runners of its jobs (jobs.For),
 // the same a proof gives them but for where a command runs.

@@ -24,6 +24,19 @@ func TestBaselineUpgrade(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
+			// legacyGate writes the gate entry an older refill wrote beside
+			// each plan's schemas: it names no schema, and makes every
+			// schema row of its plan count.
+			legacyGate := func(t *testing.T, s *Store, plans ...string) {
+				t.Helper()
+				for _, p := range plans {
+					if err := s.Update(ctx, func(tx *Tx) error {
+						return tx.Append(ctx, &refill.Event{Kind: refill.EventGateResult, Actor: "alice", PlanID: p, Detail: refill.Detail(map[string]any{"passed": true})})
+					}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
 			wantBaseline := func(t *testing.T, s *Store, dataset, plan string, cols []refill.Column, by string) {
 				t.Helper()
 				got, ok, err := s.SchemaBaseline(ctx, dataset)
@@ -63,6 +76,7 @@ func TestBaselineUpgrade(t *testing.T) {
 					t.Fatalf("Open of a version 12 store: %v", err)
 				}
 				defer s.Close()
+				legacyGate(t, s, "p1", "p2", "p3", "p4", "p5")
 				wantBaseline(t, s, "orders", "p2", evolved, refill.AcceptedByUpgrade)
 				if b, _, _ := s.SchemaBaseline(ctx, "orders"); b.Origin() != "the latest schema seen before the upgrade to accepted baselines (plan p2)" {
 					t.Errorf("the carried-over baseline's origin reads %q", b.Origin())
@@ -91,6 +105,7 @@ func TestBaselineUpgrade(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer s.Close()
+				legacyGate(t, s, "p1", "p2")
 				wantBaseline(t, s, "orders", "p1", first, "")
 			})
 		})

@@ -29,54 +29,6 @@ func (t *Tx) AddApproval(ctx context.Context, a refill.Approval) error {
 	return nil
 }
 
-// Approvals returns a plan's approvals and rejections, oldest first.
-func (s *Store) Approvals(ctx context.Context, planID string) ([]refill.Approval, error) {
-	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT plan_id, plan_hash, actor, decision, note, at FROM approvals WHERE plan_id = ? ORDER BY seq`), planID)
-	if err != nil {
-		return nil, fmt.Errorf("approvals of %s: %w", planID, err)
-	}
-	defer rows.Close()
-	out := []refill.Approval{}
-	for rows.Next() {
-		var a refill.Approval
-		var at timestamp
-		if err := rows.Scan(&a.PlanID, &a.PlanHash, &a.Actor, &a.Decision, &a.Note, &at); err != nil {
-			return nil, fmt.Errorf("approvals of %s: %w", planID, err)
-		}
-		a.At = at.Time
-		out = append(out, a)
-	}
-	return out, rows.Err()
-}
-
-// ApprovalsOf returns the approvals and rejections of several plans in
-// one query, by plan, each in the order they were made.
-func (s *Store) ApprovalsOf(ctx context.Context, planIDs []string) (map[string][]refill.Approval, error) {
-	out := map[string][]refill.Approval{}
-	if len(planIDs) == 0 {
-		return out, nil
-	}
-	args := make([]any, len(planIDs))
-	for i, id := range planIDs {
-		args[i] = id
-	}
-	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT plan_id, plan_hash, actor, decision, note, at FROM approvals WHERE plan_id IN (`+placeholders(len(planIDs))+`) ORDER BY seq`), args...)
-	if err != nil {
-		return nil, fmt.Errorf("approvals: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var a refill.Approval
-		var at timestamp
-		if err := rows.Scan(&a.PlanID, &a.PlanHash, &a.Actor, &a.Decision, &a.Note, &at); err != nil {
-			return nil, fmt.Errorf("approvals: %w", err)
-		}
-		a.At = at.Time
-		out[a.PlanID] = append(out[a.PlanID], a)
-	}
-	return out, rows.Err()
-}
-
 // AddStep records a manual checklist step; each step happens once per plan.
 func (t *Tx) AddStep(ctx context.Context, st refill.ChecklistStep) error {
 	detail := string(st.Detail)
@@ -92,41 +44,6 @@ func (t *Tx) AddStep(ctx context.Context, st refill.ChecklistStep) error {
 		return refill.NotPermittedf("plan %s: the %s step is already done", st.PlanID, st.Step)
 	}
 	return nil
-}
-
-// DropUnauditedStep removes plan planID's row for step when the audit log
-// has no entry of that step by that row's actor: a row written into the
-// checklist table behind refill's back completes nothing, and must not
-// stop the step from being done for real. Checklist steps and their audit
-// events share their names (snapshot, scope, signoff).
-func (t *Tx) DropUnauditedStep(ctx context.Context, planID string, step refill.ChecklistItem) error {
-	_, err := t.tx.ExecContext(ctx, t.d.rebind(`DELETE FROM checklist WHERE plan_id = ? AND step = ? AND NOT EXISTS (
-		SELECT 1 FROM audit_log a WHERE a.plan_id = checklist.plan_id AND a.event = checklist.step AND a.actor = checklist.actor AND a.partition = '')`), planID, string(step))
-	if err != nil {
-		return fmt.Errorf("plan %s: record %s: %w", planID, step, err)
-	}
-	return nil
-}
-
-// Checklist returns a plan's recorded checklist steps in the order done.
-func (s *Store) Checklist(ctx context.Context, planID string) ([]refill.ChecklistStep, error) {
-	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT plan_id, step, actor, note, detail, at FROM checklist WHERE plan_id = ? ORDER BY seq`), planID)
-	if err != nil {
-		return nil, fmt.Errorf("checklist of %s: %w", planID, err)
-	}
-	defer rows.Close()
-	out := []refill.ChecklistStep{}
-	for rows.Next() {
-		var st refill.ChecklistStep
-		var at timestamp
-		var detail string
-		if err := rows.Scan(&st.PlanID, &st.Step, &st.Actor, &st.Note, &detail, &at); err != nil {
-			return nil, fmt.Errorf("checklist of %s: %w", planID, err)
-		}
-		st.At, st.Detail = at.Time, json.RawMessage(detail)
-		out = append(out, st)
-	}
-	return out, rows.Err()
 }
 
 // SaveSnapshot records the partitions a snapshot copied.

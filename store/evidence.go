@@ -97,25 +97,3 @@ func (s *Store) proofRows(ctx context.Context, dataset string) ([]refill.Proof, 
 	return out, rows.Err()
 }
 
-// SaveFlags records partitions the gate found bad, in one transaction.
-func (s *Store) SaveFlags(ctx context.Context, flags []refill.Flag) error {
-	return s.Update(ctx, func(tx *Tx) error { return tx.SaveFlags(ctx, flags) })
-}
-
-// Flagged returns every partition of dataset the gate ever flagged.
-func (s *Store) Flagged(ctx context.Context, dataset string) (map[string]bool, error) {
-	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT DISTINCT partition FROM gate_flags WHERE dataset = ?`), dataset)
-	if err != nil {
-		return nil, fmt.Errorf("gate flags of %s: %w", dataset, err)
-	}
-	defer rows.Close()
-	out := map[string]bool{}
-	for rows.Next() {
-		var p string
-		if err := rows.Scan(&p); err != nil {
-			return nil, fmt.Errorf("gate flags of %s: %w", dataset, err)
-		}
-		out[p] = true
-	}
-	return out, rows.Err()
-}

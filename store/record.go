@@ -41,7 +41,8 @@ func (s *Store) RecordPlan(ctx context.Context, rec refill.PlanRecord) ([]string
 		}
 		failed := p.Gate.Failed()
 		events = append(events, &refill.Event{Kind: refill.EventGateResult, Actor: actor, PlanID: p.ID, At: p.CreatedAt,
-			Detail: refill.Detail(map[string]any{"passed": p.Gate.Passed, "checked": p.Gate.Checked, "failed": failed, "findings": len(p.Gate.Findings)})})
+			Detail: refill.Detail(map[string]any{"passed": p.Gate.Passed, "checked": p.Gate.Checked, "failed": failed, "findings": len(p.Gate.Findings),
+				"schemas": SchemaDigests(rec.Schemas)})})
 		for _, f := range rec.Flags {
 			events = append(events, &refill.Event{Kind: refill.EventGateResult, Actor: actor, PlanID: p.ID, At: p.CreatedAt,
 				Dataset: f.Dataset, Partition: f.Partition, Detail: refill.Detail(map[string]any{"check": f.Check, "passed": false})})

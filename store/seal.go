@@ -11,34 +11,6 @@ import (
 	"github.com/refill-dev/refill"
 )
 
-// SchemaBaseline returns the schema drift is judged against: the one
-// accepted last (by a person, or by applying a plan that saw it), or else
-// the first one ever recorded. A plan that merely sees a new schema — even a
-// blocked plan of another request — never moves the baseline.
-func (s *Store) SchemaBaseline(ctx context.Context, dataset string) (refill.SchemaSnapshot, bool, error) {
-	for _, q := range []string{
-		`SELECT plan_id, columns, accepted_by, reason FROM schema_snapshots WHERE dataset = ? AND accepted_by IS NOT NULL ORDER BY id DESC LIMIT 1`,
-		`SELECT plan_id, columns, accepted_by, reason FROM schema_snapshots WHERE dataset = ? ORDER BY id LIMIT 1`,
-	} {
-		snap := refill.SchemaSnapshot{Dataset: dataset}
-		var cols string
-		var by, reason sql.NullString
-		err := s.db.QueryRowContext(ctx, s.d.rebind(q), dataset).Scan(&snap.PlanID, &cols, &by, &reason)
-		if errors.Is(err, sql.ErrNoRows) {
-			continue
-		}
-		if err != nil {
-			return refill.SchemaSnapshot{}, false, fmt.Errorf("schema baseline of %s: %w", dataset, err)
-		}
-		if err := json.Unmarshal([]byte(cols), &snap.Columns); err != nil {
-			return refill.SchemaSnapshot{}, false, fmt.Errorf("schema baseline of %s: %w", dataset, err)
-		}
-		snap.AcceptedBy, snap.Reason = by.String, reason.String
-		return snap, true, nil
-	}
-	return refill.SchemaSnapshot{}, false, nil
-}
-
 // AcceptSchema records snap as the drift baseline of its dataset, accepted
 // by snap.AcceptedBy for snap.Reason. The caller appends the audit entry in
 // the same transaction.

@@ -43,9 +43,9 @@ func (t *Tx) CreateToken(ctx context.Context, tok refill.Token, hash string) err
 }
 
 // RevokeToken ends a token at once. It is an error to revoke a token that
-// does not exist or is revoked already.
+// does not exist (or that no audit entry made) or is revoked already.
 func (t *Tx) RevokeToken(ctx context.Context, id string, at time.Time) (refill.Token, error) {
-	tok, _, err := token(ctx, t.tx, t.d, `id = ?`, id)
+	tok, err := token(ctx, t.tx, t.d, `id = ?`, id)
 	if err != nil {
 		return refill.Token{}, err
 	}
@@ -60,53 +60,81 @@ func (t *Tx) RevokeToken(ctx context.Context, id string, at time.Time) (refill.T
 }
 
 // TokenByHash finds the token whose secret hashes to hash. A token that is
-// not there is refill.ErrNotFound.
+// not there, or that no audit entry made with that hash, is
+// refill.ErrNotFound; whether it was revoked is the log's word.
 func (s *Store) TokenByHash(ctx context.Context, hash string) (refill.Token, error) {
-	tok, _, err := token(ctx, s.db, s.d, `hash = ?`, hash)
-	return tok, err
+	return token(ctx, s.db, s.d, `hash = ?`, hash)
 }
 
-// Tokens lists every token, newest first.
+// Tokens lists every token the audit log made, newest first, revoked as
+// the log says.
 func (s *Store) Tokens(ctx context.Context) ([]refill.Token, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, user_name, created_by, created_at, expires_at, revoked_at FROM api_tokens ORDER BY created_at DESC, id`)
+	rows, err := s.db.QueryContext(ctx, `SELECT id, user_name, created_by, created_at, expires_at, revoked_at, hash FROM api_tokens ORDER BY created_at DESC, id`)
 	if err != nil {
 		return nil, fmt.Errorf("tokens: %w", err)
 	}
-	defer rows.Close()
-	var out []refill.Token
+	type row struct {
+		tok  refill.Token
+		hash string
+	}
+	var all []row
 	for rows.Next() {
-		tok, err := scanToken(rows)
+		var r row
+		if r.tok, r.hash, err = scanToken(rows); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		all = append(all, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var out []refill.Token
+	for _, r := range all {
+		tok, err := countedToken(ctx, s.db, s.d, r.tok, r.hash)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, tok)
+		if tok != nil {
+			out = append(out, *tok)
+		}
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 type scanner interface{ Scan(...any) error }
 
-func scanToken(r scanner) (refill.Token, error) {
+func scanToken(r scanner) (refill.Token, string, error) {
 	var tok refill.Token
 	var created timestamp
 	var expires, revoked nullTime
-	if err := r.Scan(&tok.ID, &tok.User, &tok.CreatedBy, &created, &expires, &revoked); err != nil {
-		return tok, err
+	var hash string
+	if err := r.Scan(&tok.ID, &tok.User, &tok.CreatedBy, &created, &expires, &revoked, &hash); err != nil {
+		return tok, "", err
 	}
 	tok.CreatedAt, tok.ExpiresAt, tok.RevokedAt = created.Time, expires.Time, revoked.Time
-	return tok, nil
+	return tok, hash, nil
 }
 
-func token(ctx context.Context, q querier, d dialect, where string, arg any) (refill.Token, string, error) {
-	row := q.QueryRowContext(ctx, d.rebind(`SELECT id, user_name, created_by, created_at, expires_at, revoked_at FROM api_tokens WHERE `+where), arg)
-	tok, err := scanToken(row)
+// token reads one token and applies the audit log to it (countedToken).
+func token(ctx context.Context, q querier, d dialect, where string, arg any) (refill.Token, error) {
+	row := q.QueryRowContext(ctx, d.rebind(`SELECT id, user_name, created_by, created_at, expires_at, revoked_at, hash FROM api_tokens WHERE `+where), arg)
+	tok, hash, err := scanToken(row)
 	if errors.Is(err, sql.ErrNoRows) {
-		return tok, "", fmt.Errorf("token: %w", refill.ErrNotFound)
+		return tok, fmt.Errorf("token: %w", refill.ErrNotFound)
 	}
 	if err != nil {
-		return tok, "", fmt.Errorf("token: %w", err)
+		return tok, fmt.Errorf("token: %w", err)
 	}
-	return tok, tok.ID, nil
+	counted, err := countedToken(ctx, q, d, tok, hash)
+	if err != nil {
+		return tok, err
+	}
+	if counted == nil {
+		return tok, fmt.Errorf("token %s has no audit entry that made it with this secret: %w", tok.ID, refill.ErrNotFound)
+	}
+	return *counted, nil
 }
 
 // nullTime reads a nullable timestamp column; NULL is the zero time.
@@ -145,25 +173,6 @@ func (s *Store) FirstSight(ctx context.Context, key string, now, expires time.Ti
 	return n == 1, nil
 }
 
-// Freeze returns the freeze in force, if any.
-func (s *Store) Freeze(ctx context.Context) (refill.Freeze, bool, error) {
-	return freeze(ctx, s.db, s.d)
-}
-
-func freeze(ctx context.Context, q querier, d dialect) (refill.Freeze, bool, error) {
-	var f refill.Freeze
-	var at timestamp
-	err := q.QueryRowContext(ctx, `SELECT frozen_by, reason, frozen_at FROM freezes WHERE id = 1`).Scan(&f.By, &f.Reason, &at)
-	if errors.Is(err, sql.ErrNoRows) {
-		return f, false, nil
-	}
-	if err != nil {
-		return f, false, fmt.Errorf("freeze: %w", err)
-	}
-	f.At = at.Time
-	return f, true, nil
-}
-
 // SetFreeze puts f in force, or lifts the freeze when f is nil. It returns
 // the freeze that was in force before, if any.
 func (t *Tx) SetFreeze(ctx context.Context, f *refill.Freeze) (refill.Freeze, bool, error) {
@@ -192,21 +201,6 @@ func (t *Tx) RequestCancel(ctx context.Context, c refill.CancelRequest) error {
 		return fmt.Errorf("plan %s: cancel: %w", c.PlanID, err)
 	}
 	return nil
-}
-
-// CancelRequested returns the request to stop plan's run, if there is one.
-func (s *Store) CancelRequested(ctx context.Context, planID string) (refill.CancelRequest, bool, error) {
-	c := refill.CancelRequest{PlanID: planID}
-	var at timestamp
-	err := s.db.QueryRowContext(ctx, s.d.rebind(`SELECT actor, reason, requested_at FROM cancel_requests WHERE plan_id = ?`), planID).Scan(&c.Actor, &c.Reason, &at)
-	if errors.Is(err, sql.ErrNoRows) {
-		return c, false, nil
-	}
-	if err != nil {
-		return c, false, fmt.Errorf("plan %s: cancel request: %w", planID, err)
-	}
-	c.At = at.Time
-	return c, true, nil
 }
 
 // SaveNotice records the message posted about a plan to target.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"database/sql"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -177,4 +178,92 @@ func TestClockSetAheadIsNeverAuto(t *testing.T) {
 	if n := warehouseCount(t, d, `SELECT count(*) FROM sessions WHERE last_seen LIKE '2031%'`); n != 0 {
 		t.Errorf("%d sessions rows dated 2031 were published", n)
 	}
+}
+
+// TestStateRowsCountOnlyWithTheirEntry reproduces two bypasses by someone
+// who can write the state store: an acceptance row copied from a real one
+// onto another partition silenced not_null there and showed in history as
+// the lead's; a deleted freeze row let an auto plan apply. Both count for
+// nothing now, and audit verify names them (exit 5).
+func TestStateRowsCountOnlyWithTheirEntry(t *testing.T) {
+	d := setup(t)
+	// Two days whose amounts went missing: not_null fails on both.
+	for _, day := range []string{"2026-11-24", "2026-11-25"} {
+		warehouseExec(t, d, `UPDATE events_raw SET amount = NULL WHERE event_date = '`+day+`'`)
+	}
+	step(t, d, 0, "", "accept", "events_raw", "--partition", "2026-11-24", "--check", "not_null", "--column", "amount", "--reason", "the amounts were never sent (INC-9)", "--as", "carol")
+	st := openState(t, d)
+	if _, err := st.Exec(`INSERT INTO acceptances (dataset, partition, check_name, column_name, measured, accepted_by, reason, accepted_at)
+		SELECT dataset, '2026-11-25', check_name, column_name, measured, accepted_by, reason, accepted_at FROM acceptances`); err != nil {
+		t.Fatal(err)
+	}
+	if f := findingOf(checkFindings(t, d, 3, "2026-11-25"), "not_null", "amount"); f == nil || f.Passed || f.Accepted != nil {
+		t.Errorf("a copied acceptance row silenced not_null on 2026-11-25: %+v", f)
+	}
+	if r := step(t, d, 0, "", "history", "events_raw", "--partition", "2026-11-25"); strings.Contains(r.stdout, "INC-9") {
+		t.Errorf("history shows an acceptance nobody made:\n%s", r.stdout)
+	}
+	r := step(t, d, 5, "acceptances row", "audit", "verify")
+	if !strings.Contains(r.stderr, "the acceptance of events_raw 2026-11-25 not_null by carol has no audit entry") {
+		t.Errorf("audit verify does not name the forged acceptance:\n%s", r.stderr)
+	}
+	if _, err := st.Exec(`DELETE FROM acceptances WHERE partition = '2026-11-25'`); err != nil {
+		t.Fatal(err)
+	}
+	step(t, d, 0, "audit log intact", "audit", "verify")
+
+	auto := decode[planJSON](t, step(t, d, 0, "", "plan", "sessions", "--from", "2026-11-20", "--to", "2026-11-21", "--reason", "late events", "--as", "alice", "-o", "json").stdout)
+	if auto.Tier != "auto" {
+		t.Fatalf("plan tier %s, want auto: %v", auto.Tier, auto.Reasons)
+	}
+	step(t, d, 0, "FROZEN by carol", "freeze", "--reason", "quarter close", "--as", "carol")
+	if _, err := st.Exec(`DELETE FROM freezes`); err != nil {
+		t.Fatal(err)
+	}
+	step(t, d, 4, "refill is frozen by carol", "apply", auto.ID, "--as", "alice")
+	if n := countRows(t, d, "SELECT count(*) FROM refill_published WHERE plan_id = ?", auto.ID); n != 0 {
+		t.Fatalf("%d partitions published while frozen", n)
+	}
+	step(t, d, 5, "(freeze by carol) is in force, but its row is gone", "audit", "verify")
+	step(t, d, 0, "unfrozen", "unfreeze", "--reason", "closed", "--as", "carol")
+	step(t, d, 0, "audit log intact", "audit", "verify")
+}
+
+// TestCommandPublishesAnchorTheLog reproduces an older copy of the state
+// store put back on a project of command jobs, which passed audit verify:
+// only the transactional publish wrote the audit anchor into the
+// warehouse. Every publish writes it now.
+func TestCommandPublishesAnchorTheLog(t *testing.T) {
+	dir := smallProject(t, `version: 1
+warehouse: sqlite:wh.db
+users:
+  alice: {roles: [engineer]}
+  bob: {roles: [engineer]}
+datasets:
+  feed:
+    job:
+      command: ["sh", "-c", "echo exported {{partition}}"]
+`)
+	applied := func(day string) {
+		t.Helper()
+		id := decode[planJSON](t, step(t, dir, 0, "", "plan", "feed", "--from", day, "--to", day, "--reason", "resend", "--as", "alice", "-o", "json").stdout).ID
+		step(t, dir, 0, "", "approve", id, "--as", "bob")
+		step(t, dir, 0, "", "apply", id, "--as", "alice")
+	}
+	applied("2026-11-01")
+	step(t, dir, 0, "matches the warehouse's anchor at entry", "audit", "verify")
+	state := filepath.Join(dir, ".refill", "state.db")
+	old, err := os.ReadFile(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied("2026-11-02")
+	// Put the older copy back (its WAL was checkpointed by the last close).
+	for _, f := range []string{state + "-wal", state + "-shm"} {
+		os.Remove(f)
+	}
+	if err := os.WriteFile(state, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	step(t, dir, 5, "the anchor outside the state store says the log held entry", "audit", "verify")
 }

@@ -108,7 +108,7 @@ func exercisePlans(t *testing.T, setup func(t *testing.T) (*store.Store, string)
 			if err := tx.SaveSchemas(ctx, []refill.SchemaSnapshot{{Dataset: "orders", PlanID: p.ID, Columns: []refill.Column{{Name: "id", Type: "integer"}}}}); err != nil {
 				return err
 			}
-			if err := tx.SaveFlags(ctx, []refill.Flag{{Dataset: "orders", Partition: "2026-11-01", Check: "not_null", PlanID: p.ID}}); err != nil {
+			if err := recordFlags(ctx, tx, []refill.Flag{{Dataset: "orders", Partition: "2026-11-01", Check: "not_null", PlanID: p.ID}}); err != nil {
 				return err
 			}
 			return tx.SaveProof(ctx, proof)
@@ -133,7 +133,7 @@ func exercisePlans(t *testing.T, setup func(t *testing.T) (*store.Store, string)
 			t.Errorf("the flags of a failed transaction were kept: %v", got)
 		}
 		if got, _ := s.Audit(ctx, store.AuditFilter{}); len(got) != 0 {
-			t.Errorf("the proof's audit entry of a failed transaction was kept: %+v", got)
+			t.Errorf("the audit entries of a failed transaction were kept: %+v", got)
 		}
 
 		if err := s.Update(ctx, write); err != nil {

@@ -74,10 +74,12 @@ func Exercise(t *testing.T, newDSN func(t *testing.T) string) {
 		t.Parallel()
 		s, _ := setup(t)
 		ctx := t.Context()
-		err := s.SaveFlags(ctx, []refill.Flag{
-			{Dataset: "src", Partition: "2026-11-01", Check: "volume", PlanID: "p1"},
-			{Dataset: "src", Partition: "2026-11-01", Check: "not_null", PlanID: "p1"},
-			{Dataset: "other", Partition: "2026-11-02", Check: "volume"},
+		err := s.Update(ctx, func(tx *store.Tx) error {
+			return recordFlags(ctx, tx, []refill.Flag{
+				{Dataset: "src", Partition: "2026-11-01", Check: "volume", PlanID: "p1"},
+				{Dataset: "src", Partition: "2026-11-01", Check: "not_null", PlanID: "p1"},
+				{Dataset: "other", Partition: "2026-11-02", Check: "volume"},
+			})
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -638,6 +640,7 @@ func Exercise(t *testing.T, newDSN func(t *testing.T) string) {
 	exerciseWatch(t, setup)
 	exerciseAccept(t, setup)
 	exerciseLineage(t, setup)
+	exerciseLedger(t, setup)
 	t.Run("NewerSchemaRefused", func(t *testing.T) {
 		t.Parallel()
 		s, dsn := setup(t)
