@@ -96,4 +96,3 @@ func (s *Store) proofRows(ctx context.Context, dataset string) ([]refill.Proof, 
 	}
 	return out, rows.Err()
 }
-
