@@ -216,6 +216,20 @@ type RunConfig struct {
 	// Tolerance is how far (a fraction) a published partition's rows may
 	// differ from the plan's expectation before the report flags it.
 	Tolerance float64 `json:"tolerance"`
+	// JobUser is run.job_user: command jobs (runs and proofs) run as this
+	// user rather than as refill's, so that a refill running as root does
+	// not hand every job the power to read its memory.
+	JobUser *JobUser `json:"job_user,omitempty"`
+}
+
+// JobUser is an operating-system user command jobs run as, resolved
+// when the config is loaded.
+type JobUser struct {
+	Name   string   `json:"name"`
+	UID    uint32   `json:"uid"`
+	GID    uint32   `json:"gid"`
+	Groups []uint32 `json:"groups,omitempty"`
+	Home   string   `json:"home"`
 }
 
 // NotifyConfig names where dry runs and alerts go.

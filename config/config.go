@@ -224,6 +224,7 @@ type rawRun struct {
 	Backoff        *string  `yaml:"backoff"`
 	RescueAfter    *string  `yaml:"rescue_after"`
 	Tolerance      *float64 `yaml:"tolerance"`
+	JobUser        *string  `yaml:"job_user"`
 }
 
 type rawNotify struct {

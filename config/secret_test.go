@@ -151,3 +151,88 @@ func TestJobsMayNameOtherSecrets(t *testing.T) {
 		}
 	}
 }
+
+// jobUserProject is a project directory the user nobody can work in, as
+// run.job_user needs: the directory, the warehouse and its directory
+// writable by nobody. It returns the config's path.
+func jobUserProject(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("making files nobody's takes root")
+	}
+	path := secretProject(t, "", map[string]string{"wh.db": "", "audit.key": "k"})
+	dir := filepath.Dir(path)
+	if err := os.Chmod(filepath.Dir(dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{dir, filepath.Join(dir, "wh.db")} {
+		if err := os.Chown(p, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestJobUser: run.job_user resolves the user command jobs run as.
+func TestJobUser(t *testing.T) {
+	path := jobUserProject(t)
+	doc := head + "audit: {key_file: audit.key}\nrun: {job_user: nobody}\n"
+	cfg, err := Parse([]byte(strings.Replace(doc, "w.db", "wh.db", 1)), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := cfg.Run.JobUser; u == nil || u.Name != "nobody" || u.UID != 65534 || u.GID != 65534 || u.Home == "" {
+		t.Errorf("job user %+v", u)
+	}
+}
+
+func TestJobUserErrors(t *testing.T) {
+	t.Run("unknown user", func(t *testing.T) {
+		doc := head + "run:\n  job_user: no-such-user # <-\n"
+		_, err := Parse([]byte(doc), "")
+		requireAt(t, err, doc, "run.job_user", `no user "no-such-user" on this machine`)
+	})
+	t.Run("refill is not root", func(t *testing.T) {
+		defer func(f func() int) { geteuid = f }(geteuid)
+		geteuid = func() int { return 1000 }
+		doc := head + "run:\n  job_user: nobody # <-\n"
+		_, err := Parse([]byte(doc), "")
+		requireAt(t, err, doc, "run.job_user", "refill runs as uid 1000, not as root, so it cannot start jobs as nobody (uid 65534)")
+	})
+	t.Run("unwritable warehouse", func(t *testing.T) {
+		path := jobUserProject(t)
+		wh := filepath.Join(filepath.Dir(path), "wh.db")
+		if err := os.Chown(wh, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(wh, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		doc := "version: 1\nwarehouse: sqlite:wh.db\nrun:\n  job_user: nobody # <-\n"
+		_, err := Parse([]byte(doc), path)
+		requireAt(t, err, doc, "run.job_user", "command jobs write the warehouse "+wh+" as nobody, who cannot write "+wh+": "+wh+" has owner root, group root, mode -rw-r--r--")
+	})
+	t.Run("unwritable working directory", func(t *testing.T) {
+		path := jobUserProject(t)
+		dir := filepath.Dir(path)
+		if err := os.Chown(dir, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		doc := "version: 1\nwarehouse: sqlite:wh.db\nrun:\n  job_user: nobody # <-\n"
+		_, err := Parse([]byte(doc), path)
+		requireAt(t, err, doc, "run.job_user", "command jobs run in the config's directory "+dir+", as nobody, who cannot write it: "+dir+" has owner root, group root, mode drwxr-xr-x")
+	})
+	t.Run("a secret nobody can read", func(t *testing.T) {
+		path := jobUserProject(t)
+		key := filepath.Join(filepath.Dir(path), "audit.key")
+		if err := os.Chmod(key, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		doc := "version: 1\nwarehouse: sqlite:wh.db\naudit:\n  key_file: audit.key # <-\nrun: {job_user: nobody}\n"
+		_, err := Parse([]byte(doc), path)
+		requireAt(t, err, doc, "audit.key_file", "nobody can read "+key+", and command jobs run as nobody (run.job_user)")
+	})
+}

@@ -147,6 +147,9 @@ func (c *converter) config(raw *rawConfig) *refill.Config {
 	c.lineage(cfg)
 	c.openLineageNames(cfg)
 	c.jobsNameNoSecret(cfg)
+	if raw.Run != nil && raw.Run.JobUser != nil {
+		cfg.Run.JobUser = c.jobUser(cfg, *raw.Run.JobUser)
+	}
 	return cfg
 }
 
