@@ -234,6 +234,9 @@ func (a *AirflowJob) HasCredentials() bool {
 // job keeps its paths as written, so that a project moved with its plans
 // still finds them.
 func (a *AirflowJob) In(dir string) *AirflowJob {
+	if a == nil {
+		return nil
+	}
 	c := *a
 	c.UsernameFile = a.Username("").In(dir).File
 	c.PasswordFile = a.Password("").In(dir).File

@@ -42,7 +42,7 @@ func For(kind refill.JobKind, deps Deps) (refill.JobRunner, error) {
 	case refill.JobCommand:
 		return command.Runner{Dir: deps.Dir, WorkDir: deps.WorkDir, Hidden: deps.Hidden}, nil
 	case refill.JobAirflow:
-		return airflow.Runner{Client: deps.Airflow}, nil
+		return airflow.Runner{Client: deps.Airflow, Dir: deps.Dir}, nil
 	}
 	return nil, fmt.Errorf("%s jobs cannot run in this version", kind)
 }

@@ -22,7 +22,7 @@ func TestForChoosesOneRunnerPerKind(t *testing.T) {
 		{refill.JobQuery, query.Runner{}, true},
 		{refill.JobSQL, query.Runner{}, true},
 		{refill.JobCommand, command.Runner{Dir: "/p", WorkDir: "/scratch", Hidden: []string{"KEY"}}, false},
-		{refill.JobAirflow, airflow.Runner{Client: client}, false},
+		{refill.JobAirflow, airflow.Runner{Client: client, Dir: "/p"}, false},
 	} {
 		jr, err := For(tc.kind, deps)
 		if err != nil {

@@ -198,7 +198,7 @@ func (a *app) reloader(e *env, log *slog.Logger) (func(context.Context) (*server
 		if err != nil {
 			return nil, fmt.Errorf("%s changed and no longer loads; fix it (nothing is decided until then): %w", cur.Name(), err)
 		}
-		if cfg.Warehouse != cur.Warehouse || cfg.State != cur.State {
+		if cfg.Warehouse != cur.Warehouse || cfg.State != cur.State || cfg.StateSecret() != cur.StateSecret() {
 			return nil, fmt.Errorf("%s changed its warehouse or state store: restart refill serve to use them", cur.Name())
 		}
 		ne := &env{cfg: cfg, wh: e.wh, st: e.st, notifier: e.notifier}

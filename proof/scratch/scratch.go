@@ -15,6 +15,7 @@ import (
 
 	"github.com/refill-dev/refill"
 	dsnpkg "github.com/refill-dev/refill/dsn"
+	"github.com/refill-dev/refill/internal/secret"
 	"github.com/refill-dev/refill/jobs"
 	"github.com/refill-dev/refill/proof"
 	"github.com/refill-dev/refill/warehouse"
@@ -39,11 +40,13 @@ func Open(ctx context.Context, cfg *refill.Config, src refill.Warehouse) (*Wareh
 	if cfg.ProofWarehouse == "" {
 		return nil, refill.BadInputf("no proof_warehouse: in %s: command jobs are proven against a scratch warehouse, never the production one", cfg.Name())
 	}
-	wh, err := warehouse.Open(ctx, cfg.ProofWarehouse, cfg.Dir)
+	// The password refill connects with, which a command job is told
+	// too (REFILL_WAREHOUSE).
+	dsn := secret.Reader{}.DSN(cfg.ProofWarehouse)
+	wh, err := warehouse.Open(ctx, dsn, cfg.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("proof_warehouse: %w", err)
 	}
-	dsn := cfg.ProofWarehouse
 	path, isFile := warehouse.SQLitePath(dsn, cfg.Dir)
 	if isFile {
 		dsn = "sqlite:" + path
