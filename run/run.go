@@ -803,7 +803,9 @@ func (r *Runner) outside(ctx context.Context, d *refill.Dataset, partition strin
 // jobDeps is what this process gives the runners of its jobs (jobs.For),
 // the same a proof gives them but for where a command runs.
 func (r *Runner) jobDeps() jobs.Deps {
-	return jobs.Deps{Dir: r.Config.Dir, Hidden: []string{r.Config.Audit.KeyEnv}, Airflow: airflowClient}
+	deps := jobs.DepsOf(r.Config)
+	deps.Airflow = airflowClient
+	return deps
 }
 
 // jobWarehouse is the warehouse an outside job is told to write to

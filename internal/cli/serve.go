@@ -53,6 +53,9 @@ and refill apply resumes them.`,
 				return fmt.Errorf("--log-format %q: want json or text", logFormat)
 			}
 			log := slog.New(h)
+			// What refill's packages log on their own (a warning that
+			// command jobs run as root) goes to the same log.
+			slog.SetDefault(log)
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			e, err := a.open(ctx, true, true)

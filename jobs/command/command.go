@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,8 +37,13 @@ type Runner struct {
 	// export) never overwrite the real ones.
 	WorkDir string
 	// Hidden names variables of refill's environment that a job never
-	// sees, even under REFILL_*: the audit key.
+	// sees, even under REFILL_* or named in env: (secret.Hidden).
 	Hidden []string
+	// Withheld holds variables refill dropped from its own environment
+	// that a job is given when its env: names them (secret.Withheld).
+	Withheld map[string]string
+	// User, when set, is who the command runs as (run.job_user).
+	User *refill.JobUser
 }
 
 // Result is what a command left behind.
@@ -49,16 +55,17 @@ type Result struct {
 
 // Environment is what a command job sees (DESIGN.md §5): PATH, HOME and
 // refill's REFILL_* variables from base, less hidden ones; each bare NAME
-// the job declares, passed through from base; and each NAME=value it
-// declares, as written. Nothing else of refill's environment — database
-// passwords, cloud credentials, Slack tokens — reaches a job.
-func Environment(base, declared, hidden []string) []string {
+// the job declares, passed through from withheld or else base; and each
+// NAME=value it declares, as written. Nothing else of refill's environment
+// — database passwords, cloud credentials, Slack tokens — reaches a job.
+func Environment(base, declared, hidden []string, withheld map[string]string) []string {
 	get := map[string]string{}
 	for _, kv := range base {
 		if k, v, ok := strings.Cut(kv, "="); ok {
 			get[k] = v
 		}
 	}
+	maps.Copy(get, withheld)
 	var out []string
 	for _, kv := range base {
 		k, _, _ := strings.Cut(kv, "=")
@@ -130,12 +137,13 @@ func (c Runner) Run(ctx context.Context, d *refill.Dataset, partition string) (R
 	if c.WorkDir != "" {
 		cmd.Dir = c.WorkDir
 	}
-	cmd.Env = Environment(os.Environ(), j.Env, c.Hidden)
+	cmd.Env = Environment(c.environ(), j.Env, c.Hidden, c.Withheld)
 	cmd.Env = append(cmd.Env, "REFILL_DATASET="+d.Name, "REFILL_PARTITION="+partition, "REFILL_FROM="+partition, "REFILL_TO="+partition)
 	if c.Warehouse != "" {
 		cmd.Env = append(cmd.Env, "REFILL_WAREHOUSE="+c.Warehouse)
 	}
 	setProcessGroup(cmd)
+	c.runAs(cmd)
 	var out bytes.Buffer
 	cmd.Stdout = &limited{w: &out, n: outputLimit}
 	cmd.Stderr = cmd.Stdout

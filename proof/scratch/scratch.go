@@ -57,7 +57,12 @@ func Open(ctx context.Context, cfg *refill.Config, src refill.Warehouse) (*Wareh
 		return nil, err
 	}
 	scratch, err := os.MkdirTemp("", "refill-proof-")
+	if err == nil && cfg.Run.JobUser != nil && os.Geteuid() == 0 {
+		// Commands run there as run.job_user, who must write it.
+		err = os.Chown(scratch, int(cfg.Run.JobUser.UID), int(cfg.Run.JobUser.GID))
+	}
 	if err != nil {
+		os.RemoveAll(scratch)
 		unlock()
 		wh.Close()
 		return nil, err
@@ -88,7 +93,9 @@ func (p *Warehouse) Name() string {
 // Run runs d's job for partition with the runner a run uses (jobs.For),
 // told to write to the proof warehouse and run in the scratch directory.
 func (p *Warehouse) Run(ctx context.Context, d *refill.Dataset, partition string) error {
-	jr, err := jobs.For(d.Job.Kind, jobs.Deps{Dir: p.cfg.Dir, WorkDir: p.scratch, Hidden: []string{p.cfg.Audit.KeyEnv}})
+	deps := jobs.DepsOf(p.cfg)
+	deps.WorkDir = p.scratch
+	jr, err := jobs.For(d.Job.Kind, deps)
 	if err != nil {
 		return err
 	}
