@@ -389,3 +389,23 @@ datasets:
 		t.Errorf("plans: %s", r.stdout)
 	}
 }
+
+// TestBrokenConfigWithSecrets: with secrets in its environment, refill
+// reads the config before the command does, to know which to drop; a
+// config that does not load is still the command's to report (exit 2,
+// file:line), and a secret's file that is missing is such an error.
+func TestBrokenConfigWithSecrets(t *testing.T) {
+	dir := t.TempDir()
+	env := []string{"REFILL_AUDIT_KEY=k", "SLACK_SIGNING_SECRET=s"}
+	for doc, want := range map[string]string{
+		"version: 1\nwarehouse: sqlite:wh.db\naudit:\n  key_file: audit.key\n": "refill.yaml:4: audit.key_file: cannot read audit.key (" + filepath.Join(dir, "audit.key") + "): no such file or directory",
+		"version: [\n": "refill.yaml:1:",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, "refill.yaml"), []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if r := run(t, dir, env, "plans"); r.code != 2 || !strings.Contains(r.stderr, want) {
+			t.Errorf("%q: exit %d, want 2 with %q:\n%s", doc, r.code, want, r.stderr)
+		}
+	}
+}
