@@ -97,7 +97,7 @@ func (c *converter) secretFile(path, file string) {
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(c.dir, p)
 	}
-	c.secretFiles = append(c.secretFiles, secretFile{key: path, path: p})
+	c.secretFiles = append(c.secretFiles, secretPath{key: path, path: p})
 	where := file
 	if p != file {
 		where += " (" + p + ")"
@@ -122,9 +122,9 @@ func (c *converter) secretFile(path, file string) {
 	f.Close()
 }
 
-// secretFile is a secret's file, for run.job_user's check that the job
+// secretPath is a secret's file, for run.job_user's check that the job
 // user cannot read it.
-type secretFile struct{ key, path string }
+type secretPath struct{ key, path string }
 
 // cause is an error from the file system without the path it repeats.
 func cause(err error) string {

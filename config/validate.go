@@ -68,7 +68,7 @@ type converter struct {
 	nodes map[string]string
 	// secretFiles are the secrets' files, which run.job_user must not
 	// be able to read.
-	secretFiles []secretFile
+	secretFiles []secretPath
 }
 
 func (c *converter) errorf(path, format string, args ...any) {

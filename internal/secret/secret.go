@@ -168,7 +168,7 @@ func Keep(find func() (dir string, secrets []refill.Secret)) {
 // needed, and says why it cannot.
 func gather(dir string, secrets []refill.Secret) handover {
 	h := handover{Env: map[string]string{}, Files: map[string]string{}}
-	secrets = append(secrets, refill.Secret{Env: refill.DefaultAuditKeyEnv}, refill.Secret{Env: refill.PGPasswordEnv})
+	secrets = append(slices.Clip(secrets), refill.Secret{Env: refill.DefaultAuditKeyEnv}, refill.Secret{Env: refill.PGPasswordEnv})
 	for _, s := range secrets {
 		if s.Env != "" {
 			if v, ok := os.LookupEnv(s.Env); ok {
