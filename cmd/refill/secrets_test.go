@@ -27,9 +27,10 @@ const probeMarker = "REFILLPROBE"
 // hostileJob looks for refill's secrets everywhere a command job might:
 // its own environment, /proc/$PPID/environ and every /proc/*/environ it
 // can read, refill's memory (/proc/$PPID/mem, each readable mapping
-// /proc/$PPID/maps lists), and ptrace. It appends what it tried and what
-// it found to the report named by its second argument, and then writes
-// its partition's row, as a job would, to the SQLite warehouse it is told.
+// /proc/$PPID/maps lists), and ptrace (PTRACE_SEIZE, which stops nothing;
+// the tracer's exit detaches it). It appends what it tried and what it
+// found to the report named by its second argument, and writes its
+// partition's row, as a job would, to the SQLite warehouse it is told.
 const hostileJob = `#!/bin/sh
 report="$2"
 m="REFILL""PROBE"
@@ -93,6 +94,13 @@ if mem:
     print("mem: scanned %d bytes" % scanned)
 for v in sorted(found):
     print("FOUND memory " + v)
+if os.environ.get("REFILL_WAREHOUSE", "").startswith("sqlite:"):
+    import sqlite3
+    db = sqlite3.connect(os.environ["REFILL_WAREHOUSE"][len("sqlite:"):])
+    with db:
+        db.execute("DELETE FROM hostile WHERE day = ?", (os.environ["REFILL_PARTITION"],))
+        db.execute("INSERT INTO hostile VALUES (?, 1)", (os.environ["REFILL_PARTITION"],))
+# Last, since a traced refill may pause until this process exits.
 libc = ctypes.CDLL(None, use_errno=True)
 libc.ptrace.restype = ctypes.c_long
 libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
@@ -101,12 +109,6 @@ if libc.ptrace(PTRACE_SEIZE, ppid, None, None) == 0:
     print("ptrace: attached")  # detached when this process exits
 else:
     print("ptrace: denied (%s)" % os.strerror(ctypes.get_errno()))
-if os.environ.get("REFILL_WAREHOUSE", "").startswith("sqlite:"):
-    import sqlite3
-    db = sqlite3.connect(os.environ["REFILL_WAREHOUSE"][len("sqlite:"):])
-    with db:
-        db.execute("DELETE FROM hostile WHERE day = ?", (os.environ["REFILL_PARTITION"],))
-        db.execute("INSERT INTO hostile VALUES (?, 1)", (os.environ["REFILL_PARTITION"],))
 PY
 fi
 `
