@@ -224,8 +224,43 @@ type AirflowJob struct {
 	API         string `json:"api"`
 	UsernameEnv string `json:"username_env,omitempty"`
 	PasswordEnv string `json:"password_env,omitempty"`
+	// UsernameFile and PasswordFile are the credentials kept in files
+	// instead (relative to the config's directory, as written: In
+	// resolves them where the job runs).
+	UsernameFile string `json:"username_file,omitempty"`
+	PasswordFile string `json:"password_file,omitempty"`
 	// Poll is how often the DAG run's state is read (default 5s).
 	Poll Duration `json:"poll,omitempty"`
+}
+
+// Username is where the job's Airflow user name is kept; key is the
+// dotted config path of the job's airflow: mapping, with its dot.
+func (a *AirflowJob) Username(key string) Secret {
+	return secretOf(key+"username", a.UsernameEnv, a.UsernameFile, false)
+}
+
+// Password is where the job's Airflow password is kept.
+func (a *AirflowJob) Password(key string) Secret {
+	return secretOf(key+"password", a.PasswordEnv, a.PasswordFile, false)
+}
+
+// HasCredentials reports whether the job names credentials at all.
+func (a *AirflowJob) HasCredentials() bool {
+	return a.Username("").IsSet() || a.Password("").IsSet()
+}
+
+// In returns a copy of a whose relative credential files are resolved
+// against dir, the directory of the config the job runs under: a sealed
+// job keeps its paths as written, so that a project moved with its plans
+// still finds them.
+func (a *AirflowJob) In(dir string) *AirflowJob {
+	if a == nil {
+		return nil
+	}
+	c := *a
+	c.UsernameFile = a.Username("").In(dir).File
+	c.PasswordFile = a.Password("").In(dir).File
+	return &c
 }
 
 // Fingerprint is a hash of the job's definition. Proofs are tied to it, so

@@ -80,7 +80,7 @@ func Parse(data []byte, file string) (*refill.Config, error) {
 	}
 
 	var raw rawConfig
-	if err := decode(data, &raw); err != nil {
+	if err := decode(data, &raw, true); err != nil {
 		errs.errs = append(errs.errs, fromYAML(name, err, ix, data))
 		return nil, errs.err()
 	}
@@ -117,14 +117,19 @@ func parseAST(data []byte) (f *ast.File, err error) {
 
 // decode allows duplicate keys because the parser has already rejected true
 // duplicates, and goccy's decoder otherwise takes a key that overrides a
-// merged one ("<<: *base" then "table: b") for a duplicate.
-func decode(data []byte, raw any) (err error) {
+// merged one ("<<: *base" then "table: b") for a duplicate. strict refuses
+// keys raw has no field for.
+func decode(data []byte, raw any, strict bool) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("the YAML decoder failed on this file: %v", r)
 		}
 	}()
-	return yaml.UnmarshalWithOptions(data, raw, yaml.Strict(), yaml.AllowDuplicateMapKey())
+	opts := []yaml.DecodeOption{yaml.AllowDuplicateMapKey()}
+	if strict {
+		opts = append(opts, yaml.Strict())
+	}
+	return yaml.UnmarshalWithOptions(data, raw, opts...)
 }
 
 func nodeLine(n ast.Node) int {
@@ -141,6 +146,8 @@ type rawConfig struct {
 	Version        *int                   `yaml:"version"`
 	Warehouse      string                 `yaml:"warehouse"`
 	State          string                 `yaml:"state"`
+	StateEnv       string                 `yaml:"state_env"`
+	StateFile      string                 `yaml:"state_file"`
 	ProofWarehouse string                 `yaml:"proof_warehouse"`
 	DatasetsFrom   *rawDatasetsFrom       `yaml:"datasets_from"`
 	Run            *rawRun                `yaml:"run"`
@@ -162,8 +169,11 @@ type rawServer struct {
 	PublicURL string `yaml:"public_url"`
 }
 
+// Every secret is named by a *_env key (an environment variable) or the
+// *_file key beside it (a file, relative to refill.yaml), never both.
 type rawAudit struct {
-	KeyEnv string `yaml:"key_env"`
+	KeyEnv  string `yaml:"key_env"`
+	KeyFile string `yaml:"key_file"`
 }
 
 // rawDatasetsFrom names a dbt manifest whose models, seeds, snapshots and
@@ -183,6 +193,7 @@ type rawRun struct {
 	Backoff        *string  `yaml:"backoff"`
 	RescueAfter    *string  `yaml:"rescue_after"`
 	Tolerance      *float64 `yaml:"tolerance"`
+	JobUser        *string  `yaml:"job_user"`
 }
 
 type rawNotify struct {
@@ -191,16 +202,20 @@ type rawNotify struct {
 }
 
 type rawSlack struct {
-	WebhookURLEnv    string `yaml:"webhook_url_env"`
-	SigningSecretEnv string `yaml:"signing_secret_env"`
-	BotTokenEnv      string `yaml:"bot_token_env"`
-	Channel          string `yaml:"channel"`
-	APIURL           string `yaml:"api_url"`
+	WebhookURLEnv     string `yaml:"webhook_url_env"`
+	WebhookURLFile    string `yaml:"webhook_url_file"`
+	SigningSecretEnv  string `yaml:"signing_secret_env"`
+	SigningSecretFile string `yaml:"signing_secret_file"`
+	BotTokenEnv       string `yaml:"bot_token_env"`
+	BotTokenFile      string `yaml:"bot_token_file"`
+	Channel           string `yaml:"channel"`
+	APIURL            string `yaml:"api_url"`
 }
 
 type rawWebhook struct {
-	URL       string `yaml:"url"`
-	SecretEnv string `yaml:"secret_env"`
+	URL        string `yaml:"url"`
+	SecretEnv  string `yaml:"secret_env"`
+	SecretFile string `yaml:"secret_file"`
 }
 
 type rawPolicy struct {
@@ -315,10 +330,12 @@ type rawJob struct {
 }
 
 type rawAirflow struct {
-	URL         string `yaml:"url"`
-	DagID       string `yaml:"dag_id"`
-	API         string `yaml:"api"`
-	UsernameEnv string `yaml:"username_env"`
-	PasswordEnv string `yaml:"password_env"`
-	Poll        string `yaml:"poll"`
+	URL          string `yaml:"url"`
+	DagID        string `yaml:"dag_id"`
+	API          string `yaml:"api"`
+	UsernameEnv  string `yaml:"username_env"`
+	UsernameFile string `yaml:"username_file"`
+	PasswordEnv  string `yaml:"password_env"`
+	PasswordFile string `yaml:"password_file"`
+	Poll         string `yaml:"poll"`
 }

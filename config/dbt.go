@@ -176,7 +176,7 @@ func fromImport(imp *dbt.Import) ([]*refill.Dataset, []string) {
 		checkShape(f.Docs[0].Body, reflect.TypeFor[rawImport](), "", ix, errs)
 	}
 	if len(errs.errs) == 0 {
-		if err := decode(text, &raw); err != nil {
+		if err := decode(text, &raw, true); err != nil {
 			errs.errs = append(errs.errs, fromYAML(imp.File, err, ix, text))
 		}
 	}

@@ -66,6 +66,9 @@ type converter struct {
 	dir string
 	// nodes maps each imported dataset to its dbt node, for messages.
 	nodes map[string]string
+	// secretFiles are the secrets' files, which run.job_user must not
+	// be able to read.
+	secretFiles []secretPath
 }
 
 func (c *converter) errorf(path, format string, args ...any) {
@@ -75,7 +78,6 @@ func (c *converter) errorf(path, format string, args ...any) {
 func (c *converter) config(raw *rawConfig) *refill.Config {
 	cfg := &refill.Config{
 		Warehouse:      raw.Warehouse,
-		State:          raw.State,
 		ProofWarehouse: raw.ProofWarehouse,
 		Users:          map[string]refill.User{},
 		Datasets:       map[string]*refill.Dataset{},
@@ -94,11 +96,7 @@ func (c *converter) config(raw *rawConfig) *refill.Config {
 	} else {
 		c.storeURL("warehouse", raw.Warehouse)
 	}
-	if cfg.State == "" {
-		cfg.State = defaultState
-	} else {
-		c.storeURL("state", raw.State)
-	}
+	c.state(cfg, raw)
 	if raw.ProofWarehouse != "" {
 		c.storeURL("proof_warehouse", raw.ProofWarehouse)
 	}
@@ -113,11 +111,7 @@ func (c *converter) config(raw *rawConfig) *refill.Config {
 		cfg.MaxRangeDays = *raw.MaxRangeDays
 	}
 
-	cfg.Audit = refill.AuditConfig{KeyEnv: refill.DefaultAuditKeyEnv}
-	if raw.Audit != nil && raw.Audit.KeyEnv != "" {
-		c.env("audit.key_env", raw.Audit.KeyEnv)
-		cfg.Audit.KeyEnv = raw.Audit.KeyEnv
-	}
+	cfg.Audit = c.audit(raw.Audit)
 	cfg.Run = c.run(raw.Run)
 	cfg.Notify = c.notify(raw.Notify)
 	cfg.Watch.Interval = refill.Duration(defaultWatchInterval)
@@ -153,6 +147,10 @@ func (c *converter) config(raw *rawConfig) *refill.Config {
 	c.lineage(cfg)
 	c.openLineageNames(cfg)
 	c.sealCommands(cfg)
+	c.jobsNameNoSecret(cfg)
+	if raw.Run != nil && raw.Run.JobUser != nil {
+		cfg.Run.JobUser = c.jobUser(cfg, *raw.Run.JobUser)
+	}
 	return cfg
 }
 
@@ -227,22 +225,19 @@ func (c *converter) run(raw *rawRun) refill.RunConfig {
 }
 
 func (c *converter) notify(raw *rawNotify) refill.NotifyConfig {
-	var n refill.NotifyConfig
 	if raw == nil {
-		return n
+		return refill.NotifyConfig{}
 	}
 	if s := raw.Slack; s != nil {
-		c.env("notify.slack.webhook_url_env", s.WebhookURLEnv)
-		c.env("notify.slack.signing_secret_env", s.SigningSecretEnv)
-		c.env("notify.slack.bot_token_env", s.BotTokenEnv)
-		if s.BotTokenEnv != "" && s.Channel == "" {
-			c.errorf("notify.slack.channel", "required with bot_token_env: the channel the bot posts to")
+		c.secret("notify.slack", "webhook_url", s.WebhookURLEnv, s.WebhookURLFile)
+		c.secret("notify.slack", "signing_secret", s.SigningSecretEnv, s.SigningSecretFile)
+		c.secret("notify.slack", "bot_token", s.BotTokenEnv, s.BotTokenFile)
+		if (s.BotTokenEnv != "" || s.BotTokenFile != "") && s.Channel == "" {
+			c.errorf("notify.slack.channel", "required with bot_token_env (or bot_token_file): the channel the bot posts to")
 		}
 		if s.APIURL != "" {
 			c.httpURL("notify.slack.api_url", s.APIURL)
 		}
-		n.Slack = &refill.SlackConfig{WebhookURLEnv: s.WebhookURLEnv, SigningSecretEnv: s.SigningSecretEnv,
-			BotTokenEnv: s.BotTokenEnv, Channel: s.Channel, APIURL: s.APIURL}
 	}
 	for i, w := range raw.Webhooks {
 		p := elem("notify.webhooks", i)
@@ -251,20 +246,26 @@ func (c *converter) notify(raw *rawNotify) refill.NotifyConfig {
 		} else {
 			c.httpURL(child(p, "url"), w.URL)
 		}
-		c.env(child(p, "secret_env"), w.SecretEnv)
-		n.Webhooks = append(n.Webhooks, refill.WebhookConfig{URL: w.URL, SecretEnv: w.SecretEnv})
+		c.secret(p, "secret", w.SecretEnv, w.SecretFile)
 	}
-	return n
+	return notifyOf(raw)
 }
 
-// env checks an optional environment variable name. Secrets live in the
-// environment, never in the file; a name that cannot be an environment
-// variable is usually the secret itself pasted in by mistake, so the message
-// does not echo it.
-func (c *converter) env(path, name string) {
-	if name != "" && !envName.MatchString(name) {
-		c.errorf(path, "want the name of an environment variable (letters, digits, _), not its value")
+// notifyOf is the notify: section as written.
+func notifyOf(raw *rawNotify) refill.NotifyConfig {
+	var n refill.NotifyConfig
+	if raw == nil {
+		return n
 	}
+	if s := raw.Slack; s != nil {
+		n.Slack = &refill.SlackConfig{WebhookURLEnv: s.WebhookURLEnv, WebhookURLFile: s.WebhookURLFile,
+			SigningSecretEnv: s.SigningSecretEnv, SigningSecretFile: s.SigningSecretFile,
+			BotTokenEnv: s.BotTokenEnv, BotTokenFile: s.BotTokenFile, Channel: s.Channel, APIURL: s.APIURL}
+	}
+	for _, w := range raw.Webhooks {
+		n.Webhooks = append(n.Webhooks, refill.WebhookConfig{URL: w.URL, SecretEnv: w.SecretEnv, SecretFile: w.SecretFile})
+	}
+	return n
 }
 
 func (c *converter) httpURL(path, s string) {
@@ -876,6 +877,7 @@ func (c *converter) airflow(path string, raw *rawAirflow) *refill.AirflowJob {
 	a := &refill.AirflowJob{
 		URL: raw.URL, DagID: raw.DagID, API: raw.API,
 		UsernameEnv: raw.UsernameEnv, PasswordEnv: raw.PasswordEnv,
+		UsernameFile: raw.UsernameFile, PasswordFile: raw.PasswordFile,
 	}
 	if a.URL == "" {
 		c.errorf(child(path, "url"), "required: the Airflow web server's base URL")
@@ -892,10 +894,10 @@ func (c *converter) airflow(path string, raw *rawAirflow) *refill.AirflowJob {
 	default:
 		c.errorf(child(path, "api"), "unknown Airflow API %q: want v1 or v2", clip(a.API))
 	}
-	c.env(child(path, "username_env"), a.UsernameEnv)
-	c.env(child(path, "password_env"), a.PasswordEnv)
-	if (a.UsernameEnv == "") != (a.PasswordEnv == "") {
-		c.errorf(path, "give both username_env and password_env, or neither")
+	c.secret(path, "username", a.UsernameEnv, a.UsernameFile)
+	c.secret(path, "password", a.PasswordEnv, a.PasswordFile)
+	if a.Username("").IsSet() != a.Password("").IsSet() {
+		c.errorf(path, "give both username_env and password_env (or their _file keys), or neither")
 	}
 	if raw.Poll != "" {
 		d, err := time.ParseDuration(raw.Poll)

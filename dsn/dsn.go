@@ -137,3 +137,28 @@ func SQLitePath(dsn, baseDir string) (path string, ok bool) {
 	}
 	return path, true
 }
+
+// WithPassword returns a postgres:// dsn that gives no password of its
+// own with password written into it, as PostgreSQL's clients would use
+// PGPASSWORD for it; any other dsn, or an empty password, comes back
+// unchanged. refill withholds PGPASSWORD from its environment, where its
+// drivers would look for it, and a command job told the warehouse by
+// REFILL_WAREHOUSE must be able to connect as refill does.
+func WithPassword(dsn, password string) string {
+	if password == "" || !(strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")) {
+		return dsn
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return dsn
+	}
+	if _, has := u.User.Password(); has || u.Query().Has("password") {
+		return dsn
+	}
+	name := ""
+	if u.User != nil {
+		name = u.User.Username()
+	}
+	u.User = url.UserPassword(name, password)
+	return u.String()
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/internal/secret"
 	"github.com/refill-dev/refill/jobs/airflow"
 	"github.com/refill-dev/refill/jobs/command"
 	"github.com/refill-dev/refill/jobs/query"
@@ -26,15 +27,27 @@ type Deps struct {
 	// real ones.
 	WorkDir string
 	// Hidden names variables of refill's environment that a command never
-	// sees: the audit key.
+	// sees: refill's own secrets (secret.Hidden).
 	Hidden []string
 	// EnvKey is the key of plans' digests of passed-through values
 	// (command.EnvSeal).
 	EnvKey []byte
+	// Withheld holds the variables refill dropped from its environment
+	// that a command may still be given by name (secret.Withheld).
+	Withheld map[string]string
+	// User is who commands run as (run.job_user); nil is refill's user.
+	User *refill.JobUser
 	// Airflow triggers and follows DAG runs. A process shares one client
 	// among all its jobs, so that every partition uses one Airflow 3
 	// token; without one, airflow jobs cannot run.
 	Airflow *airflow.Client
+}
+
+// DepsOf is what a process gives the runners of cfg's jobs: where
+// commands run, what of refill's secrets they are never and may still be
+// given, and who they run as.
+func DepsOf(cfg *refill.Config) Deps {
+	return Deps{Dir: cfg.Dir, Hidden: secret.Hidden(cfg), Withheld: secret.Withheld(cfg), User: cfg.Run.JobUser}
 }
 
 // For returns the runner of kind's jobs.
@@ -43,9 +56,9 @@ func For(kind refill.JobKind, deps Deps) (refill.JobRunner, error) {
 	case refill.JobQuery, refill.JobSQL:
 		return query.Runner{}, nil
 	case refill.JobCommand:
-		return command.Runner{Dir: deps.Dir, WorkDir: deps.WorkDir, Hidden: deps.Hidden, EnvKey: deps.EnvKey}, nil
+		return command.Runner{Dir: deps.Dir, WorkDir: deps.WorkDir, Hidden: deps.Hidden, EnvKey: deps.EnvKey, Withheld: deps.Withheld, User: deps.User}, nil
 	case refill.JobAirflow:
-		return airflow.Runner{Client: deps.Airflow}, nil
+		return airflow.Runner{Client: deps.Airflow, Dir: deps.Dir}, nil
 	}
 	return nil, fmt.Errorf("%s jobs cannot run in this version", kind)
 }

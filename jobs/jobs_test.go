@@ -13,7 +13,9 @@ import (
 
 func TestForChoosesOneRunnerPerKind(t *testing.T) {
 	client := &airflow.Client{}
-	deps := Deps{Dir: "/p", WorkDir: "/scratch", Hidden: []string{"KEY"}, Airflow: client}
+	user := &refill.JobUser{Name: "jobs", UID: 1001, GID: 1001}
+	withheld := map[string]string{"PGPASSWORD": "pw"}
+	deps := Deps{Dir: "/p", WorkDir: "/scratch", Hidden: []string{"KEY"}, Withheld: withheld, User: user, Airflow: client}
 	for _, tc := range []struct {
 		kind          refill.JobKind
 		want          refill.JobRunner
@@ -21,8 +23,8 @@ func TestForChoosesOneRunnerPerKind(t *testing.T) {
 	}{
 		{refill.JobQuery, query.Runner{}, true},
 		{refill.JobSQL, query.Runner{}, true},
-		{refill.JobCommand, command.Runner{Dir: "/p", WorkDir: "/scratch", Hidden: []string{"KEY"}}, false},
-		{refill.JobAirflow, airflow.Runner{Client: client}, false},
+		{refill.JobCommand, command.Runner{Dir: "/p", WorkDir: "/scratch", Hidden: []string{"KEY"}, Withheld: withheld, User: user}, false},
+		{refill.JobAirflow, airflow.Runner{Client: client, Dir: "/p"}, false},
 	} {
 		jr, err := For(tc.kind, deps)
 		if err != nil {

@@ -143,7 +143,7 @@ func TestPublishedRequestThroughTheHandler(t *testing.T) {
 		}
 	}
 	e.vars["SLACK_SIGNING_SECRET"] = v.secret
-	n := notify.New(e.p.Config, e.p.Store, e.getenv)
+	n := e.notifier(t, e.p)
 	unix, _ := strconv.ParseInt(v.ts, 10, 64)
 	n.Now = func() time.Time { return time.Unix(unix, 0).Add(time.Minute) }
 	h := n.Interactions(e.p.Control, nil)

@@ -24,11 +24,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/internal/secret"
 	"github.com/refill-dev/refill/run"
 	"github.com/refill-dev/refill/store"
 )
@@ -38,7 +38,7 @@ import (
 type Notifier struct {
 	cfg *refill.Config
 	st  *store.Store
-	// Secrets and addresses read from the environment once, by New.
+	// Secrets and addresses read once, by New.
 	slack    *slackTarget
 	webhooks []webhookTarget
 	secret   string // Slack's signing secret; "" leaves Interactions off
@@ -52,22 +52,26 @@ type Notifier struct {
 	Now func() time.Time
 }
 
-// New reads the notify: section of cfg and the secrets it names (getenv;
-// nil means os.Getenv). It does nothing else: Install turns notices on.
-func New(cfg *refill.Config, st *store.Store, getenv func(string) string) *Notifier {
-	if getenv == nil {
-		getenv = os.Getenv
+// New reads the notify: section of cfg and the secrets it names, with
+// read (nil: secret.Reader over cfg's directory, as refill holds them). It
+// does nothing else: Install turns notices on. A secret's file that cannot
+// be read is an error.
+func New(cfg *refill.Config, st *store.Store, read func(refill.Secret) (string, error)) (*Notifier, error) {
+	if read == nil {
+		read = secret.Reader{Dir: cfg.Dir}.Read
 	}
 	n := &Notifier{cfg: cfg, st: st, HTTPClient: &http.Client{Timeout: 10 * time.Second}}
-	env := func(name string) string {
-		if name == "" {
-			return ""
+	var err error
+	get := func(s refill.Secret) string {
+		v, e := read(s)
+		if err == nil {
+			err = e
 		}
-		return strings.TrimSpace(getenv(name))
+		return strings.TrimSpace(v)
 	}
 	if s := cfg.Notify.Slack; s != nil {
-		n.secret = env(s.SigningSecretEnv)
-		t := &slackTarget{token: env(s.BotTokenEnv), channel: s.Channel, webhookURL: env(s.WebhookURLEnv), apiURL: s.APIURL}
+		n.secret = get(s.SigningSecret())
+		t := &slackTarget{token: get(s.BotToken()), channel: s.Channel, webhookURL: get(s.WebhookURL()), apiURL: s.APIURL}
 		if t.apiURL == "" {
 			t.apiURL = "https://slack.com/api/"
 		} else if !strings.HasSuffix(t.apiURL, "/") {
@@ -82,9 +86,12 @@ func New(cfg *refill.Config, st *store.Store, getenv func(string) string) *Notif
 		}
 	}
 	for i, w := range cfg.Notify.Webhooks {
-		n.webhooks = append(n.webhooks, webhookTarget{index: i, url: w.URL, secret: env(w.SecretEnv)})
+		n.webhooks = append(n.webhooks, webhookTarget{index: i, url: w.URL, secret: get(w.Secret(i))})
 	}
-	return n
+	if err != nil {
+		return nil, err
+	}
+	return n, nil
 }
 
 // Enabled reports whether refill.yaml configures Slack or a webhook. A

@@ -27,6 +27,7 @@ import (
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/internal/pgtest"
+	"github.com/refill-dev/refill/internal/secret"
 	"github.com/refill-dev/refill/notify"
 	"github.com/refill-dev/refill/planner"
 	"github.com/refill-dev/refill/project"
@@ -269,11 +270,21 @@ func (e *env) open(t testing.TB) (*project.Project, *notify.Notifier) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	n := notify.New(p.Config, p.Store, e.getenv)
+	n := e.notifier(t, p)
 	if err := n.Install(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return p, n
+}
+
+// notifier is a Notifier of p's whose secrets come from e's environment.
+func (e *env) notifier(t testing.TB, p *project.Project) *notify.Notifier {
+	t.Helper()
+	n, err := notify.New(p.Config, p.Store, secret.Reader{Getenv: e.getenv}.Read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // plan makes alice's plan: orders (and so orders_daily) for three days.

@@ -51,8 +51,8 @@ func (n *Notifier) post(ctx context.Context, text string, blocks []slack.Block) 
 	}
 	err = slack.PostWebhookCustomHTTPContext(ctx, t.webhookURL, n.HTTPClient, &slack.WebhookMessage{Text: text, Blocks: &slack.Blocks{BlockSet: blocks}})
 	if err != nil {
-		// The URL is a secret: say which variable held it, not what it is.
-		return "", "", fmt.Errorf("the Slack incoming webhook ($%s): %w", n.cfg.Notify.Slack.WebhookURLEnv, err)
+		// The URL is a secret: say where it is kept, not what it is.
+		return "", "", fmt.Errorf("the Slack incoming webhook (%s): %w", n.cfg.Notify.Slack.WebhookURL(), err)
 	}
 	return "", "", nil
 }

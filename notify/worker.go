@@ -36,8 +36,8 @@ func (n *Notifier) Run(ctx context.Context, c *control.Control, log *slog.Logger
 	}
 	if n.cfg.Notify.Slack != nil && n.slack == nil {
 		s := n.cfg.Notify.Slack
-		log.Warn("notify: Slack is configured but gets nothing: set the bot token ($" + orNone(s.BotTokenEnv) +
-			", with notify.slack.channel) or the incoming webhook URL ($" + orNone(s.WebhookURLEnv) + ")")
+		log.Warn("notify: Slack is configured but gets nothing: set the bot token (" + orNone(s.BotToken()) +
+			", with notify.slack.channel) or the incoming webhook URL (" + orNone(s.WebhookURL()) + ")")
 	}
 	rescueAfter := time.Duration(n.cfg.Run.RescueAfter)
 	if rescueAfter <= 0 {
@@ -164,11 +164,11 @@ func (n *Notifier) send(ctx context.Context, target string, nt *notice) error {
 	return n.sendWebhook(ctx, n.webhooks[i], nt)
 }
 
-func orNone(s string) string {
-	if s == "" {
-		return "(not configured)"
+func orNone(s refill.Secret) string {
+	if !s.IsSet() {
+		return "not configured"
 	}
-	return s
+	return s.String()
 }
 
 // atLeast drops records below a level.

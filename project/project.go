@@ -15,13 +15,14 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
+	"strings"
 	"time"
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/config"
 	"github.com/refill-dev/refill/control"
 	"github.com/refill-dev/refill/gate"
+	"github.com/refill-dev/refill/internal/secret"
 	"github.com/refill-dev/refill/jobs/command"
 	"github.com/refill-dev/refill/notify"
 	"github.com/refill-dev/refill/planner"
@@ -36,8 +37,9 @@ import (
 type Options struct {
 	// Config is the path to refill.yaml.
 	Config string
-	// Getenv reads the environment (the audit key, named by
-	// audit.key_env); nil means os.Getenv.
+	// Getenv reads the environment, for secrets the process's start
+	// (secret.Keep) did not withhold — every one, when refill runs
+	// in-process, as in tests; nil means os.Getenv.
 	Getenv func(string) string
 	// Now is the "as of" clock plans run on (REFILL_NOW in the CLI); nil
 	// means the real clock. Housekeeping and the audit log always use the
@@ -68,21 +70,17 @@ func Open(ctx context.Context, o Options) (*Project, error) {
 	if err != nil {
 		return nil, err
 	}
-	getenv := o.Getenv
-	if getenv == nil {
-		getenv = os.Getenv
-	}
+	secrets := secret.Reader{Dir: cfg.Dir, Getenv: o.Getenv}
 	p := &Project{Config: cfg}
 	if !o.NoWarehouse {
-		if p.Warehouse, err = warehouse.Open(ctx, cfg.Warehouse, cfg.Dir); err != nil {
+		if p.Warehouse, err = warehouse.Open(ctx, secrets.DSN(cfg.Warehouse), cfg.Dir); err != nil {
 			return nil, fmt.Errorf("warehouse: %w", err)
 		}
 	}
-	if p.Store, err = store.Open(ctx, cfg.State, cfg.Dir); err != nil {
+	if p.Store, err = OpenStore(ctx, cfg, secrets); err != nil {
 		p.Close()
-		return nil, fmt.Errorf("state store: %w", err)
+		return nil, err
 	}
-	p.Store.SetAuditKey([]byte(getenv(cfg.Audit.KeyEnv)))
 	if p.Control, p.Runner, err = Wire(cfg, p.Warehouse, p.Store, o.Now); err != nil {
 		p.Close()
 		return nil, err
@@ -91,12 +89,41 @@ func Open(ctx context.Context, o Options) (*Project, error) {
 	// Slack messages and webhooks are queued in the transaction of the
 	// change they tell of; Notifier.Run (refill serve, refill worker)
 	// delivers them.
-	p.Notifier = notify.New(cfg, p.Store, getenv)
+	if p.Notifier, err = notify.New(cfg, p.Store, secrets.Read); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("notify: %w", err)
+	}
 	if err := p.Notifier.Install(ctx); err != nil {
 		p.Close()
 		return nil, fmt.Errorf("notify: %w", err)
 	}
 	return p, nil
+}
+
+// OpenStore opens cfg's state store — at the DSN state: gives, or the one
+// kept in the secret state_env or state_file names — keyed with the audit
+// key, which lives outside the store (audit.key_env or audit.key_file).
+func OpenStore(ctx context.Context, cfg *refill.Config, secrets secret.Reader) (*store.Store, error) {
+	dsn := cfg.State
+	if s := cfg.StateSecret(); s.IsSet() {
+		v, err := secrets.Read(s)
+		if err != nil {
+			return nil, fmt.Errorf("state store: %w", err)
+		}
+		if dsn = strings.TrimSpace(v); dsn == "" {
+			return nil, refill.BadInputf("state store: %s, which %s names, holds no DSN", s, s.Key)
+		}
+	}
+	key, err := secrets.Read(cfg.AuditKey())
+	if err != nil {
+		return nil, fmt.Errorf("the audit key: %w", err)
+	}
+	st, err := store.Open(ctx, secrets.DSN(dsn), cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("state store: %w", err)
+	}
+	st.SetAuditKey([]byte(key))
+	return st, nil
 }
 
 // Wire builds the core over an open warehouse (nil for state-only work)
@@ -121,9 +148,10 @@ func Wire(cfg *refill.Config, wh refill.Warehouse, st *store.Store, now func() t
 			return nil, nil, err
 		}
 		r.EnvKey = key
+		lookup := command.Lookup(secret.Withheld(cfg))
 		for _, d := range cfg.Datasets {
 			if d.Job != nil && d.Job.Kind == refill.JobCommand {
-				d.Job.EnvSeal = command.EnvSeal(key, d.Job.Env, os.LookupEnv)
+				d.Job.EnvSeal = command.EnvSeal(key, d.Job.Env, lookup)
 			}
 		}
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/control"
 	"github.com/refill-dev/refill/gate"
+	"github.com/refill-dev/refill/internal/secret"
 	"github.com/refill-dev/refill/jobs"
 	"github.com/refill-dev/refill/jobs/airflow"
 	"github.com/refill-dev/refill/store"
@@ -863,17 +864,22 @@ var errLookOnly = errors.New("looked only")
 // jobDeps is what this process gives the runners of its jobs (jobs.For),
 // the same a proof gives them but for where a command runs.
 func (r *Runner) jobDeps() jobs.Deps {
-	return jobs.Deps{Dir: r.Config.Dir, Hidden: []string{r.Config.Audit.KeyEnv}, EnvKey: r.EnvKey, Airflow: airflowClient}
+	deps := jobs.DepsOf(r.Config)
+	deps.Airflow = airflowClient
+	deps.EnvKey = r.EnvKey
+	return deps
 }
 
 // jobWarehouse is the warehouse an outside job is told to write to
-// (REFILL_WAREHOUSE), with a relative SQLite path made absolute.
+// (REFILL_WAREHOUSE), with a relative SQLite path made absolute and the
+// PGPASSWORD refill connects with written into a PostgreSQL DSN that has
+// no password, since the job connects as refill does.
 func (r *Runner) jobWarehouse() string {
 	dsn := r.Config.Warehouse
 	if path, ok := warehouse.SQLitePath(dsn, r.Config.Dir); ok {
 		dsn = "sqlite:" + path
 	}
-	return dsn
+	return secret.Reader{}.DSN(dsn)
 }
 
 // errMarked rolls back a publish whose partition the warehouse already
@@ -1032,7 +1038,7 @@ func (r *Runner) abandon(ctx context.Context, a PartitionArgs, why string) {
 		return
 	}
 	id := airflow.RunID(a.PlanID, a.Dataset, a.Partition, a.Run)
-	if err := airflowClient.Fail(ctx, d.Job.Airflow, id, why); err != nil {
+	if err := airflowClient.Fail(ctx, d.Job.Airflow.In(r.Config.Dir), id, why); err != nil {
 		r.logf("ALERT %s %s: could not mark DAG run %s failed in Airflow, so it may still write: %v", a.Dataset, a.Partition, id, err)
 		return
 	}

@@ -31,7 +31,10 @@ const (
 // Runs are listed from the first partition on with no end: refill's own
 // runs, triggered after the fact, have their trigger time as logical date
 // (Airflow 2) or none (Airflow 3, listed by trigger time).
-func AirflowRuns(c *airflow.Client) func(ctx context.Context, d *refill.Dataset, from, to string) (failed, missing []string, err error) {
+//
+// dir is the config's directory, which a job's credential files
+// (username_file, password_file) are relative to.
+func AirflowRuns(c *airflow.Client, dir string) func(ctx context.Context, d *refill.Dataset, from, to string) (failed, missing []string, err error) {
 	return func(ctx context.Context, d *refill.Dataset, from, to string) ([]string, []string, error) {
 		if d == nil || d.Job == nil || d.Job.Kind != refill.JobAirflow || d.Job.Airflow == nil {
 			name := ""
@@ -49,7 +52,7 @@ func AirflowRuns(c *airflow.Client) func(ctx context.Context, d *refill.Dataset,
 		if err != nil {
 			return nil, nil, err
 		}
-		runs, err := c.DAGRuns(ctx, d.Job.Airflow, start, time.Time{})
+		runs, err := c.DAGRuns(ctx, d.Job.Airflow.In(dir), start, time.Time{})
 		if err != nil {
 			return nil, nil, err
 		}

@@ -336,7 +336,7 @@ func ask(t *testing.T, c *airflow.Client, d *refill.Dataset, from, to string) (f
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return watch.AirflowRuns(c)(ctx, d, from, to)
+	return watch.AirflowRuns(c, "")(ctx, d, from, to)
 }
 
 // TestAirflowRunsAtDayGrain: the failed and the never-run days, with
@@ -464,7 +464,7 @@ datasets:
 	t.Cleanup(func() { p.Close() })
 	applied := 0
 	w := &watch.Watcher{Config: p.Config, Store: p.Store, Warehouse: p.Warehouse, Control: p.Control, Now: func() time.Time { return now },
-		DAGRuns: watch.AirflowRuns(afClient(afPass)),
+		DAGRuns: watch.AirflowRuns(afClient(afPass), ""),
 		Apply:   func(context.Context, string) error { applied++; return nil }}
 
 	rep, err := w.Tick(ctx)

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,8 +21,10 @@ import (
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/config"
 	"github.com/refill-dev/refill/control"
+	"github.com/refill-dev/refill/internal/secret"
 	"github.com/refill-dev/refill/notify"
 	"github.com/refill-dev/refill/planner"
+	"github.com/refill-dev/refill/project"
 	"github.com/refill-dev/refill/proof"
 	"github.com/refill-dev/refill/store"
 	"github.com/refill-dev/refill/warehouse"
@@ -44,7 +47,7 @@ type app struct {
 
 // Main runs the command line and returns the process exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
-	a := &app{stdout: stdout, stderr: stderr, getenv: os.Getenv}
+	a := &app{stdout: stdout, stderr: stderr, getenv: secret.Getenv}
 	root := a.root()
 	root.SetArgs(args)
 	root.SetOut(stdout)
@@ -135,14 +138,44 @@ func (e *env) Close() {
 	}
 }
 
+// configPath is the config a command reads: --config, else
+// $REFILL_CONFIG, else ./refill.yaml.
+func configPath(flag string, getenv func(string) string) string {
+	if flag != "" {
+		return flag
+	}
+	if p := getenv("REFILL_CONFIG"); p != "" {
+		return p
+	}
+	return "refill.yaml"
+}
+
+// Secrets says where the config the command line args will read keeps
+// refill's secrets (config.Secrets), for secret.Keep before cobra runs:
+// it finds --config as cobra would, and never fails — a config it cannot
+// read gives none, and the command reports what is wrong with it.
+func Secrets(args []string) (dir string, secrets []refill.Secret) {
+	flag := ""
+	for i := 0; i < len(args); i++ {
+		if args[i] == "--" {
+			break
+		}
+		if v, ok := strings.CutPrefix(args[i], "--config="); ok {
+			flag = v
+		} else if args[i] == "--config" && i+1 < len(args) {
+			flag = args[i+1]
+			i++
+		}
+	}
+	dir, secrets, err := config.Secrets(configPath(flag, os.Getenv))
+	if err != nil {
+		return "", nil
+	}
+	return dir, secrets
+}
+
 func (a *app) loadConfig() (*refill.Config, error) {
-	path := a.configPath
-	if path == "" {
-		path = a.getenv("REFILL_CONFIG")
-	}
-	if path == "" {
-		path = "refill.yaml"
-	}
+	path := configPath(a.configPath, a.getenv)
 	if _, err := os.Stat(path); err != nil {
 		abs, _ := filepath.Abs(path)
 		return nil, refill.BadInputf("no config at %s: create refill.yaml, pass --config, or run `refill demo` to see one", abs)
@@ -157,28 +190,35 @@ func (a *app) open(ctx context.Context, needWarehouse, needStore bool) (*env, er
 		return nil, err
 	}
 	e := &env{cfg: cfg}
+	secrets := a.secrets(cfg)
 	if needWarehouse {
-		if e.wh, err = warehouse.Open(ctx, cfg.Warehouse, cfg.Dir); err != nil {
+		if e.wh, err = warehouse.Open(ctx, secrets.DSN(cfg.Warehouse), cfg.Dir); err != nil {
 			return nil, fmt.Errorf("warehouse: %w", err)
 		}
 	}
 	if needStore {
-		if e.st, err = store.Open(ctx, cfg.State, cfg.Dir); err != nil {
+		if e.st, err = project.OpenStore(ctx, cfg, secrets); err != nil {
 			e.Close()
-			return nil, fmt.Errorf("state store: %w", err)
+			return nil, err
 		}
-		// The audit chain's key lives outside the state store, in the
-		// environment variable the config names.
-		e.st.SetAuditKey([]byte(a.getenv(cfg.Audit.KeyEnv)))
 		// Slack messages and webhooks are queued in the transaction of
 		// the change they tell of, whichever door made it.
-		e.notifier = notify.New(cfg, e.st, a.getenv)
+		if e.notifier, err = notify.New(cfg, e.st, secrets.Read); err != nil {
+			e.Close()
+			return nil, fmt.Errorf("notify: %w", err)
+		}
 		if err := e.notifier.Install(ctx); err != nil {
 			e.Close()
 			return nil, fmt.Errorf("notify: %w", err)
 		}
 	}
 	return e, nil
+}
+
+// secrets reads cfg's secrets: what secret.Keep held at start, else the
+// command's environment.
+func (a *app) secrets(cfg *refill.Config) secret.Reader {
+	return secret.Reader{Dir: cfg.Dir, Getenv: a.getenv}
 }
 
 // openAs opens the project's store (and warehouse, when asked) and resolves

@@ -182,7 +182,7 @@ func (a *app) auditCmd() *cobra.Command {
 			defer e.Close()
 			// The anchor lives in the warehouse; control decides what an
 			// unreachable one means.
-			wh, whErr := warehouse.Open(cmd.Context(), e.cfg.Warehouse, e.cfg.Dir)
+			wh, whErr := warehouse.Open(cmd.Context(), a.secrets(e.cfg).DSN(e.cfg.Warehouse), e.cfg.Dir)
 			e.wh = wh
 			c, err := a.control(e)
 			if err != nil {

@@ -53,6 +53,9 @@ and refill apply resumes them.`,
 				return fmt.Errorf("--log-format %q: want json or text", logFormat)
 			}
 			log := slog.New(h)
+			// What refill's packages log on their own (a warning that
+			// command jobs run as root) goes to the same log.
+			slog.SetDefault(log)
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			e, err := a.open(ctx, true, true)
@@ -198,7 +201,7 @@ func (a *app) reloader(e *env, log *slog.Logger) (func(context.Context) (*server
 		if err != nil {
 			return nil, fmt.Errorf("%s changed and no longer loads; fix it (nothing is decided until then): %w", cur.Name(), err)
 		}
-		if cfg.Warehouse != cur.Warehouse || cfg.State != cur.State {
+		if cfg.Warehouse != cur.Warehouse || cfg.State != cur.State || cfg.StateSecret() != cur.StateSecret() {
 			return nil, fmt.Errorf("%s changed its warehouse or state store: restart refill serve to use them", cur.Name())
 		}
 		ne := &env{cfg: cfg, wh: e.wh, st: e.st, notifier: e.notifier}

@@ -46,7 +46,7 @@ tests.`,
 			if err != nil {
 				return err
 			}
-			w := &watch.Watcher{Config: e.cfg, Store: e.st, Warehouse: e.wh, Control: c, Now: now, DAGRuns: watch.AirflowRuns(&airflow.Client{})}
+			w := &watch.Watcher{Config: e.cfg, Store: e.st, Warehouse: e.wh, Control: c, Now: now, DAGRuns: watch.AirflowRuns(&airflow.Client{}, e.cfg.Dir)}
 			rep, err := w.Tick(ctx)
 			if err != nil {
 				return err

@@ -19,13 +19,13 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"regexp"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/internal/secret"
 )
 
 // ErrRunFailed is wrapped by the error Run returns when the DAG run ended in
@@ -67,8 +67,11 @@ type Client struct {
 	HTTP *http.Client
 	// PollInterval is the pause between state polls; zero means 5s.
 	PollInterval time.Duration
-	// Getenv reads the credentials named by the job; nil means os.Getenv.
-	// Tests replace it so they need not touch the process environment.
+	// Getenv reads the credentials a job names by variable where refill's
+	// start (secret.Keep) did not withhold them; nil means os.Getenv.
+	// Tests replace it so they need not touch the process environment. A
+	// job's credential files are read as secret.Reader reads them: give
+	// Run a job resolved with AirflowJob.In.
 	Getenv func(string) string
 
 	mu     sync.Mutex
@@ -219,11 +222,12 @@ func (c *Client) httpClient() *http.Client {
 	return defaultHTTP
 }
 
-func (c *Client) getenv(name string) string {
-	if c.Getenv != nil {
-		return c.Getenv(name)
+// where names where a credential is kept: its variable or its file.
+func where(s refill.Secret) string {
+	if s.File != "" {
+		return s.File
 	}
-	return os.Getenv(name)
+	return s.Env
 }
 
 // session is one Run's view of its job: where to send requests, as whom,
@@ -237,8 +241,8 @@ type session struct {
 	host   string // the URL for messages, without any password
 	user   string
 	pass   string
-	creds  bool // user and pass came from the environment
-	envs   string
+	creds  bool   // the job names credentials (user and pass)
+	envs   string // where they are kept, for messages
 	tokKey string
 }
 
@@ -275,26 +279,41 @@ func (c *Client) session(job *refill.AirflowJob, runID, start, end string) (*ses
 			return nil, refill.BadInputf("%s: partition %s %q is not an RFC 3339 timestamp", s.what(), b.name, b.v)
 		}
 	}
-	if job.UsernameEnv != "" || job.PasswordEnv != "" {
-		if job.UsernameEnv == "" || job.PasswordEnv == "" {
-			return nil, refill.BadInputf("%s: give both username_env and password_env, or neither", s.what())
+	if job.HasCredentials() {
+		user, pass := job.Username(""), job.Password("")
+		if !user.IsSet() || !pass.IsSet() {
+			return nil, refill.BadInputf("%s: give both username_env and password_env (or their _file keys), or neither", s.what())
 		}
-		s.user, s.pass = c.getenv(job.UsernameEnv), c.getenv(job.PasswordEnv)
+		read := secret.Reader{Getenv: c.Getenv}
+		var err error
+		if s.user, err = read.Read(user); err == nil {
+			s.pass, err = read.Read(pass)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: the Airflow credentials: %w", s.what(), err)
+		}
 		var unset []string
-		if s.user == "" {
-			unset = append(unset, job.UsernameEnv)
+		files := false
+		for _, c := range []struct {
+			s refill.Secret
+			v string
+		}{{user, s.user}, {pass, s.pass}} {
+			if c.v == "" {
+				unset = append(unset, where(c.s))
+				files = files || c.s.File != ""
+			}
 		}
-		if s.pass == "" {
-			unset = append(unset, job.PasswordEnv)
-		}
-		switch len(unset) {
-		case 1:
+		switch {
+		case len(unset) == 0:
+		case files:
+			return nil, refill.BadInputf("%s: the Airflow credentials are missing: nothing in %s", s.what(), strings.Join(unset, " and "))
+		case len(unset) == 1:
 			return nil, refill.BadInputf("%s: the Airflow credentials are missing: environment variable %s is not set", s.what(), unset[0])
-		case 2:
+		default:
 			return nil, refill.BadInputf("%s: the Airflow credentials are missing: environment variables %s and %s are not set", s.what(), unset[0], unset[1])
 		}
 		s.creds = true
-		s.envs = job.UsernameEnv + "/" + job.PasswordEnv
+		s.envs = where(user) + "/" + where(pass)
 	}
 	s.tokKey = s.base + "\x00" + s.user
 	return s, nil

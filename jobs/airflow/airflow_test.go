@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -626,5 +628,38 @@ func TestOneLoginForPartitionsStartingTogether(t *testing.T) {
 	}
 	if n := f.count(opLogin); n != 1 {
 		t.Errorf("%d logins for eight partitions started together, want 1", n)
+	}
+}
+
+// TestCredentialsFromFiles: an Airflow job's credentials may be kept in
+// files (username_file, password_file), relative to the config's
+// directory, which the runner is given; a file that is gone is bad input
+// naming it.
+func TestCredentialsFromFiles(t *testing.T) {
+	for _, api := range apis {
+		t.Run(api, func(t *testing.T) {
+			f := newFake(t, api)
+			dir := t.TempDir()
+			for name, v := range map[string]string{"user": f.user + "\n", "pass": f.pass + "\n"} {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			job, _ := f.job()
+			job.UsernameEnv, job.PasswordEnv, job.UsernameFile, job.PasswordFile = "", "", "user", "pass"
+			d := &refill.Dataset{Name: "events_daily", Job: &refill.Job{Kind: refill.JobAirflow, Airflow: job}}
+			r := Runner{Client: newClient(func(string) string { return "" }), Dir: dir}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if _, err := r.Build(ctx, nil, d, refill.JobRun{PlanID: "p7f3a", Run: 1, Partition: "2026-11-01"}); err != nil {
+				t.Fatalf("with the credentials in files: %v", err)
+			}
+			os.Remove(filepath.Join(dir, "pass"))
+			_, err := r.Build(ctx, nil, d, refill.JobRun{PlanID: "p7f3a", Run: 1, Partition: "2026-11-02"})
+			if !errors.Is(err, refill.ErrBadInput) || !strings.Contains(err.Error(), "the Airflow credentials: password_file: cannot read "+filepath.Join(dir, "pass")) {
+				t.Errorf("a password file gone: %v", err)
+			}
+			noSecrets(t, f, err)
+		})
 	}
 }

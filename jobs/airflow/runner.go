@@ -13,6 +13,9 @@ import (
 // of a plan.
 type Runner struct {
 	Client *Client
+	// Dir is the config's directory, which a job's credential files are
+	// relative to.
+	Dir string
 }
 
 var _ refill.JobRunner = Runner{}
@@ -46,12 +49,13 @@ func (r Runner) Build(ctx context.Context, _ refill.WarehouseTx, d *refill.Datas
 	if g == refill.GrainHour {
 		end = start.Add(time.Hour)
 	}
+	job := d.Job.Airflow.In(r.Dir)
 	for old := 1; old < run.Run; old++ {
-		if err := r.Client.Fail(ctx, d.Job.Airflow, RunID(run.PlanID, d.Name, run.Partition, old),
+		if err := r.Client.Fail(ctx, job, RunID(run.PlanID, d.Name, run.Partition, old),
 			fmt.Sprintf("refill resumed plan %s as run %d; this DAG run of run %d was abandoned", run.PlanID, run.Run, old)); err != nil {
 			return "", fmt.Errorf("marking the DAG run of run %d failed before starting a fresh one: %w", old, err)
 		}
 	}
-	res, err := r.Client.Run(ctx, d.Job.Airflow, RunID(run.PlanID, d.Name, run.Partition, run.Run), start.Format(time.RFC3339), end.Format(time.RFC3339))
+	res, err := r.Client.Run(ctx, job, RunID(run.PlanID, d.Name, run.Partition, run.Run), start.Format(time.RFC3339), end.Format(time.RFC3339))
 	return fmt.Sprintf("dag %s run %s: %s after %d polls (created: %v)", d.Job.Airflow.DagID, res.DagRunID, res.State, res.Polls, res.Created), err
 }

@@ -42,11 +42,16 @@ type Runner struct {
 	// export) never overwrite the real ones.
 	WorkDir string
 	// Hidden names variables of refill's environment that a job never
-	// sees, even under REFILL_*: the audit key.
+	// sees, even under REFILL_* or named in env: (secret.Hidden).
 	Hidden []string
 	// EnvKey is the key of the plan's digests of the values the job's env
 	// passes through (EnvSeal); nil skips the check.
 	EnvKey []byte
+	// Withheld holds variables refill dropped from its own environment
+	// that a job is given when its env: names them (secret.Withheld).
+	Withheld map[string]string
+	// User, when set, is who the command runs as (run.job_user).
+	User *refill.JobUser
 }
 
 // EnvSeal returns, for each variable declared passes through from
@@ -71,6 +76,17 @@ func EnvSeal(key []byte, declared []string, lookup func(string) (string, bool)) 
 	return out
 }
 
+// Lookup finds a variable as a job is given it (Environment): among the
+// withheld ones first, else in refill's environment.
+func Lookup(withheld map[string]string) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		if v, ok := withheld[name]; ok {
+			return v, true
+		}
+		return os.LookupEnv(name)
+	}
+}
+
 // checkEnv refuses a job whose passed-through variables hold other values
 // than the ones its plan sealed: the variable is named, never its value.
 func (c Runner) checkEnv(d *refill.Dataset) error {
@@ -78,7 +94,7 @@ func (c Runner) checkEnv(d *refill.Dataset) error {
 	if c.EnvKey == nil || j.EnvSeal == nil {
 		return nil
 	}
-	now := EnvSeal(c.EnvKey, j.Env, os.LookupEnv)
+	now := EnvSeal(c.EnvKey, j.Env, Lookup(c.Withheld))
 	for _, name := range slices.Sorted(maps.Keys(j.EnvSeal)) {
 		if now[name] != j.EnvSeal[name] {
 			return refill.NotPermittedf("dataset %s: the value of %s in refill's environment is not the one the plan was sealed with: it is not the job that was approved; plan again", d.Name, name)
@@ -96,16 +112,17 @@ type Result struct {
 
 // Environment is what a command job sees (DESIGN.md §5): PATH, HOME and
 // refill's REFILL_* variables from base, less hidden ones; each bare NAME
-// the job declares, passed through from base; and each NAME=value it
-// declares, as written. Nothing else of refill's environment — database
-// passwords, cloud credentials, Slack tokens — reaches a job.
-func Environment(base, declared, hidden []string) []string {
+// the job declares, passed through from withheld or else base; and each
+// NAME=value it declares, as written. Nothing else of refill's environment
+// — database passwords, cloud credentials, Slack tokens — reaches a job.
+func Environment(base, declared, hidden []string, withheld map[string]string) []string {
 	get := map[string]string{}
 	for _, kv := range base {
 		if k, v, ok := strings.Cut(kv, "="); ok {
 			get[k] = v
 		}
 	}
+	maps.Copy(get, withheld)
 	var out []string
 	for _, kv := range base {
 		k, _, _ := strings.Cut(kv, "=")
@@ -186,12 +203,13 @@ func (c Runner) Run(ctx context.Context, d *refill.Dataset, partition string) (R
 	if c.WorkDir != "" {
 		cmd.Dir = c.WorkDir
 	}
-	cmd.Env = Environment(os.Environ(), j.Env, c.Hidden)
+	cmd.Env = Environment(c.environ(), j.Env, c.Hidden, c.Withheld)
 	cmd.Env = append(cmd.Env, "REFILL_DATASET="+d.Name, "REFILL_PARTITION="+partition, "REFILL_FROM="+partition, "REFILL_TO="+partition)
 	if c.Warehouse != "" {
 		cmd.Env = append(cmd.Env, "REFILL_WAREHOUSE="+c.Warehouse)
 	}
 	setProcessGroup(cmd)
+	c.runAs(cmd)
 	var out bytes.Buffer
 	cmd.Stdout = &limited{w: &out, n: outputLimit}
 	cmd.Stderr = cmd.Stdout

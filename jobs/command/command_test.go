@@ -1,13 +1,16 @@
 package command
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -134,5 +137,113 @@ func TestCommandRefusesAChangedScript(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "other.txt")); err == nil {
 		t.Error("the edited script ran")
+	}
+}
+
+// TestSecretsReachAJobOnlyByName: a variable refill withheld from its own
+// environment (the warehouse's PGPASSWORD) reaches a job only when its
+// env: names it; one of refill's own secrets (Hidden) never does, named
+// or under REFILL_*.
+func TestSecretsReachAJobOnlyByName(t *testing.T) {
+	t.Setenv("REFILL_OWN_KEY", "own-secret")
+	t.Setenv("OWN", "own-secret")
+	dir := script(t, "env\n")
+	d := sealed(t, dir, dataset("./job.sh"))
+	d.Job.Env = []string{"PGPASSWORD", "OWN"}
+	r := Runner{Dir: dir, Hidden: []string{"OWN", "REFILL_OWN_KEY"}, Withheld: map[string]string{"PGPASSWORD": "pg-pw", "AF_PASSWORD": "af-pw"}}
+	res, err := r.Run(context.Background(), d, "2026-11-02")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res.Output, "PGPASSWORD=pg-pw\n") {
+		t.Errorf("the job named PGPASSWORD and did not get it:\n%s", res.Output)
+	}
+	for _, leak := range []string{"own-secret", "af-pw"} {
+		if strings.Contains(res.Output, leak) {
+			t.Errorf("the job got %s:\n%s", leak, res.Output)
+		}
+	}
+}
+
+// TestJobUserRunsTheCommand: with a job user, the command runs with that
+// user's uid, gid and groups only, and its home.
+func TestJobUserRunsTheCommand(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("switching users takes root")
+	}
+	dir := script(t, "id -u; id -g; id -G; echo home=$HOME; touch written\n")
+	for _, p := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(dir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	u := &refill.JobUser{Name: "nobody", UID: 65534, GID: 65534, Home: "/nonexistent"}
+	res, err := Runner{Dir: dir, User: u}.Run(context.Background(), sealed(t, dir, dataset("./job.sh")), "2026-11-02")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, res.Output)
+	}
+	if want := "65534\n65534\n65534\nhome=/nonexistent\n"; res.Output != want {
+		t.Errorf("output %q, want %q", res.Output, want)
+	}
+}
+
+// TestRootWithoutJobUserWarnsOnce: refill running command jobs as root
+// without run.job_user says so, once per process.
+func TestRootWithoutJobUserWarnsOnce(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the warning is for root")
+	}
+	var log bytes.Buffer
+	defer func(l *slog.Logger) { slog.SetDefault(l) }(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(&log, nil)))
+	rootOnce = sync.Once{}
+	dir := script(t, "true\n")
+	for range 2 {
+		if _, err := (Runner{Dir: dir}).Run(context.Background(), sealed(t, dir, dataset("./job.sh")), "2026-11-02"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := strings.Count(log.String(), "set run.job_user"); n != 1 {
+		t.Errorf("%d warnings, want 1:\n%s", n, log.String())
+	}
+	log.Reset()
+	u := &refill.JobUser{Name: "root", Home: "/root"}
+	rootOnce = sync.Once{}
+	if _, err := (Runner{Dir: dir, User: u}).Run(context.Background(), sealed(t, dir, dataset("./job.sh")), "2026-11-02"); err != nil || log.Len() > 0 {
+		t.Errorf("with a job user: err %v, log %s", err, log.String())
+	}
+}
+
+// TestPassedThroughValuesAreSealed: a job runs only with the values its
+// plan sealed for the variables it passes through, and the refusal names
+// the variable, never a value.
+func TestPassedThroughValuesAreSealed(t *testing.T) {
+	dir := script(t, "echo ran\n")
+	key := []byte("seal key")
+	d := sealed(t, dir, dataset("./job.sh"))
+	d.Job.Env = []string{"PARTNER_TOKEN", "FIXED=1"}
+	t.Setenv("PARTNER_TOKEN", "first-value")
+	d.Job.EnvSeal = EnvSeal(key, d.Job.Env, Lookup(nil))
+	if len(d.Job.EnvSeal) != 1 || strings.Contains(d.Job.EnvSeal["PARTNER_TOKEN"], "first-value") || !strings.HasPrefix(d.Job.EnvSeal["PARTNER_TOKEN"], "hmac-sha256:") {
+		t.Fatalf("EnvSeal = %v, want one keyed digest", d.Job.EnvSeal)
+	}
+	r := Runner{Dir: dir, EnvKey: key}
+	if res, err := r.Run(context.Background(), d, "2026-11-02"); err != nil || strings.TrimSpace(res.Output) != "ran" {
+		t.Fatalf("with the sealed value: %v %q", err, res.Output)
+	}
+	t.Setenv("PARTNER_TOKEN", "second-value")
+	_, err := r.Run(context.Background(), d, "2026-11-02")
+	if !errors.Is(err, refill.ErrNotPermitted) || !strings.Contains(err.Error(), "the value of PARTNER_TOKEN") || strings.Contains(err.Error(), "value\"") || strings.Contains(err.Error(), "second-value") {
+		t.Errorf("with another value: %v", err)
+	}
+	// A withheld variable is looked up where the job gets it from.
+	if got := EnvSeal(key, d.Job.Env, Lookup(map[string]string{"PARTNER_TOKEN": "first-value"})); got["PARTNER_TOKEN"] != d.Job.EnvSeal["PARTNER_TOKEN"] {
+		t.Errorf("the withheld value seals differently: %v", got)
+	}
+	if other := EnvSeal([]byte("another key"), d.Job.Env, Lookup(map[string]string{"PARTNER_TOKEN": "first-value"})); other["PARTNER_TOKEN"] == d.Job.EnvSeal["PARTNER_TOKEN"] {
+		t.Errorf("the digest does not depend on the key")
 	}
 }

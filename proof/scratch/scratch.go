@@ -15,6 +15,7 @@ import (
 
 	"github.com/refill-dev/refill"
 	dsnpkg "github.com/refill-dev/refill/dsn"
+	"github.com/refill-dev/refill/internal/secret"
 	"github.com/refill-dev/refill/jobs"
 	"github.com/refill-dev/refill/proof"
 	"github.com/refill-dev/refill/warehouse"
@@ -39,11 +40,13 @@ func Open(ctx context.Context, cfg *refill.Config, src refill.Warehouse) (*Wareh
 	if cfg.ProofWarehouse == "" {
 		return nil, refill.BadInputf("no proof_warehouse: in %s: command jobs are proven against a scratch warehouse, never the production one", cfg.Name())
 	}
-	wh, err := warehouse.Open(ctx, cfg.ProofWarehouse, cfg.Dir)
+	// The password refill connects with, which a command job is told
+	// too (REFILL_WAREHOUSE).
+	dsn := secret.Reader{}.DSN(cfg.ProofWarehouse)
+	wh, err := warehouse.Open(ctx, dsn, cfg.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("proof_warehouse: %w", err)
 	}
-	dsn := cfg.ProofWarehouse
 	path, isFile := warehouse.SQLitePath(dsn, cfg.Dir)
 	if isFile {
 		dsn = "sqlite:" + path
@@ -54,7 +57,12 @@ func Open(ctx context.Context, cfg *refill.Config, src refill.Warehouse) (*Wareh
 		return nil, err
 	}
 	scratch, err := os.MkdirTemp("", "refill-proof-")
+	if err == nil && cfg.Run.JobUser != nil && os.Geteuid() == 0 {
+		// Commands run there as run.job_user, who must write it.
+		err = os.Chown(scratch, int(cfg.Run.JobUser.UID), int(cfg.Run.JobUser.GID))
+	}
 	if err != nil {
+		os.RemoveAll(scratch)
 		unlock()
 		wh.Close()
 		return nil, err
@@ -85,7 +93,9 @@ func (p *Warehouse) Name() string {
 // Run runs d's job for partition with the runner a run uses (jobs.For),
 // told to write to the proof warehouse and run in the scratch directory.
 func (p *Warehouse) Run(ctx context.Context, d *refill.Dataset, partition string) error {
-	jr, err := jobs.For(d.Job.Kind, jobs.Deps{Dir: p.cfg.Dir, WorkDir: p.scratch, Hidden: []string{p.cfg.Audit.KeyEnv}})
+	deps := jobs.DepsOf(p.cfg)
+	deps.WorkDir = p.scratch
+	jr, err := jobs.For(d.Job.Kind, deps)
 	if err != nil {
 		return err
 	}
