@@ -96,14 +96,8 @@ func TestAcceptARealAnomaly(t *testing.T) {
 	if won != 1 {
 		t.Fatalf("%d of 6 concurrent accepts were recorded, want 1", won)
 	}
-	state0, err := sql.Open("sqlite", filepath.Join(d, ".refill", "state.db")+"?_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := state0.Exec(`DELETE FROM acceptances`); err != nil {
-		t.Fatal(err)
-	}
-	state0.Close()
+	// bob withdraws his; alice accepts it in her own name.
+	accept(0, "", "--check", "volume", "--revoke", "--reason", "alice will own this one", "--as", "bob")
 	r := accept(0, "", "--check", "volume", "--reason", why, "--as", "alice", "-o", "json")
 	if err := json.Unmarshal([]byte(r.stdout), &acc); err != nil || acc.By != "alice" || acc.Reason != why || acc.Measured != fmt.Sprintf("rows=%d", rows) {
 		t.Fatalf("accept -o json: %v %+v\n%s", err, acc, r.stdout)
@@ -157,7 +151,7 @@ func TestAcceptARealAnomaly(t *testing.T) {
 	if err := json.Unmarshal([]byte(step(t, d, 0, "", "history", "events_raw", "--partition", day, "-o", "json").stdout), &hist); err != nil {
 		t.Fatal(err)
 	}
-	if len(hist.Acceptances) != 2 || hist.Acceptances[0].By != "alice" || hist.Acceptances[1].Column != "user_id" || !strings.Contains(hist.Acceptances[1].Measured, fmt.Sprintf("distinct=%d ", users)) {
+	if len(hist.Acceptances) != 3 || hist.Acceptances[0].By != "bob" || hist.Acceptances[1].By != "alice" || hist.Acceptances[2].Column != "user_id" || !strings.Contains(hist.Acceptances[2].Measured, fmt.Sprintf("distinct=%d ", users)) {
 		t.Fatalf("history acceptances: %+v", hist.Acceptances)
 	}
 	state, err := sql.Open("sqlite", filepath.Join(d, ".refill", "state.db")+"?_pragma=busy_timeout(5000)")

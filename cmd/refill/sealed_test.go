@@ -181,7 +181,7 @@ func TestSchemaDriftIsNotClearedByPlanning(t *testing.T) {
 	}
 	defer state.Close()
 	var who, detail string
-	if err := state.QueryRow(`SELECT actor, detail FROM audit_log WHERE event = 'schema_accepted' AND dataset = 'events_raw'`).Scan(&who, &detail); err != nil {
+	if err := state.QueryRow(`SELECT actor, detail FROM audit_log WHERE event = 'schema_accepted' AND dataset = 'events_raw' AND plan_id = ''`).Scan(&who, &detail); err != nil {
 		t.Fatalf("no audit entry for the accepted schema: %v", err)
 	}
 	if who != "alice" || !strings.Contains(detail, "CHG-12") || !strings.Contains(detail, "coupon") {

@@ -71,15 +71,35 @@ type ArgFile struct {
 	Path string
 }
 
+// dataExts are the endings of files a job reads or writes as data, not
+// code: a job's output named in its argv (--out exports/feed.csv), the
+// warehouse file it opens (sqlite3 wh.db). They change as the job runs,
+// and sealing them would make every run stale.
+var dataExts = map[string]bool{
+	".csv": true, ".tsv": true, ".txt": true, ".log": true, ".out": true, ".err": true, ".jsonl": true, ".ndjson": true,
+	".parquet": true, ".avro": true, ".orc": true, ".arrow": true, ".feather": true, ".xlsx": true, ".xls": true,
+	".gz": true, ".zip": true, ".bz2": true, ".xz": true, ".zst": true, ".tar": true, ".tgz": true,
+	".db": true, ".sqlite": true, ".sqlite3": true, ".duckdb": true, ".wal": true, ".shm": true,
+	".pdf": true, ".png": true, ".jpg": true, ".jpeg": true, ".html": true, ".lock": true, ".pid": true,
+}
+
+// Data reports whether a path names a data file (dataExts), which a seal
+// leaves out unless it is the program itself.
+func Data(path string) bool { return dataExts[strings.ToLower(filepath.Ext(path))] }
+
 // ArgFiles returns the argv elements of a job's template that name an
 // existing regular file, resolved against dir. An element holding a
 // placeholder ({{partition}}) names no file yet and is skipped; so is a
 // bare program name (argv[0] without a slash), which the system finds on
-// PATH, not in the project. A flag's value (--file=./x.sql) counts.
+// PATH, not in the project, and a data file (Data) anywhere but as the
+// program. A flag's value (--file=./x.sql) counts.
 func ArgFiles(dir string, argv []string) []ArgFile {
 	var out []ArgFile
 	for i, a := range argv {
 		if i == 0 && !strings.Contains(a, "/") {
+			continue
+		}
+		if i > 0 && Data(a) {
 			continue
 		}
 		if strings.HasPrefix(a, "-") {
@@ -264,8 +284,8 @@ func (p *Prepared) Close() error {
 // Each file argv names is read once, checked, and copied; what runs is the
 // copy, so it is the bytes that were checked.
 func Prepare(dir string, template, argv, globs []string, sealed map[string]string) (*Prepared, error) {
-	files := ArgFiles(dir, template)
-	if err := sameKeys(files, globs, sealed); err != nil {
+	files, err := sealedArgs(dir, template, globs, sealed)
+	if err != nil {
 		return nil, err
 	}
 	prep := &Prepared{Argv: slices.Clone(argv)}
@@ -332,14 +352,15 @@ func Prepare(dir string, template, argv, globs []string, sealed map[string]strin
 // meanwhile (by the job itself, or by someone racing it) is a ChangedError
 // with While set, since what ran may not be what was approved.
 func Recheck(dir string, template, globs []string, sealed map[string]string) error {
-	if err := sameKeys(ArgFiles(dir, template), globs, sealed); err != nil {
+	files, err := sealedArgs(dir, template, globs, sealed)
+	if err != nil {
 		var ce *ChangedError
 		if errors.As(err, &ce) {
 			ce.While = true
 		}
 		return err
 	}
-	for _, f := range ArgFiles(dir, template) {
+	for _, f := range files {
 		b, err := readFile(f.Path)
 		if err != nil {
 			return &ChangedError{Key: f.Key, Sealed: sealed[f.Key], While: true}
@@ -360,28 +381,41 @@ func Recheck(dir string, template, globs []string, sealed map[string]string) err
 	return nil
 }
 
-// sameKeys checks that the seal names exactly the files and globs the
-// template names now.
-func sameKeys(files []ArgFile, globs []string, sealed map[string]string) error {
-	want := map[string]bool{}
-	for _, f := range files {
-		want[f.Key] = true
-		if _, ok := sealed[f.Key]; !ok {
-			return &ChangedError{Key: f.Key}
+// sealedArgs returns the files of the template the seal covers, after
+// checking that it still covers what must be sealed: every sealed file is
+// still named and there (a ChangedError otherwise), every glob is sealed,
+// and the program — argv[0], or the script an interpreter runs — is a
+// sealed file if it is a file at all. Another argv element naming a file
+// the plan did not seal (one made since) is not the job's code, and is
+// left alone.
+func sealedArgs(dir string, template, globs []string, sealed map[string]string) ([]ArgFile, error) {
+	program := map[int]bool{0: true}
+	if p, ok := Interpreted(template); ok && p.Script >= 0 {
+		program[p.Script] = true
+	}
+	var out []ArgFile
+	named := map[string]bool{}
+	for _, f := range ArgFiles(dir, template) {
+		named[f.Key] = true
+		switch _, ok := sealed[f.Key]; {
+		case ok:
+			out = append(out, f)
+		case program[f.Index]:
+			return nil, &ChangedError{Key: f.Key}
 		}
 	}
 	for _, g := range globs {
-		want[GlobKey+g] = true
+		named[GlobKey+g] = true
 		if _, ok := sealed[GlobKey+g]; !ok {
-			return &ChangedError{Key: GlobKey + g}
+			return nil, &ChangedError{Key: GlobKey + g}
 		}
 	}
 	for k, d := range sealed {
-		if !want[k] {
-			return &ChangedError{Key: k, Sealed: d}
+		if !named[k] {
+			return nil, &ChangedError{Key: k, Sealed: d}
 		}
 	}
-	return nil
+	return out, nil
 }
 
 // copyPath is where a sealed file's private copy lives: at its relative

@@ -158,14 +158,42 @@ func TestPrepareRefusesWhatWasNotSealed(t *testing.T) {
 		t.Errorf("back as sealed: %v", err)
 	}
 
-	os.WriteFile(filepath.Join(dir, "extra.sql"), []byte("x"), 0o644)
+	// A program that was no file when the plan was sealed is refused; an
+	// argument that became a file since is not the job's code.
+	late := []string{"./late.sh"}
+	lateSeal := seal(t, dir, late, nil)
+	os.WriteFile(filepath.Join(dir, "late.sh"), []byte("curl evil\n"), 0o755)
+	if _, err := Prepare(dir, late, late, nil, lateSeal); !errors.As(err, &ce) || ce.Key != "late.sh" || ce.Sealed != "" {
+		t.Errorf("a program the plan did not seal: %v", err)
+	}
 	more := []string{"sh", "run.sh", "extra.sql"}
-	if _, err := Prepare(dir, more, more, globs, sealed); !errors.As(err, &ce) || ce.Key != "extra.sql" || ce.Sealed != "" {
-		t.Errorf("an argv file the plan did not seal: %v", err)
+	moreSeal := seal(t, dir, more, globs)
+	os.WriteFile(filepath.Join(dir, "extra.sql"), []byte("x"), 0o644)
+	if prep, err := Prepare(dir, more, more, globs, moreSeal); err != nil {
+		t.Errorf("an argument that became a file since the seal: %v", err)
+	} else {
+		prep.Close()
 	}
 	os.Remove(filepath.Join(dir, "run.sh"))
 	if _, err := Prepare(dir, tmpl, tmpl, globs, sealed); !errors.As(err, &ce) || ce.Key != "run.sh" || !strings.Contains(err.Error(), "run.sh") {
 		t.Errorf("a sealed file removed: %v", err)
+	}
+}
+
+// TestDataFilesAreNotSealed: a job's output or the warehouse file named
+// in its argv change as it runs: they are data, not code, and not sealed.
+func TestDataFilesAreNotSealed(t *testing.T) {
+	dir := project(t, map[string]string{"export.sh": "x", "out.csv": "a", "wh.db": "b", "conf.json": "{}"})
+	argv := []string{"./export.sh", "--out=out.csv", "wh.db", "conf.json"}
+	var keys []string
+	for _, f := range ArgFiles(dir, argv) {
+		keys = append(keys, f.Key)
+	}
+	if !reflect.DeepEqual(keys, []string{"export.sh", "conf.json"}) {
+		t.Errorf("ArgFiles = %v, want the program and its config, not its data", keys)
+	}
+	if got := ArgFiles(dir, []string{"./data.db"}); len(got) != 0 {
+		t.Errorf("a missing program: %v", got)
 	}
 }
 
