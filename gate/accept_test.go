@@ -10,6 +10,7 @@ import (
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/store"
+	"github.com/refill-dev/refill/store/storetest"
 )
 
 func findingOf(fs []refill.Finding, check, column string) *refill.Finding {
@@ -24,7 +25,7 @@ func findingOf(fs []refill.Finding, check, column string) *refill.Finding {
 func acceptNow(t *testing.T, st *store.Store, a refill.Acceptance) {
 	t.Helper()
 	a.At = time.Now()
-	if err := st.Update(context.Background(), func(tx *store.Tx) error { return tx.Accept(context.Background(), a) }); err != nil {
+	if err := st.Update(context.Background(), func(tx *store.Tx) error { return storetest.RecordAccept(context.Background(), tx, a) }); err != nil {
 		t.Fatal(err)
 	}
 }

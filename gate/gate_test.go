@@ -15,6 +15,7 @@ import (
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/internal/whtest"
 	"github.com/refill-dev/refill/store"
+	"github.com/refill-dev/refill/store/storetest"
 )
 
 // now is the clock of every test: data runs up to the day before.
@@ -265,7 +266,11 @@ func TestInsufficientHistoryWarnsAndFlaggedHistoryIsSkipped(t *testing.T) {
 		for _, n := range []int{8, 15} {
 			flags = append(flags, refill.Flag{Dataset: "ev", Partition: day(n), Check: CheckVolume})
 		}
-		if err := b.st.SaveFlags(ctx, flags); err != nil {
+		// Each flag has its audit entry, as a plan records it.
+		for i := range flags {
+			flags[i].PlanID = "p1"
+		}
+		if err := b.st.Update(ctx, func(tx *store.Tx) error { return storetest.RecordFlags(ctx, tx, flags) }); err != nil {
 			t.Fatal(err)
 		}
 		res, err := b.gate.Check(ctx, []string{"ev"}, rangeOf(t, 1, 1))
@@ -288,7 +293,7 @@ func TestSchemaDrift(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := b.st.SaveSchemas(ctx, withPlan(first.Schemas, "p1")); err != nil {
+		if err := b.st.Update(ctx, func(tx *store.Tx) error { return storetest.RecordSeen(ctx, tx, "p1", withPlan(first.Schemas, "p1")) }); err != nil {
 			t.Fatal(err)
 		}
 		alter := []string{"ALTER TABLE ev DROP COLUMN amount", "ALTER TABLE ev ADD COLUMN amount_cents INTEGER"}

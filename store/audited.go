@@ -475,29 +475,18 @@ func (t *Tx) settleAcceptances(ctx context.Context, a refill.Acceptance) error {
 }
 
 // Flagged returns every partition of dataset the gate flagged, as the
-// audit log records it: a flag written into the table behind refill's
-// back takes no partition out of history.
+// audit log records it (each flag has its entry): a flag written into the
+// table behind refill's back takes no partition out of history, and one
+// deleted from it still does.
 func (s *Store) Flagged(ctx context.Context, dataset string) (map[string]bool, error) {
-	frs, err := flagRowsOf(ctx, s.db, s.d, dataset)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]bool{}
-	if len(frs) == 0 {
-		return out, nil
-	}
 	evs, err := entriesOf(ctx, s.db, s.d, flagRows.kinds, "", dataset)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("gate flags of %s: %w", dataset, err)
 	}
-	lrows := make([]ledgerRow, len(frs))
-	for i, r := range frs {
-		lrows[i] = flagLedger(r.seq, r.f)
-	}
-	verdicts, _ := flagRows.settle(lrows, evs)
-	for i, r := range frs {
-		if verdicts[i].counts {
-			out[r.f.Partition] = true
+	out := map[string]bool{}
+	for i := range evs {
+		if len(flagRows.claims(&evs[i])) > 0 {
+			out[evs[i].Partition] = true
 		}
 	}
 	return out, nil

@@ -20,7 +20,7 @@ func exerciseAccept(t *testing.T, setup func(t *testing.T) (*store.Store, string
 		when := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 		a := refill.Acceptance{Dataset: "ev", Partition: "2026-11-25", Check: "volume", By: "alice", Reason: "half day", At: when, Measured: "rows=239"}
 		accept := func(a refill.Acceptance) error {
-			return s.Update(ctx, func(tx *store.Tx) error { return recordAccept(ctx, tx, a) })
+			return s.Update(ctx, func(tx *store.Tx) error { return RecordAccept(ctx, tx, a) })
 		}
 		if err := accept(a); err != nil {
 			t.Fatal(err)
@@ -38,7 +38,7 @@ func exerciseAccept(t *testing.T, setup func(t *testing.T) (*store.Store, string
 		var n int64
 		if err := s.Update(ctx, func(tx *store.Tx) error {
 			var err error
-			n, err = recordRevoke(ctx, tx, a, refill.Accepted{By: "carol", Reason: "not a holiday", At: when.Add(2 * time.Hour)})
+			n, err = RecordRevoke(ctx, tx, a, refill.Accepted{By: "carol", Reason: "not a holiday", At: when.Add(2 * time.Hour)})
 			return err
 		}); err != nil || n != 2 {
 			t.Fatalf("revoke: %d withdrawn, %v; want 2", n, err)

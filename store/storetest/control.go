@@ -48,7 +48,7 @@ func exerciseControl(t *testing.T, setup func(t *testing.T) (*store.Store, strin
 			{PlanID: p.ID, PlanHash: p.Hash, Actor: "carol", Decision: refill.DecisionReject, Note: "no", At: at(2)},
 		}
 		for _, a := range want {
-			if err := s.Update(ctx, func(tx *store.Tx) error { return recordApproval(ctx, tx, a) }); err != nil {
+			if err := s.Update(ctx, func(tx *store.Tx) error { return RecordApproval(ctx, tx, a) }); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -71,7 +71,7 @@ func exerciseControl(t *testing.T, setup func(t *testing.T) (*store.Store, strin
 		dave := refill.Approval{PlanID: q.ID, PlanHash: q.Hash, Actor: "dave", Decision: refill.DecisionApprove, At: at(3)}
 		erin := refill.Approval{PlanID: p.ID, PlanHash: p.Hash, Actor: "erin", Decision: refill.DecisionApprove, At: at(4)}
 		for _, a := range []refill.Approval{dave, erin} {
-			if err := s.Update(ctx, func(tx *store.Tx) error { return recordApproval(ctx, tx, a) }); err != nil {
+			if err := s.Update(ctx, func(tx *store.Tx) error { return RecordApproval(ctx, tx, a) }); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -105,7 +105,7 @@ func exerciseControl(t *testing.T, setup func(t *testing.T) (*store.Store, strin
 		ctx := t.Context()
 		set := func(f *refill.Freeze) (was refill.Freeze, frozen bool) {
 			t.Helper()
-			err := s.Update(ctx, func(tx *store.Tx) (err error) { was, frozen, err = recordFreeze(ctx, tx, f, "carol"); return err })
+			err := s.Update(ctx, func(tx *store.Tx) (err error) { was, frozen, err = RecordFreeze(ctx, tx, f, "carol"); return err })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -143,7 +143,7 @@ func exerciseControl(t *testing.T, setup func(t *testing.T) (*store.Store, strin
 		}
 		boom := errors.New("the caller failed")
 		if err := s.Update(ctx, func(tx *store.Tx) error {
-			if _, _, err := recordFreeze(ctx, tx, nil, "carol"); err != nil {
+			if _, _, err := RecordFreeze(ctx, tx, nil, "carol"); err != nil {
 				return err
 			}
 			return boom
@@ -176,7 +176,7 @@ func exerciseControl(t *testing.T, setup func(t *testing.T) (*store.Store, strin
 			{PlanID: p.ID, Actor: "ana", Reason: "wrong range", At: at(1)},
 			{PlanID: p.ID, Actor: "bob", Reason: "me too", At: at(2)},
 		} {
-			if err := s.Update(ctx, func(tx *store.Tx) error { return recordCancel(ctx, tx, c) }); err != nil {
+			if err := s.Update(ctx, func(tx *store.Tx) error { return RecordCancel(ctx, tx, c) }); err != nil {
 				t.Fatalf("RequestCancel by %s: %v", c.Actor, err)
 			}
 		}
@@ -196,7 +196,7 @@ func exerciseControl(t *testing.T, setup func(t *testing.T) (*store.Store, strin
 		p := planOver(t, s, "p-cl", at(0), "orders", "2026-11-01")
 		add := func(step refill.ChecklistItem, actor string) error {
 			return s.Update(ctx, func(tx *store.Tx) error {
-				return recordStep(ctx, tx, refill.ChecklistStep{PlanID: p.ID, Step: step, Actor: actor, Note: "n", At: at(1), Detail: refill.Detail(map[string]int{"partitions": 3})})
+				return RecordStep(ctx, tx, refill.ChecklistStep{PlanID: p.ID, Step: step, Actor: actor, Note: "n", At: at(1), Detail: refill.Detail(map[string]int{"partitions": 3})})
 			})
 		}
 		if err := add(refill.ChecklistSnapshot, "ana"); err != nil {
@@ -380,7 +380,7 @@ func exerciseControl(t *testing.T, setup func(t *testing.T) (*store.Store, strin
 		}
 		seen := func(plan string, c ...string) {
 			if err := s.Update(ctx, func(tx *store.Tx) error {
-				return recordSeen(ctx, tx, plan, []refill.SchemaSnapshot{{Dataset: "orders", PlanID: plan, Columns: cols(c...)}})
+				return RecordSeen(ctx, tx, plan, []refill.SchemaSnapshot{{Dataset: "orders", PlanID: plan, Columns: cols(c...)}})
 			}); err != nil {
 				t.Fatal(err)
 			}
@@ -391,7 +391,7 @@ func exerciseControl(t *testing.T, setup func(t *testing.T) (*store.Store, strin
 			t.Errorf("baseline = %+v, want the first recorded", got)
 		}
 		err := s.Update(ctx, func(tx *store.Tx) error {
-			return recordSchemaAccept(ctx, tx, refill.SchemaSnapshot{Dataset: "orders", Columns: cols("a", "b"), AcceptedBy: "carol", Reason: "b is new upstream"})
+			return RecordSchemaAccept(ctx, tx, refill.SchemaSnapshot{Dataset: "orders", Columns: cols("a", "b"), AcceptedBy: "carol", Reason: "b is new upstream"})
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -40,28 +40,28 @@ func exerciseLedger(t *testing.T, setup func(t *testing.T) (*store.Store, string
 		// The real decisions, each with its entry.
 		real := refill.Acceptance{Dataset: "ev", Partition: "2026-11-02", Check: "not_null", Column: "amount", By: "carol", Reason: "outage", At: at(1), Measured: "rows=10 nulls=4"}
 		update(func(tx *store.Tx) error {
-			if err := recordApproval(ctx, tx, refill.Approval{PlanID: p.ID, PlanHash: p.Hash, Actor: "bob", Decision: refill.DecisionApprove, At: at(1)}); err != nil {
+			if err := RecordApproval(ctx, tx, refill.Approval{PlanID: p.ID, PlanHash: p.Hash, Actor: "bob", Decision: refill.DecisionApprove, At: at(1)}); err != nil {
 				return err
 			}
-			if err := recordStep(ctx, tx, refill.ChecklistStep{PlanID: p.ID, Step: refill.ChecklistSnapshot, Actor: "ana", At: at(1)}); err != nil {
+			if err := RecordStep(ctx, tx, refill.ChecklistStep{PlanID: p.ID, Step: refill.ChecklistSnapshot, Actor: "ana", At: at(1)}); err != nil {
 				return err
 			}
-			if err := recordAccept(ctx, tx, real); err != nil {
+			if err := RecordAccept(ctx, tx, real); err != nil {
 				return err
 			}
-			if err := recordFlags(ctx, tx, []refill.Flag{{Dataset: "ev", Partition: "2026-11-03", Check: "volume", PlanID: p.ID}}); err != nil {
+			if err := RecordFlags(ctx, tx, []refill.Flag{{Dataset: "ev", Partition: "2026-11-03", Check: "volume", PlanID: p.ID}}); err != nil {
 				return err
 			}
-			if err := recordSchemaAccept(ctx, tx, refill.SchemaSnapshot{Dataset: "ev", Columns: []refill.Column{{Name: "amount", Type: "real"}}, AcceptedBy: "carol", Reason: "new"}); err != nil {
+			if err := RecordSchemaAccept(ctx, tx, refill.SchemaSnapshot{Dataset: "ev", Columns: []refill.Column{{Name: "amount", Type: "real"}}, AcceptedBy: "carol", Reason: "new"}); err != nil {
 				return err
 			}
-			if err := recordToken(ctx, tx, refill.Token{ID: "tok-real", User: "bob", CreatedBy: "bob", CreatedAt: at(1)}, "sha256:real"); err != nil {
+			if err := RecordToken(ctx, tx, refill.Token{ID: "tok-real", User: "bob", CreatedBy: "bob", CreatedAt: at(1)}, "sha256:real"); err != nil {
 				return err
 			}
-			if _, _, err := recordFreeze(ctx, tx, &refill.Freeze{By: "carol", Reason: "quarter close", At: at(2)}, ""); err != nil {
+			if _, _, err := RecordFreeze(ctx, tx, &refill.Freeze{By: "carol", Reason: "quarter close", At: at(2)}, ""); err != nil {
 				return err
 			}
-			return recordCancel(ctx, tx, refill.CancelRequest{PlanID: p.ID, Actor: "ana", Reason: "wrong range", At: at(2)})
+			return RecordCancel(ctx, tx, refill.CancelRequest{PlanID: p.ID, Actor: "ana", Reason: "wrong range", At: at(2)})
 		})
 		if problems, err := s.VerifyRows(ctx); err != nil || len(problems) != 0 {
 			t.Fatalf("VerifyRows of real decisions = %v, %v", problems, err)
@@ -139,7 +139,7 @@ func exerciseLedger(t *testing.T, setup func(t *testing.T) (*store.Store, string
 		// a freeze whose row is gone; a freeze row no entry made freezes
 		// nothing.
 		update(func(tx *store.Tx) error {
-			_, err := recordRevoke(ctx, tx, real, refill.Accepted{By: "carol", Reason: "not an outage", At: at(5)})
+			_, err := RecordRevoke(ctx, tx, real, refill.Accepted{By: "carol", Reason: "not an outage", At: at(5)})
 			return err
 		})
 		exec(`UPDATE acceptances SET revoked_by = NULL, revoked_reason = NULL, revoked_at = NULL`)
@@ -147,7 +147,7 @@ func exerciseLedger(t *testing.T, setup func(t *testing.T) (*store.Store, string
 			t.Errorf("a revocation erased from its row: %+v, want it revoked by carol", got)
 		}
 		update(func(tx *store.Tx) error {
-			_, _, err := recordFreeze(ctx, tx, nil, "carol")
+			_, _, err := RecordFreeze(ctx, tx, nil, "carol")
 			return err
 		})
 		exec(`INSERT INTO freezes (id, frozen_by, reason, frozen_at) VALUES (1, 'mallory', 'forged', '2026-11-05T09:00:09Z')`)

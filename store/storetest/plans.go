@@ -108,7 +108,7 @@ func exercisePlans(t *testing.T, setup func(t *testing.T) (*store.Store, string)
 			if err := tx.SaveSchemas(ctx, []refill.SchemaSnapshot{{Dataset: "orders", PlanID: p.ID, Columns: []refill.Column{{Name: "id", Type: "integer"}}}}); err != nil {
 				return err
 			}
-			if err := recordFlags(ctx, tx, []refill.Flag{{Dataset: "orders", Partition: "2026-11-01", Check: "not_null", PlanID: p.ID}}); err != nil {
+			if err := RecordFlags(ctx, tx, []refill.Flag{{Dataset: "orders", Partition: "2026-11-01", Check: "not_null", PlanID: p.ID}}); err != nil {
 				return err
 			}
 			return tx.SaveProof(ctx, proof)

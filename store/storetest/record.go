@@ -10,10 +10,11 @@ import (
 
 // A decision row counts only with the audit entry control writes beside
 // it, in the same transaction (store/ledger.go). These write both, as
-// control does, so the suite exercises rows that count; the tests of
-// forged rows write the row alone.
+// control does, so the suite (and other packages' tests that write the
+// store directly) exercise rows that count; the tests of forged rows
+// write the row alone.
 
-func recordApproval(ctx context.Context, tx *store.Tx, a refill.Approval) error {
+func RecordApproval(ctx context.Context, tx *store.Tx, a refill.Approval) error {
 	if err := tx.AddApproval(ctx, a); err != nil {
 		return err
 	}
@@ -24,14 +25,14 @@ func recordApproval(ctx context.Context, tx *store.Tx, a refill.Approval) error 
 	return tx.Append(ctx, &refill.Event{Kind: kind, Actor: a.Actor, PlanID: a.PlanID, At: a.At, Detail: refill.Detail(map[string]any{"hash": a.PlanHash, "note": a.Note})})
 }
 
-func recordStep(ctx context.Context, tx *store.Tx, st refill.ChecklistStep) error {
+func RecordStep(ctx context.Context, tx *store.Tx, st refill.ChecklistStep) error {
 	if err := tx.AddStep(ctx, st); err != nil {
 		return err
 	}
 	return tx.Append(ctx, &refill.Event{Kind: refill.EventKind(st.Step), Actor: st.Actor, PlanID: st.PlanID, At: st.At})
 }
 
-func recordAccept(ctx context.Context, tx *store.Tx, a refill.Acceptance) error {
+func RecordAccept(ctx context.Context, tx *store.Tx, a refill.Acceptance) error {
 	if err := tx.Accept(ctx, a); err != nil {
 		return err
 	}
@@ -39,7 +40,7 @@ func recordAccept(ctx context.Context, tx *store.Tx, a refill.Acceptance) error 
 		Detail: refill.Detail(map[string]any{"check": a.Check, "column": a.Column, "reason": a.Reason, "measured": a.Measured})})
 }
 
-func recordRevoke(ctx context.Context, tx *store.Tx, a refill.Acceptance, r refill.Accepted) (int64, error) {
+func RecordRevoke(ctx context.Context, tx *store.Tx, a refill.Acceptance, r refill.Accepted) (int64, error) {
 	n, err := tx.Revoke(ctx, a, r)
 	if err != nil {
 		return n, err
@@ -48,7 +49,7 @@ func recordRevoke(ctx context.Context, tx *store.Tx, a refill.Acceptance, r refi
 		Detail: refill.Detail(map[string]any{"check": a.Check, "column": a.Column, "reason": r.Reason})})
 }
 
-func recordFreeze(ctx context.Context, tx *store.Tx, f *refill.Freeze, by string) (refill.Freeze, bool, error) {
+func RecordFreeze(ctx context.Context, tx *store.Tx, f *refill.Freeze, by string) (refill.Freeze, bool, error) {
 	was, frozen, err := tx.SetFreeze(ctx, f)
 	if err != nil {
 		return was, frozen, err
@@ -60,14 +61,14 @@ func recordFreeze(ctx context.Context, tx *store.Tx, f *refill.Freeze, by string
 	return was, frozen, tx.Append(ctx, e)
 }
 
-func recordCancel(ctx context.Context, tx *store.Tx, c refill.CancelRequest) error {
+func RecordCancel(ctx context.Context, tx *store.Tx, c refill.CancelRequest) error {
 	if err := tx.RequestCancel(ctx, c); err != nil {
 		return err
 	}
 	return tx.Append(ctx, &refill.Event{Kind: refill.EventCancelRequested, Actor: c.Actor, PlanID: c.PlanID, At: c.At, Detail: refill.Detail(map[string]any{"reason": c.Reason})})
 }
 
-func recordFlags(ctx context.Context, tx *store.Tx, flags []refill.Flag) error {
+func RecordFlags(ctx context.Context, tx *store.Tx, flags []refill.Flag) error {
 	if err := tx.SaveFlags(ctx, flags); err != nil {
 		return err
 	}
@@ -82,7 +83,7 @@ func recordFlags(ctx context.Context, tx *store.Tx, flags []refill.Flag) error {
 
 // recordSeen records the schemas a plan's gate saw, with the plan's
 // gate entry that carries their digests.
-func recordSeen(ctx context.Context, tx *store.Tx, planID string, snaps []refill.SchemaSnapshot) error {
+func RecordSeen(ctx context.Context, tx *store.Tx, planID string, snaps []refill.SchemaSnapshot) error {
 	if err := tx.SaveSchemas(ctx, snaps); err != nil {
 		return err
 	}
@@ -90,7 +91,7 @@ func recordSeen(ctx context.Context, tx *store.Tx, planID string, snaps []refill
 		Detail: refill.Detail(map[string]any{"passed": true, "schemas": store.SchemaDigests(snaps)})})
 }
 
-func recordSchemaAccept(ctx context.Context, tx *store.Tx, snap refill.SchemaSnapshot) error {
+func RecordSchemaAccept(ctx context.Context, tx *store.Tx, snap refill.SchemaSnapshot) error {
 	if err := tx.AcceptSchema(ctx, snap); err != nil {
 		return err
 	}
@@ -98,7 +99,7 @@ func recordSchemaAccept(ctx context.Context, tx *store.Tx, snap refill.SchemaSna
 		Detail: refill.Detail(map[string]any{"reason": snap.Reason, "columns": snap.Columns})})
 }
 
-func recordToken(ctx context.Context, tx *store.Tx, tok refill.Token, hash string) error {
+func RecordToken(ctx context.Context, tx *store.Tx, tok refill.Token, hash string) error {
 	if err := tx.CreateToken(ctx, tok, hash); err != nil {
 		return err
 	}
@@ -106,7 +107,7 @@ func recordToken(ctx context.Context, tx *store.Tx, tok refill.Token, hash strin
 		Detail: refill.Detail(map[string]any{"token": tok.ID, "user": tok.User, "hash": hash})})
 }
 
-func recordTokenRevoked(ctx context.Context, tx *store.Tx, id, actor string, at time.Time) (refill.Token, error) {
+func RecordTokenRevoked(ctx context.Context, tx *store.Tx, id, actor string, at time.Time) (refill.Token, error) {
 	tok, err := tx.RevokeToken(ctx, id, at)
 	if err != nil {
 		return tok, err

@@ -21,10 +21,10 @@ func exerciseServe(t *testing.T, setup func(t *testing.T) (*store.Store, string)
 		s, _ := setup(t)
 		ctx := t.Context()
 		create := func(tok refill.Token, hash string) error {
-			return s.Update(ctx, func(tx *store.Tx) error { return recordToken(ctx, tx, tok, hash) })
+			return s.Update(ctx, func(tx *store.Tx) error { return RecordToken(ctx, tx, tok, hash) })
 		}
 		revoke := func(id string, at time.Time) (tok refill.Token, err error) {
-			err = s.Update(ctx, func(tx *store.Tx) (err error) { tok, err = recordTokenRevoked(ctx, tx, id, "alice", at); return err })
+			err = s.Update(ctx, func(tx *store.Tx) (err error) { tok, err = RecordTokenRevoked(ctx, tx, id, "alice", at); return err })
 			return tok, err
 		}
 		same := func(a, b refill.Token) bool {

@@ -75,7 +75,7 @@ func Exercise(t *testing.T, newDSN func(t *testing.T) string) {
 		s, _ := setup(t)
 		ctx := t.Context()
 		err := s.Update(ctx, func(tx *store.Tx) error {
-			return recordFlags(ctx, tx, []refill.Flag{
+			return RecordFlags(ctx, tx, []refill.Flag{
 				{Dataset: "src", Partition: "2026-11-01", Check: "volume", PlanID: "p1"},
 				{Dataset: "src", Partition: "2026-11-01", Check: "not_null", PlanID: "p1"},
 				{Dataset: "other", Partition: "2026-11-02", Check: "volume"},
