@@ -423,6 +423,9 @@ func notDecidable(p *refill.Plan) error {
 
 // Approve records actor's approval of plan id, bound to its hash.
 func (c *Control) Approve(ctx context.Context, id, actor, note string) (*State, error) {
+	if err := refill.CheckText("--note", note); err != nil {
+		return nil, err
+	}
 	if err := c.BeforeWrite(ctx); err != nil {
 		return nil, err
 	}
@@ -483,6 +486,9 @@ func (c *Control) Approve(ctx context.Context, id, actor, note string) (*State, 
 
 // Reject records actor's rejection of a plan that has not run.
 func (c *Control) Reject(ctx context.Context, id, actor, note string) (*State, error) {
+	if err := refill.CheckText("--note", note); err != nil {
+		return nil, err
+	}
 	if err := c.BeforeWrite(ctx); err != nil {
 		return nil, err
 	}
@@ -550,6 +556,9 @@ func Total(sum int64, unknown int) string {
 // Scope records the scope statement of a manual plan: its impact summary
 // and the note of the person stating it.
 func (c *Control) Scope(ctx context.Context, id, actor, note string) (*State, error) {
+	if err := refill.CheckText("--note", note); err != nil {
+		return nil, err
+	}
 	if err := c.BeforeWrite(ctx); err != nil {
 		return nil, err
 	}

@@ -149,6 +149,9 @@ func (c *Control) ended(ctx context.Context, planID string, status refill.Status
 // may still be rolled back, keeps its snapshot unless it is done: only a
 // plan that ended can lose it.
 func (c *Control) DropSnapshot(ctx context.Context, id, actor, reason string) ([]string, error) {
+	if err := refill.CheckText("--reason", strings.TrimSpace(reason)); err != nil {
+		return nil, err
+	}
 	if err := c.BeforeWrite(ctx); err != nil {
 		return nil, err
 	}

@@ -172,6 +172,9 @@ func (c *Control) MayCancel(s *State, actor string) bool {
 // starts, partitions in flight finish and are published (or roll back),
 // and the run then ends the plan cancelled. The returned state says which.
 func (c *Control) Cancel(ctx context.Context, id, actor, reason string) (*State, error) {
+	if err := refill.CheckText("--reason", reason); err != nil {
+		return nil, err
+	}
 	if err := c.BeforeWrite(ctx); err != nil {
 		return nil, err
 	}
@@ -235,6 +238,9 @@ func (c *Control) mayFreeze(actor, what string) error {
 // Freeze stops every automatic apply (auto plans, the watcher) across all
 // processes sharing the state store, until Unfreeze. Leads only.
 func (c *Control) Freeze(ctx context.Context, actor, reason string) (refill.Freeze, error) {
+	if err := refill.CheckText("--reason", reason); err != nil {
+		return refill.Freeze{}, err
+	}
 	if err := c.BeforeWrite(ctx); err != nil {
 		return refill.Freeze{}, err
 	}
@@ -261,6 +267,9 @@ func (c *Control) Freeze(ctx context.Context, actor, reason string) (refill.Free
 
 // Unfreeze lifts the freeze. Leads only.
 func (c *Control) Unfreeze(ctx context.Context, actor, reason string) (refill.Freeze, error) {
+	if err := refill.CheckText("--reason", reason); err != nil {
+		return refill.Freeze{}, err
+	}
 	if err := c.BeforeWrite(ctx); err != nil {
 		return refill.Freeze{}, err
 	}
