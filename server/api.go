@@ -92,13 +92,14 @@ func (s *Server) createPlan(w http.ResponseWriter, r *http.Request, user string)
 		s.writeError(w, r, err)
 		return
 	}
-	s.plan(w, r, user, planner.Request{Targets: req.Targets, From: req.From, To: req.To, Reason: req.Reason}, nil)
+	s.plan(w, r, user, planner.Request{Targets: req.Targets, From: req.From, To: req.To, Reason: req.Reason}, "reason", nil)
 }
 
 // plan makes a plan and answers 201 with it, or 409 with the error and the
 // plan when the source gate blocked it (as the CLI exits 3 after printing
-// it). wrap, when set, shapes the success body.
-func (s *Server) plan(w http.ResponseWriter, r *http.Request, user string, req planner.Request, wrap func(control.StateJSON) any) {
+// it). reasonKey is the body's key the reason came in, which a refused
+// reason is named by; wrap, when set, shapes the success body.
+func (s *Server) plan(w http.ResponseWriter, r *http.Request, user string, req planner.Request, reasonKey string, wrap func(control.StateJSON) any) {
 	if len(req.Targets) == 0 {
 		s.writeError(w, r, refill.BadInputf("targets: name at least one dataset"))
 		return
@@ -111,6 +112,10 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request, user string, req p
 	}
 	p, err := s.ctl().Plan(r.Context(), user, req)
 	<-s.planning
+	var te *refill.TextError
+	if errors.As(err, &te) && te.Field == "--reason" {
+		te.Field = reasonKey
+	}
 	if p == nil {
 		s.writeError(w, r, err)
 		return
@@ -456,7 +461,7 @@ func (s *Server) dagRun(w http.ResponseWriter, r *http.Request, user string) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.plan(w, r, user, planner.Request{Targets: []string{dataset}, From: from, To: to, Reason: deref(b.Note)}, func(st control.StateJSON) any {
+	s.plan(w, r, user, planner.Request{Targets: []string{dataset}, From: from, To: to, Reason: deref(b.Note)}, "note", func(st control.StateJSON) any {
 		return map[string]any{"dag_id": dataset, "dag_run_id": "refill__" + st.ID, "state": st.Status, "note": deref(b.Note),
 			"conf": map[string]string{"start_date": from, "end_date": to}, "plan": st}
 	})

@@ -242,6 +242,11 @@ func HTTPStatus(err error) int {
 // writeError answers err as JSON. An internal error's text is logged, not
 // shown: it may name hosts and paths.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	// A refused text is named by its key in the body, not its flag.
+	var te *refill.TextError
+	if errors.As(err, &te) {
+		te.Field = strings.TrimPrefix(te.Field, "--")
+	}
 	status, msg := HTTPStatus(err), err.Error()
 	if status == http.StatusInternalServerError {
 		s.Log.ErrorContext(r.Context(), "internal error", slog.String("path", r.URL.Path), slog.String("error", err.Error()))
