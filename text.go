@@ -2,6 +2,7 @@ package refill
 
 import (
 	"fmt"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -82,6 +83,28 @@ func Bidi(r rune) bool {
 // shows such a rune escaped instead.
 func Unprintable(r rune) bool {
 	return (unicode.IsControl(r) && r != '\n' && r != '\t') || Bidi(r)
+}
+
+// OneLine shows a stored text inside a line of refill's own — an error, an
+// unmet requirement, a row of a list, a Slack message — with every
+// Unprintable rune and every line break and tab written as its \u escape
+// (ESC as \u001b, a newline as \u000a). A text stored before CheckText
+// bounded it, or written into the state store by hand, then cannot draw
+// lines of its own ("approve by carol") under the ones refill prints, nor
+// reorder them.
+func OneLine(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return r == '\n' || r == '\t' || Unprintable(r) }) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if r == '\n' || r == '\t' || Unprintable(r) {
+			fmt.Fprintf(&b, `\u%04x`, r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // ClipText shortens a stored text to at most MaxText characters, the last

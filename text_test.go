@@ -68,3 +68,17 @@ func TestUnprintable(t *testing.T) {
 		}
 	}
 }
+
+func TestOneLine(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"late sessions — INC-4711":      "late sessions — INC-4711",
+		"ok\n  approve by carol\tlead":  `ok\u000a  approve by carol\u0009lead`,
+		"\x1b[2J\u009b\u202eevil\x7f\r": `\u001b[2J\u009b\u202eevil\u007f\u000d`,
+		"":                              "",
+	} {
+		if got := OneLine(in); got != want {
+			t.Errorf("OneLine(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

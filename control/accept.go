@@ -88,7 +88,7 @@ func (c *Control) Accept(ctx context.Context, req AcceptRequest, actor string) (
 			continue
 		}
 		if f.Accepted != nil && (req.Column == "" || f.Column == req.Column) {
-			return none, refill.BadInputf("%s %s %s is already accepted, by %s on %s (%s)", req.Dataset, req.Partition, label(f.Check, f.Column), f.Accepted.By, f.Accepted.At.Format("2006-01-02"), f.Accepted.Reason)
+			return none, refill.BadInputf("%s %s %s is already accepted, by %s on %s (%s)", req.Dataset, req.Partition, label(f.Check, f.Column), f.Accepted.By, f.Accepted.At.Format("2006-01-02"), refill.OneLine(f.Accepted.Reason))
 		}
 		if f.Warning {
 			warning = &res.Findings[i]

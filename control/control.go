@@ -343,7 +343,7 @@ func (c *Control) unmet(s *State) []string {
 		who := ""
 		for _, a := range s.Approvals {
 			if a.Decision == refill.DecisionReject {
-				who = fmt.Sprintf(" by %s: %s", a.Actor, a.Note)
+				who = fmt.Sprintf(" by %s: %s", a.Actor, refill.OneLine(a.Note))
 			}
 		}
 		return append(out, "the plan was rejected"+who)
@@ -365,10 +365,10 @@ func (c *Control) unmet(s *State) []string {
 		out = append(out, fmt.Sprintf("the plan is stale: the config changed in %d way(s) since it was sealed (listed above); plan again to run with the current config", len(s.Stale)))
 	}
 	if s.Cancel != nil && p.Status.Live() {
-		out = append(out, fmt.Sprintf("%s asked to cancel the plan: %s", s.Cancel.Actor, s.Cancel.Reason))
+		out = append(out, fmt.Sprintf("%s asked to cancel the plan: %s", s.Cancel.Actor, refill.OneLine(s.Cancel.Reason)))
 	}
 	if s.Freeze != nil && p.Tier == refill.TierAuto {
-		out = append(out, fmt.Sprintf("refill is frozen by %s since %s (%s): auto plans wait until a lead runs refill unfreeze", s.Freeze.By, s.Freeze.At.Format(time.RFC3339), s.Freeze.Reason))
+		out = append(out, fmt.Sprintf("refill is frozen by %s since %s (%s): auto plans wait until a lead runs refill unfreeze", s.Freeze.By, s.Freeze.At.Format(time.RFC3339), refill.OneLine(s.Freeze.Reason)))
 	}
 	switch p.Tier {
 	case refill.TierSemiAuto:
@@ -537,7 +537,7 @@ func Impact(p *refill.Plan) string {
 		cur, exp, curUnknown, expUnknown = cur+c, exp+e, curUnknown+cu, expUnknown+eu
 	}
 	return fmt.Sprintf("Rebuild %s for %s..%s (%d days): %d partitions, %s rows now, %s expected after. Reason: %s.",
-		strings.Join(names, ", "), p.Request.From, p.Request.To, p.Request.Days, parts, Total(cur, curUnknown), Total(exp, expUnknown), p.Request.Reason)
+		strings.Join(names, ", "), p.Request.From, p.Request.To, p.Request.Days, parts, Total(cur, curUnknown), Total(exp, expUnknown), refill.OneLine(p.Request.Reason))
 }
 
 // Total sums known row counts for a person to read; unknown ones stay

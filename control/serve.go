@@ -257,7 +257,7 @@ func (c *Control) Freeze(ctx context.Context, actor, reason string) (refill.Free
 			return err
 		}
 		if frozen {
-			return refill.NotPermittedf("refill is frozen already, by %s since %s: %s", was.By, was.At.Format(time.RFC3339), was.Reason)
+			return refill.NotPermittedf("refill is frozen already, by %s since %s: %s", was.By, was.At.Format(time.RFC3339), refill.OneLine(was.Reason))
 		}
 		return tx.Append(ctx, &refill.Event{Kind: refill.EventFreeze, Actor: actor, At: c.Now.Now(),
 			Detail: refill.Detail(map[string]any{"reason": reason})})
