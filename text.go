@@ -93,12 +93,22 @@ func Unprintable(r rune) bool {
 // lines of its own ("approve by carol") under the ones refill prints, nor
 // reorder them.
 func OneLine(s string) string {
-	if !strings.ContainsFunc(s, func(r rune) bool { return r == '\n' || r == '\t' || Unprintable(r) }) {
+	return escapeRunes(s, func(r rune) bool { return r == '\n' || r == '\t' || Unprintable(r) })
+}
+
+// Visible is OneLine keeping line breaks and tabs: for text of several
+// lines that refill shows where nothing escapes it on the way out (a run's
+// error, which may quote a job's output, in a Slack message).
+func Visible(s string) string { return escapeRunes(s, Unprintable) }
+
+// escapeRunes writes each rune of s that escape selects as its \u escape.
+func escapeRunes(s string, escape func(rune) bool) string {
+	if !strings.ContainsFunc(s, escape) {
 		return s
 	}
 	var b strings.Builder
 	for _, r := range s {
-		if r == '\n' || r == '\t' || Unprintable(r) {
+		if escape(r) {
 			fmt.Fprintf(&b, `\u%04x`, r)
 			continue
 		}

@@ -82,3 +82,10 @@ func TestOneLine(t *testing.T) {
 		}
 	}
 }
+
+func TestVisible(t *testing.T) {
+	t.Parallel()
+	if got, want := Visible("line one\n\tline two \x1b[2J\u202e"), "line one\n\tline two \\u001b[2J\\u202e"; got != want {
+		t.Errorf("Visible: %q, want %q", got, want)
+	}
+}

@@ -321,7 +321,7 @@ func (n *Notifier) refuse(w http.ResponseWriter, r *http.Request, in *Interactio
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), followUpTimeout)
 	defer cancel()
 	if err := n.respond(ctx, in.ResponseURL, &slack.WebhookMessage{ResponseType: slack.ResponseTypeEphemeral,
-		Text: ":no_entry: Nothing was changed: " + reason.Error()}); err != nil {
+		Text: ":no_entry: Nothing was changed: " + mrkdwn(refill.Visible(reason.Error()))}); err != nil {
 		log.Warn("slack: could not tell the presser why", slog.String("plan", in.PlanID), slog.String("error", err.Error()))
 	}
 }
