@@ -239,8 +239,9 @@ func (c *Control) Plans(ctx context.Context, f refill.PlanFilter) ([]refill.Plan
 	g := f
 	switch f.Status {
 	case refill.StatusExpired, refill.StatusPending, refill.StatusReady, refill.StatusApproved:
-		// Which plans these are depends on the clock: read them all.
-		g = refill.PlanFilter{}
+		// Which plans these are depends on the clock: read them all
+		// (from the page's start).
+		g = refill.PlanFilter{Before: f.Before}
 	}
 	list, err := c.Store.Plans(ctx, g)
 	if err != nil {

@@ -59,6 +59,9 @@ type plansData struct {
 	Status   refill.Status
 	Statuses []refill.Status
 	Limit    int
+	// Before is the page's cursor ("" for the newest plans); Next, the
+	// next page's, when there are older plans.
+	Before, Next string
 	// Datasets are the configured datasets, for the new-plan form; Form
 	// holds what was typed when a request was refused.
 	Datasets []string
@@ -73,22 +76,17 @@ type planForm struct {
 }
 
 func (ui *webUI) plans(w http.ResponseWriter, r *http.Request, v *view) {
-	q := r.URL.Query()
-	d := plansData{Status: refill.Status(q.Get("status")), Statuses: refill.Statuses, Limit: 100, Datasets: ui.s.conf().DatasetNames()}
+	f, err := planPage(r.URL.Query())
+	if err != nil {
+		ui.fail(w, r, v, err)
+		return
+	}
+	d := plansData{Status: f.Status, Statuses: refill.Statuses, Limit: f.Limit, Before: f.Before, Datasets: ui.s.conf().DatasetNames()}
 	if d.Status != "" && !d.Status.Known() {
 		ui.fail(w, r, v, refill.BadInputf("status %q: want one of %s", d.Status, statusNames()))
 		return
 	}
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 1000 {
-			ui.fail(w, r, v, refill.BadInputf("limit %q: want a number from 1 to 1000", s))
-			return
-		}
-		d.Limit = n
-	}
-	var err error
-	if d.Plans, err = ui.s.ctl().Plans(r.Context(), refill.PlanFilter{Status: d.Status, Limit: d.Limit}); err != nil {
+	if d.Plans, d.Next, err = ui.s.plans(r.Context(), f); err != nil {
 		ui.fail(w, r, v, err)
 		return
 	}
