@@ -15,30 +15,6 @@ import (
 	"github.com/refill-dev/refill/project"
 )
 
-// storeLongReasons stores n plans of sessions whose reasons are size
-// characters long, as someone who can write the state store would — or as
-// refill did before it bounded texts: made by the planner, then given the
-// reason and rehashed, so that each loads as a plan. It returns their IDs.
-func storeLongReasons(t testing.TB, p *project.Project, day func(int) string, n, size int) []string {
-	t.Helper()
-	ctx := context.Background()
-	var ids []string
-	for i := range n {
-		plan, err := p.Control.Planner.Build(ctx, planner.Request{Targets: []string{"sessions"}, From: day(40 + 2*i), To: day(40 + 2*i),
-			Reason: "short", Actor: "alice"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		plan.Request.Reason = strings.Repeat("x", size)
-		plan.Hash = plan.ComputeHash()
-		if _, err := p.Store.RecordPlan(ctx, refill.PlanRecord{Plan: plan}); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, plan.ID)
-	}
-	return ids
-}
-
 var nextLink = regexp.MustCompile(`^<(/api/v1/plans\?[^>]+)>; rel="next"$`)
 
 // TestAPIPlansPage: GET /api/v1/plans answers a bare array as it always
@@ -95,6 +71,10 @@ func TestAPIPlansPage(t *testing.T) {
 	_, one := e.call("alice", "GET", "/api/v1/plans/"+long[0], "")
 	if req, _ := one["request"].(map[string]any); req["reason"] != strings.Repeat("x", 900<<10) {
 		t.Error("the plan itself does not hold its whole reason")
+	}
+	// A partition's history is a list too.
+	if st, _, body := get("/api/v1/history?dataset=sessions&partition=" + e.sc.Day(40)); st != http.StatusOK || len(body) > 64<<10 || !strings.Contains(string(body), "…") {
+		t.Errorf("history of a partition a long plan touched: %d, %d bytes", st, len(body))
 	}
 
 	// Page by two, following the links.
@@ -174,5 +154,13 @@ func TestWebPlansPage(t *testing.T) {
 	}
 	if r := e.get(t, "/?before=nope", "bob"); r.StatusCode != http.StatusBadRequest {
 		t.Errorf("an unknown cursor: %d, want 400", r.StatusCode)
+	}
+	// The pages that show a long reason show it clipped: the plan's own
+	// and the audit log. The API has it whole.
+	for _, path := range []string{"/plans/" + long[0], "/audit"} {
+		r := e.get(t, path, "bob")
+		if r.StatusCode != http.StatusOK || len(r.body) > 128<<10 || !strings.Contains(r.body, strings.Repeat("x", 100)) {
+			t.Errorf("%s: %d, %d bytes; want the reason, clipped", path, r.StatusCode, len(r.body))
+		}
 	}
 }

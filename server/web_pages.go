@@ -44,6 +44,20 @@ var webFuncs = template.FuncMap{
 	"percent": func(f float64) string { return strconv.FormatFloat(100*f, 'f', -1, 64) + "%" },
 	"num":     func(f float64) string { return strconv.FormatFloat(f, 'g', 4, 64) },
 	"join":    strings.Join,
+	// clip shortens a stored text to what a page shows of it
+	// (refill.ClipText): one stored before texts were bounded may be any
+	// length, and the API has it whole.
+	"clip": func(s any) string {
+		switch s := s.(type) {
+		case string:
+			return refill.ClipText(s)
+		case []byte:
+			return refill.ClipText(string(s))
+		case json.RawMessage:
+			return refill.ClipText(string(s))
+		}
+		return refill.ClipText(fmt.Sprint(s))
+	},
 	"short": func(s string) string {
 		if len(s) > 19 {
 			return s[:19] + "…"
@@ -183,7 +197,7 @@ func (ui *webUI) plan(w http.ResponseWriter, r *http.Request, v *view) {
 // refused action whose refusal v.Flash carries.
 func (ui *webUI) renderPlan(w http.ResponseWriter, r *http.Request, v *view, st *control.State, status int) {
 	p := st.Plan
-	d := planData{P: p, St: st, Impact: control.Impact(p), Progress: ui.s.progress(r, st), Failed: p.Gate.Failed()}
+	d := planData{P: p, St: st, Impact: refill.ClipText(control.Impact(p)), Progress: ui.s.progress(r, st), Failed: p.Gate.Failed()}
 	// A run this server just started may not have marked the plan
 	// running yet: the page follows it all the same.
 	d.Running = d.Progress.Running
@@ -479,7 +493,7 @@ func (ui *webUI) dataset(w http.ResponseWriter, r *http.Request, v *view) {
 			plans[t.PlanID] = p
 		}
 		if p != nil {
-			t.Status, t.By, t.Reason = p.Status, p.Request.RequestedBy, p.Request.Reason
+			t.Status, t.By, t.Reason = p.Status, p.Request.RequestedBy, refill.ClipText(p.Request.Reason)
 		}
 	}
 	if data.Accepted, err = ui.s.Store.Acceptances(r.Context(), name, ""); err != nil {
