@@ -20,6 +20,7 @@ import (
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/control"
+	"github.com/refill-dev/refill/internal/strictjson"
 )
 
 // maxInteraction bounds an interaction request's body. Slack's payloads
@@ -95,6 +96,47 @@ type Interaction struct {
 	ResponseURL string
 	// Channel and MessageTS name the message the button was on.
 	Channel, MessageTS string
+	// Team is the workspace the press came from (team.id), and UserTeam
+	// the presser's own (user.team_id): either may be "" where Slack
+	// leaves it out.
+	Team, UserTeam string
+}
+
+// payload is what refill reads of an interaction's payload. Every object
+// is open — the payload is Slack's, and carries the whole message the
+// button was on — but strictjson refuses a key given twice anywhere in
+// it, and any of these spelled in another case.
+type payload struct {
+	Type string `json:"type"`
+	User struct {
+		ID     string         `json:"id"`
+		TeamID string         `json:"team_id"`
+		Other  map[string]any `json:",inline"`
+	} `json:"user"`
+	Team *struct {
+		ID    string         `json:"id"`
+		Other map[string]any `json:",inline"`
+	} `json:"team"`
+	ResponseURL string `json:"response_url"`
+	Container   struct {
+		ChannelID string         `json:"channel_id"`
+		MessageTS string         `json:"message_ts"`
+		Other     map[string]any `json:",inline"`
+	} `json:"container"`
+	Channel *struct {
+		ID    string         `json:"id"`
+		Other map[string]any `json:",inline"`
+	} `json:"channel"`
+	Message *struct {
+		TS    string         `json:"ts"`
+		Other map[string]any `json:",inline"`
+	} `json:"message"`
+	Actions []*struct {
+		ActionID string         `json:"action_id"`
+		Value    string         `json:"value"`
+		Other    map[string]any `json:",inline"`
+	} `json:"actions"`
+	Other map[string]any `json:",inline"`
 }
 
 // ParseInteraction reads the body of an interaction request: form-encoded,
@@ -106,18 +148,18 @@ func ParseInteraction(body []byte) (*Interaction, error) {
 	if err != nil {
 		return nil, fmt.Errorf("slack interaction: the body is not form-encoded: %w", err)
 	}
-	payload := form.Get("payload")
-	if payload == "" {
+	raw := form.Get("payload")
+	if raw == "" {
 		return nil, errors.New("slack interaction: the body has no payload field")
 	}
-	var cb slack.InteractionCallback
-	if err := json.Unmarshal([]byte(payload), &cb); err != nil {
+	var cb payload
+	if err := strictjson.Unmarshal([]byte(raw), &cb); err != nil {
 		return nil, fmt.Errorf("slack interaction: the payload is not Slack's JSON: %w", err)
 	}
-	if cb.Type != slack.InteractionTypeBlockActions {
+	if cb.Type != string(slack.InteractionTypeBlockActions) {
 		return nil, nil
 	}
-	for _, a := range cb.ActionCallback.BlockActions {
+	for _, a := range cb.Actions {
 		if a == nil {
 			continue
 		}
@@ -133,12 +175,15 @@ func ParseInteraction(body []byte) (*Interaction, error) {
 			return nil, fmt.Errorf("slack interaction: action %s on plan %s names no user", a.ActionID, a.Value)
 		}
 		in := &Interaction{Action: a.ActionID, PlanID: a.Value, SlackUser: cb.User.ID, ResponseURL: cb.ResponseURL,
-			Channel: cb.Container.ChannelID, MessageTS: cb.Container.MessageTs}
-		if in.Channel == "" {
+			Channel: cb.Container.ChannelID, MessageTS: cb.Container.MessageTS, UserTeam: cb.User.TeamID}
+		if in.Channel == "" && cb.Channel != nil {
 			in.Channel = cb.Channel.ID
 		}
-		if in.MessageTS == "" {
-			in.MessageTS = cb.Message.Timestamp
+		if in.MessageTS == "" && cb.Message != nil {
+			in.MessageTS = cb.Message.TS
+		}
+		if cb.Team != nil {
+			in.Team = cb.Team.ID
 		}
 		return in, nil
 	}

@@ -337,9 +337,19 @@ func (e *env) press(action, planID, user string) []byte {
 
 // pressTo is press with another response_url.
 func pressTo(action, planID, user, responseURL string) []byte {
+	return pressFrom(action, planID, user, responseURL, "", "T0TEST")
+}
+
+// pressFrom is pressTo from workspace team (no team object when "") by a
+// user of workspace userTeam (no team_id when "").
+func pressFrom(action, planID, user, responseURL, team, userTeam string) []byte {
+	u := map[string]any{"id": user, "username": strings.ToLower(user)}
+	if userTeam != "" {
+		u["team_id"] = userTeam
+	}
 	payload := map[string]any{
 		"type":         "block_actions",
-		"user":         map[string]any{"id": user, "username": strings.ToLower(user), "team_id": "T0TEST"},
+		"user":         u,
 		"api_app_id":   "A0REFILL",
 		"container":    map[string]any{"type": "message", "message_ts": "1700000000.000001", "channel_id": channel},
 		"channel":      map[string]any{"id": channel, "name": "backfills"},
@@ -349,6 +359,9 @@ func pressTo(action, planID, user, responseURL string) []byte {
 			"action_id": action, "block_id": "refill_actions", "type": "button", "value": planID,
 			"text": map[string]any{"type": "plain_text", "text": "Approve"}, "action_ts": "1700000001.000001",
 		}},
+	}
+	if team != "" {
+		payload["team"] = map[string]any{"id": team, "domain": "acme"}
 	}
 	b, _ := json.Marshal(payload)
 	return []byte("payload=" + url.QueryEscape(string(b)))

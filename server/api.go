@@ -490,8 +490,9 @@ type dagRunBody struct {
 type dagRunConf struct {
 	StartDate string `json:"start_date"`
 	EndDate   string `json:"end_date"`
-	// Other conf keys are the DAG's own business and are ignored.
-	Extra map[string]any `json:"-"`
+	// Other conf keys are the DAG's own business and are ignored; a key
+	// that is start_date or end_date in another case is refused.
+	Other map[string]any `json:",inline"`
 }
 
 func (s *Server) dagRun(w http.ResponseWriter, r *http.Request, user string) {
