@@ -227,6 +227,7 @@ type rawSlack struct {
 	BotTokenEnv      string `yaml:"bot_token_env"`
 	Channel          string `yaml:"channel"`
 	APIURL           string `yaml:"api_url"`
+	TeamID           string `yaml:"team_id"`
 }
 
 type rawWebhook struct {

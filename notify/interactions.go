@@ -211,8 +211,10 @@ func validPlanID(id string) bool {
 // (VerifySlack) with the secret named by notify.slack.signing_secret_env —
 // without one the endpoint answers 503 — and a bad signature or stale
 // timestamp is 401; a request seen before (by any process sharing the state
-// store) is a replay and is refused with 409; the Slack user is mapped to a
-// refill user (users.NAME.slack); and the decision goes through control, as
+// store) is a replay and is refused with 409; a press from another
+// workspace than notify.slack.team_id (when set) is refused with 401; the
+// Slack user is mapped to a refill user (users.NAME.slack); and the
+// decision goes through control, as
 // that user, with the same rules as every door (nobody approves their own
 // request, manual plans need a lead). The answer is 200 with a JSON body
 // once the request was Slack's: a refusal (an unmapped user, a
@@ -295,6 +297,12 @@ func (n *Notifier) interact(w http.ResponseWriter, r *http.Request, current func
 		writeError(w, http.StatusServiceUnavailable, "refill cannot decide now: "+err.Error())
 		return
 	}
+	if why := otherWorkspace(c.Config, in); why != "" {
+		log.Warn("slack: interaction from another workspace refused", slog.String("plan", in.PlanID), slog.String("team", in.Team),
+			slog.String("user_team", in.UserTeam), slog.String("slack_user", in.SlackUser), slog.String("remote", r.RemoteAddr))
+		writeError(w, http.StatusUnauthorized, why+": nothing was changed")
+		return
+	}
 	user, err := c.SlackUser(in.SlackUser)
 	if err != nil {
 		n.refuse(w, r, in, err, log)
@@ -321,6 +329,28 @@ func (n *Notifier) interact(w http.ResponseWriter, r *http.Request, current func
 	if err := n.replace(ctx, in, escape(text), Message(st, n.cfg.Server.PublicURL)); err != nil {
 		log.Warn("slack: the decision is recorded but its message was not updated", slog.String("plan", in.PlanID), slog.String("error", err.Error()))
 	}
+}
+
+// otherWorkspace says why a press is not from the workspace
+// notify.slack.team_id names — its team, or its presser's, is another, or
+// it names none — or "" when it is, or when no workspace is configured.
+// The signature proves the request is Slack's for this app; an app
+// installed in several workspaces, or whose signing secret went with it,
+// would otherwise take a press from any of them.
+func otherWorkspace(cfg *refill.Config, in *Interaction) string {
+	s := cfg.Notify.Slack
+	if s == nil || s.TeamID == "" {
+		return ""
+	}
+	switch {
+	case in.Team == "" && in.UserTeam == "":
+		return fmt.Sprintf("the request names no Slack workspace, and refill takes presses from %s alone (notify.slack.team_id)", s.TeamID)
+	case in.Team != "" && in.Team != s.TeamID:
+		return fmt.Sprintf("the request comes from Slack workspace %s, and refill takes presses from %s alone (notify.slack.team_id)", clip(in.Team, 32), s.TeamID)
+	case in.UserTeam != "" && in.UserTeam != s.TeamID:
+		return fmt.Sprintf("the presser belongs to Slack workspace %s, and refill takes presses from %s alone (notify.slack.team_id)", clip(in.UserTeam, 32), s.TeamID)
+	}
+	return ""
 }
 
 // decide applies the pressed decision through control, as user.

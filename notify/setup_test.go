@@ -166,6 +166,8 @@ type options struct {
 	noNotify bool
 	// noSecret leaves Slack's signing secret out of the environment.
 	noSecret bool
+	// team is notify.slack.team_id, "" for none.
+	team string
 }
 
 // env is a test project with notices installed, and its fake Slack.
@@ -219,6 +221,9 @@ func setup(t testing.TB, o options) *env {
   webhooks:
     - {url: "%s/hook", secret_env: HOOK_SECRET}
 `, channel, e.slack.srv.URL, e.slack.srv.URL)
+		if o.team != "" {
+			notifyYAML = strings.Replace(notifyYAML, "    api_url:", "    team_id: "+o.team+"\n    api_url:", 1)
+		}
 	}
 	cfg := fmt.Sprintf(`version: 1
 warehouse: sqlite:warehouse.db

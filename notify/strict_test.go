@@ -57,3 +57,33 @@ func TestPayloadKeysOnceAndInRefillsCase(t *testing.T) {
 		t.Errorf("a refused payload changed something: plan %s, audit %d -> %d, %d requests to Slack", s, before, auditLen(t, e.p.Store, plan.ID), e.slack.count())
 	}
 }
+
+// TestInteractionsFromOneWorkspace: with notify.slack.team_id, a signed
+// press whose team, or whose presser's team, is another workspace — or
+// that names none — is refused with 401 and changes nothing; a press from
+// the workspace decides as ever.
+func TestInteractionsFromOneWorkspace(t *testing.T) {
+	t.Parallel()
+	e := setup(t, options{bot: true, team: "T0TEST"})
+	plan := e.plan(t)
+	h := e.n.Interactions(e.p.Control, slog.New(slog.DiscardHandler))
+	before := auditLen(t, e.p.Store, plan.ID)
+	for _, c := range []struct{ what, team, userTeam, want string }{
+		{"another workspace", "T0OTHER", "T0OTHER", "comes from Slack workspace T0OTHER"},
+		{"a presser of another workspace", "T0TEST", "T0OTHER", "the presser belongs to Slack workspace T0OTHER"},
+		{"another workspace, the presser's own unsaid", "T0OTHER", "", "comes from Slack workspace T0OTHER"},
+		{"no workspace at all", "", "", "names no Slack workspace"},
+	} {
+		code, res := serve(t, h, signed(signing, time.Now(), pressFrom(notify.ActionApprove, plan.ID, slackBob, "", c.team, c.userTeam)))
+		if msg, _ := res["error"].(string); code != http.StatusUnauthorized || !strings.Contains(msg, c.want) || !strings.Contains(msg, "T0TEST alone (notify.slack.team_id)") {
+			t.Errorf("%s: %d %v, want 401 saying %q", c.what, code, res, c.want)
+		}
+	}
+	if s := status(t, e.p.Store, plan.ID); s != refill.StatusPending || auditLen(t, e.p.Store, plan.ID) != before || e.slack.count() != 0 {
+		t.Fatalf("presses from other workspaces changed something: plan %s, audit %d -> %d, %d requests to Slack", s, before, auditLen(t, e.p.Store, plan.ID), e.slack.count())
+	}
+	code, res := serve(t, h, signed(signing, time.Now(), pressFrom(notify.ActionApprove, plan.ID, slackBob, "", "T0TEST", "T0TEST")))
+	if code != http.StatusOK || res["ok"] != true || status(t, e.p.Store, plan.ID) != refill.StatusApproved {
+		t.Errorf("a press from the workspace: %d %v, want the plan approved", code, res)
+	}
+}
