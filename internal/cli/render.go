@@ -230,8 +230,10 @@ func renderConsumers(b *strings.Builder, cs []refill.Consumer) {
 	}
 	fmt.Fprintf(b, "Seen by OpenLineage reading what this plan rewrites (%d):\n", len(cs))
 	for _, c := range cs {
+		// Names an OpenLineage producer reported: outside text, kept on
+		// its line.
 		fmt.Fprintf(b, "  - %s reads %s — not rebuilt: consumer outside refill (job %s, last seen %s)\n",
-			c.Dataset, c.Reads, c.Job, c.LastSeen.UTC().Format("2006-01-02 15:04"))
+			refill.OneLine(c.Dataset), refill.OneLine(c.Reads), refill.OneLine(c.Job), c.LastSeen.UTC().Format("2006-01-02 15:04"))
 	}
 	b.WriteString("\n")
 }
