@@ -5,8 +5,8 @@ go 1.26.8
 require (
 	github.com/chromedp/chromedp v0.23.0
 	github.com/dustin/go-humanize v1.1.0
-	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875
 	github.com/getkin/kin-openapi v0.153.0
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875
 	github.com/goccy/go-graphviz v0.2.10
 	github.com/goccy/go-yaml v1.19.2
 	github.com/google/cel-go v0.31.0
