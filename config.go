@@ -254,6 +254,10 @@ type SlackConfig struct {
 	Channel      string `json:"channel,omitempty"`
 	// APIURL is Slack's Web API base (default https://slack.com/api/).
 	APIURL string `json:"api_url,omitempty"`
+	// TeamID, when set, is the one Slack workspace whose button presses
+	// refill takes: an interaction from another (an app installed in
+	// two workspaces, a signing secret that leaked with it) is refused.
+	TeamID string `json:"team_id,omitempty"`
 }
 
 // WebhookURL is where the incoming webhook's URL is kept.

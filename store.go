@@ -2,10 +2,14 @@ package refill
 
 import "fmt"
 
-// PlanFilter selects stored plans.
+// PlanFilter selects stored plans, newest first.
 type PlanFilter struct {
 	Status Status
-	Limit  int
+	// Limit is the most plans to list (0: all).
+	Limit int
+	// Before, a plan's ID, lists the plans older than that one: the next
+	// page after a page that ended with it.
+	Before string
 }
 
 // PlanSummary is one line of `refill plans`.
@@ -18,10 +22,13 @@ type PlanSummary struct {
 	From        string   `json:"from"`
 	To          string   `json:"to"`
 	RequestedBy string   `json:"requested_by"`
-	Reason      string   `json:"reason"`
-	CreatedAt   string   `json:"created_at"`
-	Datasets    int      `json:"datasets"`
-	Partitions  int      `json:"partitions"`
+	// Reason is clipped to MaxText characters (ClipText): a list shows
+	// many, and a reason stored before texts were bounded may be any
+	// length. The plan itself holds it whole.
+	Reason     string `json:"reason"`
+	CreatedAt  string `json:"created_at"`
+	Datasets   int    `json:"datasets"`
+	Partitions int    `json:"partitions"`
 }
 
 // SchemaSnapshot is a source's columns as recorded with a plan, so that the

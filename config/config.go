@@ -210,6 +210,7 @@ type rawSlack struct {
 	BotTokenFile      string `yaml:"bot_token_file"`
 	Channel           string `yaml:"channel"`
 	APIURL            string `yaml:"api_url"`
+	TeamID            string `yaml:"team_id"`
 }
 
 type rawWebhook struct {

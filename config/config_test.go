@@ -445,6 +445,9 @@ func TestParseErrors(t *testing.T) {
 		{"unknown rule key", head + "policy:\n  rules:\n    - name: r\n      when: 'true'\n      tiers: manual # <-\n", "policy.rules[0].tiers", `unknown field "tiers" (known: tier,`},
 		{"unknown user key", head + "users:\n  bob:\n    role: [lead] # <-\n", "users.bob.role", `unknown field "role" (known: roles,`},
 		{"unknown slack key", head + "notify:\n  slack: {webhook: X} # <-\n", "notify.slack.webhook", `unknown field "webhook"`},
+		{"slack team_id a name", head + "notify:\n  slack:\n    signing_secret_env: S\n    team_id: acme-data # <-\n", "notify.slack.team_id", `"acme-data" is not a Slack team ID: want T and capital letters or digits`},
+		{"slack team_id in lower case", head + "notify:\n  slack: {team_id: t0123abcd} # <-\n", "notify.slack.team_id", "is not a Slack team ID"},
+		{"slack team_id a user", head + "notify:\n  slack: {team_id: U0123ABCD} # <-\n", "notify.slack.team_id", "is not a Slack team ID"},
 		{"unknown datasets_from key", head + "datasets_from: {dbt: x} # <-\n", "datasets_from.dbt", `unknown field "dbt" (known: env, command, dbt_manifest, project_dir)`},
 
 		// Malformed YAML.
@@ -462,6 +465,18 @@ func TestParseErrors(t *testing.T) {
 			_, err := Parse([]byte(tt.doc), "refill.yaml")
 			requireBadInput(t, err, markedLine(t, tt.doc), tt.key, tt.msg)
 		})
+	}
+}
+
+// TestSlackTeamID: a workspace's ID is kept for the interactions
+// endpoint, which refuses presses from any other.
+func TestSlackTeamID(t *testing.T) {
+	cfg, err := Parse([]byte(head+"notify:\n  slack: {signing_secret_env: S, team_id: T0123ABCD}\n"), "refill.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Notify.Slack == nil || cfg.Notify.Slack.TeamID != "T0123ABCD" {
+		t.Errorf("notify.slack: %+v, want team_id T0123ABCD", cfg.Notify.Slack)
 	}
 }
 

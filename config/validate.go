@@ -47,6 +47,8 @@ var (
 	// plain; table and column names follow SQL's rules (sqltext.ParseName).
 	identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	envName    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	// slackTeamID is a Slack workspace's ID: T and capitals or digits.
+	slackTeamID = regexp.MustCompile(`^T[A-Z0-9]{2,31}$`)
 	// partitionParam finds the :partition parameter but not ::partition (a
 	// PostgreSQL cast) or :partition_key.
 	partitionParam = regexp.MustCompile(`(^|[^:A-Za-z0-9_]):partition([^A-Za-z0-9_]|$)`)
@@ -238,6 +240,9 @@ func (c *converter) notify(raw *rawNotify) refill.NotifyConfig {
 		if s.APIURL != "" {
 			c.httpURL("notify.slack.api_url", s.APIURL)
 		}
+		if s.TeamID != "" && !slackTeamID.MatchString(s.TeamID) {
+			c.errorf("notify.slack.team_id", "%q is not a Slack team ID: want T and capital letters or digits, as in T0123ABCD (the workspace's ID, not its name or domain)", clip(s.TeamID))
+		}
 	}
 	for i, w := range raw.Webhooks {
 		p := elem("notify.webhooks", i)
@@ -260,7 +265,7 @@ func notifyOf(raw *rawNotify) refill.NotifyConfig {
 	if s := raw.Slack; s != nil {
 		n.Slack = &refill.SlackConfig{WebhookURLEnv: s.WebhookURLEnv, WebhookURLFile: s.WebhookURLFile,
 			SigningSecretEnv: s.SigningSecretEnv, SigningSecretFile: s.SigningSecretFile,
-			BotTokenEnv: s.BotTokenEnv, BotTokenFile: s.BotTokenFile, Channel: s.Channel, APIURL: s.APIURL}
+			BotTokenEnv: s.BotTokenEnv, BotTokenFile: s.BotTokenFile, Channel: s.Channel, APIURL: s.APIURL, TeamID: s.TeamID}
 	}
 	for _, w := range raw.Webhooks {
 		n.Webhooks = append(n.Webhooks, refill.WebhookConfig{URL: w.URL, SecretEnv: w.SecretEnv, SecretFile: w.SecretFile})

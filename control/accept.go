@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/gate"
@@ -24,10 +22,6 @@ type AcceptRequest struct {
 	Column string `json:"column,omitempty"`
 	Reason string `json:"reason"`
 }
-
-// maxReason bounds an acceptance's reason: a sentence and a ticket, not a
-// document.
-const maxReason = 1000
 
 // perColumn are the checks whose findings name a column.
 var perColumn = []string{gate.CheckNotNull, gate.CheckDrift, gate.CheckAccepted, gate.CheckNoFuture, gate.CheckTimeOrder}
@@ -94,7 +88,7 @@ func (c *Control) Accept(ctx context.Context, req AcceptRequest, actor string) (
 			continue
 		}
 		if f.Accepted != nil && (req.Column == "" || f.Column == req.Column) {
-			return none, refill.BadInputf("%s %s %s is already accepted, by %s on %s (%s)", req.Dataset, req.Partition, label(f.Check, f.Column), f.Accepted.By, f.Accepted.At.Format("2006-01-02"), f.Accepted.Reason)
+			return none, refill.BadInputf("%s %s %s is already accepted, by %s on %s (%s)", req.Dataset, req.Partition, label(f.Check, f.Column), f.Accepted.By, f.Accepted.At.Format("2006-01-02"), refill.OneLine(f.Accepted.Reason))
 		}
 		if f.Warning {
 			warning = &res.Findings[i]
@@ -131,7 +125,8 @@ func (c *Control) Accept(ctx context.Context, req AcceptRequest, actor string) (
 }
 
 // vouch is what accepting and withdrawing both need: a writable store, a
-// person (never the watcher) known to users:, and a reason of one line.
+// person (never the watcher) known to users:, and a reason that keeps
+// the rule for every human text (refill.CheckText).
 // It trims the request's reason and column.
 func (c *Control) vouch(ctx context.Context, req *AcceptRequest, actor, doing, why string) error {
 	if err := c.BeforeWrite(ctx); err != nil {
@@ -149,10 +144,7 @@ func (c *Control) vouch(ctx context.Context, req *AcceptRequest, actor, doing, w
 	if req.Reason == "" {
 		return refill.BadInputf("a reason is required (--reason): %s", why)
 	}
-	if n := utf8.RuneCountInString(req.Reason); n > maxReason || !utf8.ValidString(req.Reason) || strings.ContainsFunc(req.Reason, unicode.IsControl) {
-		return refill.BadInputf("the reason must be one line of at most %d characters of text, without control characters (got %d characters)", maxReason, n)
-	}
-	return nil
+	return refill.CheckText("--reason", req.Reason)
 }
 
 func label(check, column string) string {

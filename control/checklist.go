@@ -223,6 +223,9 @@ type RollbackOptions struct {
 // before it — is refused, since restoring it would silently undo their
 // work, unless a lead forces it with a reason (o.Force, o.Reason).
 func (c *Control) Rollback(ctx context.Context, id, actor string, o RollbackOptions) (*State, []refill.SnapshotPart, error) {
+	if err := refill.CheckText("--reason", strings.TrimSpace(o.Reason)); err != nil {
+		return nil, nil, err
+	}
 	force := ""
 	if o.Force {
 		if force = strings.TrimSpace(o.Reason); force == "" {
@@ -430,6 +433,9 @@ func ofVersion(d, other refill.Digest, again func() (refill.Digest, error)) (ref
 // Signoff records the manual checklist's last step: a person reviewed the
 // before/after comparison of a finished run.
 func (c *Control) Signoff(ctx context.Context, id, actor, note string) (*State, error) {
+	if err := refill.CheckText("--note", note); err != nil {
+		return nil, err
+	}
 	if err := c.BeforeWrite(ctx); err != nil {
 		return nil, err
 	}

@@ -322,7 +322,7 @@ func (c *Control) unmet(s *State) []string {
 		who := ""
 		for _, a := range s.Approvals {
 			if a.Decision == refill.DecisionReject {
-				who = fmt.Sprintf(" by %s: %s", a.Actor, a.Note)
+				who = fmt.Sprintf(" by %s: %s", a.Actor, refill.OneLine(a.Note))
 			}
 		}
 		return append(out, "the plan was rejected"+who)
@@ -344,10 +344,10 @@ func (c *Control) unmet(s *State) []string {
 		out = append(out, fmt.Sprintf("the plan is stale: the config changed in %d way(s) since it was sealed (listed above); plan again to run with the current config", len(s.Stale)))
 	}
 	if s.Cancel != nil && p.Status.Live() {
-		out = append(out, fmt.Sprintf("%s asked to cancel the plan: %s", s.Cancel.Actor, s.Cancel.Reason))
+		out = append(out, fmt.Sprintf("%s asked to cancel the plan: %s", s.Cancel.Actor, refill.OneLine(s.Cancel.Reason)))
 	}
 	if s.Freeze != nil && p.Tier == refill.TierAuto {
-		out = append(out, fmt.Sprintf("refill is frozen by %s since %s (%s): auto plans wait until a lead runs refill unfreeze", s.Freeze.By, s.Freeze.At.Format(time.RFC3339), s.Freeze.Reason))
+		out = append(out, fmt.Sprintf("refill is frozen by %s since %s (%s): auto plans wait until a lead runs refill unfreeze", s.Freeze.By, s.Freeze.At.Format(time.RFC3339), refill.OneLine(s.Freeze.Reason)))
 	}
 	if _, ok := c.approval(s); !ok {
 		out = append(out, c.lapses(s)...)
@@ -405,6 +405,9 @@ func notDecidable(p *refill.Plan) error {
 
 // Approve records actor's approval of plan id, bound to its hash.
 func (c *Control) Approve(ctx context.Context, id, actor, note string) (*State, error) {
+	if err := refill.CheckText("--note", note); err != nil {
+		return nil, err
+	}
 	if err := c.BeforeWrite(ctx); err != nil {
 		return nil, err
 	}
@@ -465,6 +468,9 @@ func (c *Control) Approve(ctx context.Context, id, actor, note string) (*State, 
 
 // Reject records actor's rejection of a plan that has not run.
 func (c *Control) Reject(ctx context.Context, id, actor, note string) (*State, error) {
+	if err := refill.CheckText("--note", note); err != nil {
+		return nil, err
+	}
 	if err := c.BeforeWrite(ctx); err != nil {
 		return nil, err
 	}
@@ -513,7 +519,7 @@ func Impact(p *refill.Plan) string {
 		cur, exp, curUnknown, expUnknown = cur+c, exp+e, curUnknown+cu, expUnknown+eu
 	}
 	return fmt.Sprintf("Rebuild %s for %s..%s (%d days): %d partitions, %s rows now, %s expected after. Reason: %s.",
-		strings.Join(names, ", "), p.Request.From, p.Request.To, p.Request.Days, parts, Total(cur, curUnknown), Total(exp, expUnknown), p.Request.Reason)
+		strings.Join(names, ", "), p.Request.From, p.Request.To, p.Request.Days, parts, Total(cur, curUnknown), Total(exp, expUnknown), refill.OneLine(p.Request.Reason))
 }
 
 // Total sums known row counts for a person to read; unknown ones stay
@@ -532,6 +538,9 @@ func Total(sum int64, unknown int) string {
 // Scope records the scope statement of a manual plan: its impact summary
 // and the note of the person stating it.
 func (c *Control) Scope(ctx context.Context, id, actor, note string) (*State, error) {
+	if err := refill.CheckText("--note", note); err != nil {
+		return nil, err
+	}
 	if err := c.BeforeWrite(ctx); err != nil {
 		return nil, err
 	}

@@ -83,7 +83,8 @@ func (c *Control) History(ctx context.Context, dataset, partition string) ([]Tou
 		if due[id] {
 			p.Status = refill.StatusExpired // past plan_ttl, as show reads it
 		}
-		t := Touch{PlanID: id, Status: p.Status, Tier: p.Tier, RequestedBy: p.Request.RequestedBy, Reason: p.Request.Reason,
+		// A list of touches clips each reason, as the list of plans does.
+		t := Touch{PlanID: id, Status: p.Status, Tier: p.Tier, RequestedBy: p.Request.RequestedBy, Reason: refill.ClipText(p.Request.Reason),
 			Range: p.Request.From + ".." + p.Request.To, PlannedAt: p.CreatedAt, ApprovedBy: []string{}}
 		for _, st := range p.Steps {
 			if st.Dataset != dataset {

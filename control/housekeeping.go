@@ -149,6 +149,9 @@ func (c *Control) ended(ctx context.Context, planID string, status refill.Status
 // may still be rolled back, keeps its snapshot unless it is done: only a
 // plan that ended can lose it.
 func (c *Control) DropSnapshot(ctx context.Context, id, actor, reason string) ([]string, error) {
+	if err := refill.CheckText("--reason", strings.TrimSpace(reason)); err != nil {
+		return nil, err
+	}
 	if err := c.BeforeWrite(ctx); err != nil {
 		return nil, err
 	}
@@ -236,8 +239,9 @@ func (c *Control) Plans(ctx context.Context, f refill.PlanFilter) ([]refill.Plan
 	g := f
 	switch f.Status {
 	case refill.StatusExpired, refill.StatusPending, refill.StatusReady, refill.StatusApproved:
-		// Which plans these are depends on the clock: read them all.
-		g = refill.PlanFilter{}
+		// Which plans these are depends on the clock: read them all
+		// (from the page's start).
+		g = refill.PlanFilter{Before: f.Before}
 	}
 	list, err := c.Store.Plans(ctx, g)
 	if err != nil {

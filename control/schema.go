@@ -14,6 +14,9 @@ import (
 // It needs an identity and a reason, and is audited with both schemas, so
 // that quietly moving the baseline leaves a trace.
 func (c *Control) AcceptSchema(ctx context.Context, dataset, actor, reason string) (refill.SchemaSnapshot, error) {
+	if err := refill.CheckText("--reason", strings.TrimSpace(reason)); err != nil {
+		return refill.SchemaSnapshot{}, err
+	}
 	if err := c.BeforeWrite(ctx); err != nil {
 		return refill.SchemaSnapshot{}, err
 	}

@@ -176,6 +176,9 @@ func (c *Control) MayCancel(s *State, actor string) bool {
 // starts, partitions in flight finish and are published (or roll back),
 // and the run then ends the plan cancelled. The returned state says which.
 func (c *Control) Cancel(ctx context.Context, id, actor, reason string) (*State, error) {
+	if err := refill.CheckText("--reason", reason); err != nil {
+		return nil, err
+	}
 	if err := c.BeforeWrite(ctx); err != nil {
 		return nil, err
 	}
@@ -239,6 +242,9 @@ func (c *Control) mayFreeze(actor, what string) error {
 // Freeze stops every automatic apply (auto plans, the watcher) across all
 // processes sharing the state store, until Unfreeze. Leads only.
 func (c *Control) Freeze(ctx context.Context, actor, reason string) (refill.Freeze, error) {
+	if err := refill.CheckText("--reason", reason); err != nil {
+		return refill.Freeze{}, err
+	}
 	if err := c.BeforeWrite(ctx); err != nil {
 		return refill.Freeze{}, err
 	}
@@ -255,7 +261,7 @@ func (c *Control) Freeze(ctx context.Context, actor, reason string) (refill.Free
 			return err
 		}
 		if frozen {
-			return refill.NotPermittedf("refill is frozen already, by %s since %s: %s", was.By, was.At.Format(time.RFC3339), was.Reason)
+			return refill.NotPermittedf("refill is frozen already, by %s since %s: %s", was.By, was.At.Format(time.RFC3339), refill.OneLine(was.Reason))
 		}
 		return tx.Append(ctx, &refill.Event{Kind: refill.EventFreeze, Actor: actor, At: c.Now.Now(),
 			Detail: refill.Detail(map[string]any{"reason": reason})})
@@ -265,6 +271,9 @@ func (c *Control) Freeze(ctx context.Context, actor, reason string) (refill.Free
 
 // Unfreeze lifts the freeze. Leads only.
 func (c *Control) Unfreeze(ctx context.Context, actor, reason string) (refill.Freeze, error) {
+	if err := refill.CheckText("--reason", reason); err != nil {
+		return refill.Freeze{}, err
+	}
 	if err := c.BeforeWrite(ctx); err != nil {
 		return refill.Freeze{}, err
 	}

@@ -284,7 +284,7 @@ func (g *Gate) accept(f *refill.Finding, d *refill.Dataset, a refill.Acceptance,
 	}
 	f.Passed = true
 	f.Accepted = by
-	f.Message = fmt.Sprintf("accepted as real by %s on %s (%s): %s", a.By, day, a.Reason, f.Message)
+	f.Message = fmt.Sprintf("accepted as real by %s on %s (%s): %s", a.By, day, refill.OneLine(a.Reason), f.Message)
 }
 
 // Measure renders what check saw of column in a partition's profile, the

@@ -20,6 +20,7 @@ import (
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/control"
+	"github.com/refill-dev/refill/internal/strictjson"
 )
 
 // maxInteraction bounds an interaction request's body. Slack's payloads
@@ -95,6 +96,47 @@ type Interaction struct {
 	ResponseURL string
 	// Channel and MessageTS name the message the button was on.
 	Channel, MessageTS string
+	// Team is the workspace the press came from (team.id), and UserTeam
+	// the presser's own (user.team_id): either may be "" where Slack
+	// leaves it out.
+	Team, UserTeam string
+}
+
+// payload is what refill reads of an interaction's payload. Every object
+// is open — the payload is Slack's, and carries the whole message the
+// button was on — but strictjson refuses a key given twice anywhere in
+// it, and any of these spelled in another case.
+type payload struct {
+	Type string `json:"type"`
+	User struct {
+		ID     string         `json:"id"`
+		TeamID string         `json:"team_id"`
+		Other  map[string]any `json:",inline"`
+	} `json:"user"`
+	Team *struct {
+		ID    string         `json:"id"`
+		Other map[string]any `json:",inline"`
+	} `json:"team"`
+	ResponseURL string `json:"response_url"`
+	Container   struct {
+		ChannelID string         `json:"channel_id"`
+		MessageTS string         `json:"message_ts"`
+		Other     map[string]any `json:",inline"`
+	} `json:"container"`
+	Channel *struct {
+		ID    string         `json:"id"`
+		Other map[string]any `json:",inline"`
+	} `json:"channel"`
+	Message *struct {
+		TS    string         `json:"ts"`
+		Other map[string]any `json:",inline"`
+	} `json:"message"`
+	Actions []*struct {
+		ActionID string         `json:"action_id"`
+		Value    string         `json:"value"`
+		Other    map[string]any `json:",inline"`
+	} `json:"actions"`
+	Other map[string]any `json:",inline"`
 }
 
 // ParseInteraction reads the body of an interaction request: form-encoded,
@@ -106,18 +148,18 @@ func ParseInteraction(body []byte) (*Interaction, error) {
 	if err != nil {
 		return nil, fmt.Errorf("slack interaction: the body is not form-encoded: %w", err)
 	}
-	payload := form.Get("payload")
-	if payload == "" {
+	raw := form.Get("payload")
+	if raw == "" {
 		return nil, errors.New("slack interaction: the body has no payload field")
 	}
-	var cb slack.InteractionCallback
-	if err := json.Unmarshal([]byte(payload), &cb); err != nil {
+	var cb payload
+	if err := strictjson.Unmarshal([]byte(raw), &cb); err != nil {
 		return nil, fmt.Errorf("slack interaction: the payload is not Slack's JSON: %w", err)
 	}
-	if cb.Type != slack.InteractionTypeBlockActions {
+	if cb.Type != string(slack.InteractionTypeBlockActions) {
 		return nil, nil
 	}
-	for _, a := range cb.ActionCallback.BlockActions {
+	for _, a := range cb.Actions {
 		if a == nil {
 			continue
 		}
@@ -133,12 +175,15 @@ func ParseInteraction(body []byte) (*Interaction, error) {
 			return nil, fmt.Errorf("slack interaction: action %s on plan %s names no user", a.ActionID, a.Value)
 		}
 		in := &Interaction{Action: a.ActionID, PlanID: a.Value, SlackUser: cb.User.ID, ResponseURL: cb.ResponseURL,
-			Channel: cb.Container.ChannelID, MessageTS: cb.Container.MessageTs}
-		if in.Channel == "" {
+			Channel: cb.Container.ChannelID, MessageTS: cb.Container.MessageTS, UserTeam: cb.User.TeamID}
+		if in.Channel == "" && cb.Channel != nil {
 			in.Channel = cb.Channel.ID
 		}
-		if in.MessageTS == "" {
-			in.MessageTS = cb.Message.Timestamp
+		if in.MessageTS == "" && cb.Message != nil {
+			in.MessageTS = cb.Message.TS
+		}
+		if cb.Team != nil {
+			in.Team = cb.Team.ID
 		}
 		return in, nil
 	}
@@ -166,8 +211,10 @@ func validPlanID(id string) bool {
 // (VerifySlack) with the secret named by notify.slack.signing_secret_env —
 // without one the endpoint answers 503 — and a bad signature or stale
 // timestamp is 401; a request seen before (by any process sharing the state
-// store) is a replay and is refused with 409; the Slack user is mapped to a
-// refill user (users.NAME.slack); and the decision goes through control, as
+// store) is a replay and is refused with 409; a press from another
+// workspace than notify.slack.team_id (when set) is refused with 401; the
+// Slack user is mapped to a refill user (users.NAME.slack); and the
+// decision goes through control, as
 // that user, with the same rules as every door (nobody approves their own
 // request, manual plans need a lead). The answer is 200 with a JSON body
 // once the request was Slack's: a refusal (an unmapped user, a
@@ -250,6 +297,12 @@ func (n *Notifier) interact(w http.ResponseWriter, r *http.Request, current func
 		writeError(w, http.StatusServiceUnavailable, "refill cannot decide now: "+err.Error())
 		return
 	}
+	if why := otherWorkspace(c.Config, in); why != "" {
+		log.Warn("slack: interaction from another workspace refused", slog.String("plan", in.PlanID), slog.String("team", in.Team),
+			slog.String("user_team", in.UserTeam), slog.String("slack_user", in.SlackUser), slog.String("remote", r.RemoteAddr))
+		writeError(w, http.StatusUnauthorized, why+": nothing was changed")
+		return
+	}
 	user, err := c.SlackUser(in.SlackUser)
 	if err != nil {
 		n.refuse(w, r, in, err, log)
@@ -276,6 +329,28 @@ func (n *Notifier) interact(w http.ResponseWriter, r *http.Request, current func
 	if err := n.replace(ctx, in, escape(text), Message(st, n.cfg.Server.PublicURL)); err != nil {
 		log.Warn("slack: the decision is recorded but its message was not updated", slog.String("plan", in.PlanID), slog.String("error", err.Error()))
 	}
+}
+
+// otherWorkspace says why a press is not from the workspace
+// notify.slack.team_id names — its team, or its presser's, is another, or
+// it names none — or "" when it is, or when no workspace is configured.
+// The signature proves the request is Slack's for this app; an app
+// installed in several workspaces, or whose signing secret went with it,
+// would otherwise take a press from any of them.
+func otherWorkspace(cfg *refill.Config, in *Interaction) string {
+	s := cfg.Notify.Slack
+	if s == nil || s.TeamID == "" {
+		return ""
+	}
+	switch {
+	case in.Team == "" && in.UserTeam == "":
+		return fmt.Sprintf("the request names no Slack workspace, and refill takes presses from %s alone (notify.slack.team_id)", s.TeamID)
+	case in.Team != "" && in.Team != s.TeamID:
+		return fmt.Sprintf("the request comes from Slack workspace %s, and refill takes presses from %s alone (notify.slack.team_id)", clip(in.Team, 32), s.TeamID)
+	case in.UserTeam != "" && in.UserTeam != s.TeamID:
+		return fmt.Sprintf("the presser belongs to Slack workspace %s, and refill takes presses from %s alone (notify.slack.team_id)", clip(in.UserTeam, 32), s.TeamID)
+	}
+	return ""
 }
 
 // decide applies the pressed decision through control, as user.
@@ -321,7 +396,7 @@ func (n *Notifier) refuse(w http.ResponseWriter, r *http.Request, in *Interactio
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), followUpTimeout)
 	defer cancel()
 	if err := n.respond(ctx, in.ResponseURL, &slack.WebhookMessage{ResponseType: slack.ResponseTypeEphemeral,
-		Text: ":no_entry: Nothing was changed: " + reason.Error()}); err != nil {
+		Text: ":no_entry: Nothing was changed: " + mrkdwn(refill.Visible(reason.Error()))}); err != nil {
 		log.Warn("slack: could not tell the presser why", slog.String("plan", in.PlanID), slog.String("error", err.Error()))
 	}
 }

@@ -53,7 +53,7 @@ func Message(s *control.State, publicURL string) []slack.Block {
 		slack.NewSectionBlock(nil, []*slack.TextBlockObject{
 			field("Requested by", escape(p.Request.RequestedBy)),
 			field("Range", fmt.Sprintf("%s → %s (%s)", escape(p.Request.From), escape(p.Request.To), plural(p.Request.Days, "day"))),
-			field("Status", string(p.Status)),
+			field("Status", escape(string(p.Status))),
 			field("Tier", tierText(p)),
 		}, nil),
 		slack.NewSectionBlock(md(datasetsText(p)), nil, nil),
@@ -126,7 +126,7 @@ func Alert(e *refill.Event, s *control.State, rep *control.Report, publicURL str
 	case refill.EventRunFailed:
 		title = fmt.Sprintf(":rotating_light: Plan %s: run failed", e.PlanID)
 		text = fmt.Sprintf("```%s```\nPublished partitions are kept. `refill apply %s` resumes the run; `refill rollback %s` undoes what it wrote.",
-			strings.ReplaceAll(escape(detail(e, "error")), "```", "'''"), escape(e.PlanID), escape(e.PlanID))
+			strings.ReplaceAll(mrkdwn(refill.Visible(detail(e, "error"))), "```", "'''"), escape(e.PlanID), escape(e.PlanID))
 	case refill.EventRunFinished:
 		flagged := 0
 		var lines []string
@@ -211,7 +211,7 @@ func statusEmoji(st refill.Status) string {
 }
 
 func tierText(p *refill.Plan) string {
-	t := string(p.Tier)
+	t := escape(string(p.Tier))
 	if len(p.Reasons) > 0 {
 		rs := make([]string, len(p.Reasons))
 		for i, r := range p.Reasons {
@@ -244,7 +244,7 @@ func datasetsText(p *refill.Plan) string {
 			}
 			fmt.Fprintf(&b, "\n      • `%s` %s → %s", escape(pp.Partition), rows(pp.CurrentRows), rows(pp.ExpectedRows))
 			if m := pp.ExpectedMethod; m != "" && m != refill.ExpectedQuery && pp.ExpectedRows != nil {
-				fmt.Fprintf(&b, " (%s)", strings.ReplaceAll(string(m), "_", " "))
+				fmt.Fprintf(&b, " (%s)", escape(strings.ReplaceAll(string(m), "_", " ")))
 			}
 		}
 	}
@@ -440,9 +440,15 @@ func field(name, value string) *slack.TextBlockObject {
 	return slack.NewTextBlockObject(slack.MarkdownType, clip("*"+name+"*\n"+value, maxField), false, false)
 }
 
-// escape makes text safe in Slack's mrkdwn: a reason or a note can then
-// never mention @channel or forge a link.
-func escape(s string) string {
+// escape makes a text safe in Slack's mrkdwn, on one line: a reason, a
+// note or a name — whoever stored it — can then never mention @channel,
+// forge a link, reorder the message or draw a line of its own under
+// refill's ("Approved by carol").
+func escape(s string) string { return mrkdwn(refill.OneLine(s)) }
+
+// mrkdwn escapes the three characters Slack's mrkdwn gives a meaning to
+// (&, < and >), and nothing else: for refill's own text of several lines.
+func mrkdwn(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
 }
 

@@ -167,6 +167,8 @@ type options struct {
 	noNotify bool
 	// noSecret leaves Slack's signing secret out of the environment.
 	noSecret bool
+	// team is notify.slack.team_id, "" for none.
+	team string
 }
 
 // env is a test project with notices installed, and its fake Slack.
@@ -220,6 +222,9 @@ func setup(t testing.TB, o options) *env {
   webhooks:
     - {url: "%s/hook", secret_env: HOOK_SECRET}
 `, channel, e.slack.srv.URL, e.slack.srv.URL)
+		if o.team != "" {
+			notifyYAML = strings.Replace(notifyYAML, "    api_url:", "    team_id: "+o.team+"\n    api_url:", 1)
+		}
 	}
 	cfg := fmt.Sprintf(`version: 1
 warehouse: sqlite:warehouse.db
@@ -348,9 +353,19 @@ func (e *env) press(action, planID, user string) []byte {
 
 // pressTo is press with another response_url.
 func pressTo(action, planID, user, responseURL string) []byte {
+	return pressFrom(action, planID, user, responseURL, "", "T0TEST")
+}
+
+// pressFrom is pressTo from workspace team (no team object when "") by a
+// user of workspace userTeam (no team_id when "").
+func pressFrom(action, planID, user, responseURL, team, userTeam string) []byte {
+	u := map[string]any{"id": user, "username": strings.ToLower(user)}
+	if userTeam != "" {
+		u["team_id"] = userTeam
+	}
 	payload := map[string]any{
 		"type":         "block_actions",
-		"user":         map[string]any{"id": user, "username": strings.ToLower(user), "team_id": "T0TEST"},
+		"user":         u,
 		"api_app_id":   "A0REFILL",
 		"container":    map[string]any{"type": "message", "message_ts": "1700000000.000001", "channel_id": channel},
 		"channel":      map[string]any{"id": channel, "name": "backfills"},
@@ -360,6 +375,9 @@ func pressTo(action, planID, user, responseURL string) []byte {
 			"action_id": action, "block_id": "refill_actions", "type": "button", "value": planID,
 			"text": map[string]any{"type": "plain_text", "text": "Approve"}, "action_ts": "1700000001.000001",
 		}},
+	}
+	if team != "" {
+		payload["team"] = map[string]any{"id": team, "domain": "acme"}
 	}
 	b, _ := json.Marshal(payload)
 	return []byte("payload=" + url.QueryEscape(string(b)))

@@ -35,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -42,6 +43,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/internal/strictjson"
 )
 
 // EventTypes are the values eventType may take (RunEvent.eventType's enum).
@@ -161,6 +163,10 @@ func Strict(data []byte) (*Event, error) { return parse(data, true) }
 
 func parse(data []byte, strict bool) (*Event, error) {
 	doc, err := decode(data)
+	var se *strictjson.Error
+	if errors.As(err, &se) {
+		return nil, &InvalidError{Problems: []Problem{{Pointer: se.Pointer, Message: se.Problem}}}
+	}
 	if err != nil {
 		return nil, &InvalidError{Problems: []Problem{{Pointer: "", Message: err.Error()}}}
 	}
@@ -172,13 +178,64 @@ func parse(data []byte, strict bool) (*Event, error) {
 	return ev, nil
 }
 
-// decode reads exactly one JSON document, numbers kept as text.
+// runEvent is what refill reads of a RunEvent, for strictjson: each key
+// once at any depth, and none of these in another case (an "EVENTTIME"
+// beside "eventTime" would be read by some consumers and not others).
+// Every object is open: OpenLineage's schema allows more, and facets are
+// their producers' own.
+type runEvent struct {
+	EventTime any `json:"eventTime"`
+	EventType any `json:"eventType"`
+	Producer  any `json:"producer"`
+	SchemaURL any `json:"schemaURL"`
+	Run       struct {
+		RunID  any              `json:"runId"`
+		Facets map[string]facet `json:"facets"`
+		Other  map[string]any   `json:",inline"`
+	} `json:"run"`
+	Job struct {
+		Namespace any              `json:"namespace"`
+		Name      any              `json:"name"`
+		Facets    map[string]facet `json:"facets"`
+		Other     map[string]any   `json:",inline"`
+	} `json:"job"`
+	Inputs  []dataset      `json:"inputs"`
+	Outputs []dataset      `json:"outputs"`
+	Other   map[string]any `json:",inline"`
+}
+
+type dataset struct {
+	Namespace    any              `json:"namespace"`
+	Name         any              `json:"name"`
+	Facets       map[string]facet `json:"facets"`
+	InputFacets  map[string]facet `json:"inputFacets"`
+	OutputFacets map[string]facet `json:"outputFacets"`
+	Other        map[string]any   `json:",inline"`
+}
+
+type facet struct {
+	Producer  any            `json:"_producer"`
+	SchemaURL any            `json:"_schemaURL"`
+	Deleted   any            `json:"_deleted"`
+	Other     map[string]any `json:",inline"`
+}
+
+// decode reads exactly one JSON document, numbers kept as text, after
+// strictjson has walked it as a RunEvent.
 func decode(data []byte) (any, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, errors.New("the body is empty: want one RunEvent, a JSON object")
 	}
 	if !utf8.Valid(data) {
 		return nil, errors.New("the body is not UTF-8 text: want one RunEvent, a JSON object")
+	}
+	// Only the keys: a document that is not JSON at all is told below,
+	// in this package's words.
+	if err := strictjson.Check(data, reflect.TypeFor[runEvent]()); err != nil {
+		var se *strictjson.Error
+		if errors.As(err, &se) && !strings.HasPrefix(se.Problem, "not JSON") && se.Problem != "more than one JSON document" {
+			return nil, err
+		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()

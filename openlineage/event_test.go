@@ -2,6 +2,7 @@ package openlineage_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -275,5 +276,32 @@ func TestEdges(t *testing.T) {
 	big := &openlineage.Event{Inputs: make([]openlineage.Dataset, 101), Outputs: make([]openlineage.Dataset, 100)}
 	if _, err := big.Edges(); !errors.Is(err, refill.ErrBadInput) || !strings.Contains(err.Error(), "10100 edges") {
 		t.Errorf("101 × 100 datasets: %v", err)
+	}
+}
+
+// TestKeysOnceAndInRefillsCase: a key given twice anywhere in an event —
+// where refill reads it or in a facet it never reads — and a key refill
+// reads spelled in another case are refused, named by their pointer;
+// facets keep every other key they like.
+func TestKeysOnceAndInRefillsCase(t *testing.T) {
+	base := `{"eventType":"COMPLETE","eventTime":"2026-11-30T12:00:00Z","producer":"https://github.com/x/y","schemaURL":"https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+		"run":{"runId":"0190b6a4-5f2e-7c3d-8e4f-a1b2c3d4e5f6"%s},"job":{"namespace":"metabase","name":"metabase.sync"},
+		"inputs":[{"namespace":"pg","name":"a"%s}],"outputs":[{"namespace":"bi","name":"b"}]%s}`
+	event := func(run, input, top string) []byte { return []byte(fmt.Sprintf(base, run, input, top)) }
+	if _, err := openlineage.Parse(event(`,"facets":{"custom":{"_producer":"https://x/y","Name":"n","name":"N","anything":{"Else":1}}}`, "", `,"EXTRA":1`)); err != nil {
+		t.Fatalf("other keys in facets and at the top: %v", err)
+	}
+	for _, c := range []struct{ what, run, input, top, ptr, msg string }{
+		{"runId twice", `,"runId":"0190b6a4-5f2e-7c3d-8e4f-a1b2c3d4e5f7"`, "", "", "/run/runId", "given twice"},
+		{"eventTime in another case", "", "", `,"EventTime":"2020-01-01T00:00:00Z"`, "/EventTime", `refill's key is "eventTime"`},
+		{"an input's name in another case", "", `,"NAME":"c"`, "", "/inputs/0/NAME", `refill's key is "name"`},
+		{"a facet's _producer in another case", `,"facets":{"f":{"_Producer":"https://x/y"}}`, "", "", "/run/facets/f/_Producer", `refill's key is "_producer"`},
+		{"a key twice deep in a facet", `,"facets":{"f":{"fields":[{"a":1,"a":2}]}}`, "", "", "/run/facets/f/fields/0/a", "given twice"},
+	} {
+		_, err := openlineage.Parse(event(c.run, c.input, c.top))
+		var inv *openlineage.InvalidError
+		if !errors.As(err, &inv) || !errors.Is(err, refill.ErrBadInput) || inv.Problems[0].Pointer != c.ptr || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%s: %v, want bad input at %s saying %q", c.what, err, c.ptr, c.msg)
+		}
 	}
 }

@@ -108,6 +108,12 @@ func (p *Planner) assemble(ctx context.Context, r Request, seen *gate.Result) (*
 	if strings.TrimSpace(r.Reason) == "" {
 		return nil, refill.BadInputf("--reason is required: say why these dates are reprocessed, so the audit log can answer it later")
 	}
+	// The watcher's reasons are refill's own words, not a person's.
+	if r.Actor != refill.Watcher {
+		if err := refill.CheckText("--reason", strings.TrimSpace(r.Reason)); err != nil {
+			return nil, err
+		}
+	}
 	if r.Actor == "" {
 		return nil, refill.BadInputf("the requester is unknown: pass --as USER or set REFILL_USER")
 	}

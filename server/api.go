@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -92,13 +93,14 @@ func (s *Server) createPlan(w http.ResponseWriter, r *http.Request, user string)
 		s.writeError(w, r, err)
 		return
 	}
-	s.plan(w, r, user, planner.Request{Targets: req.Targets, From: req.From, To: req.To, Reason: req.Reason}, nil)
+	s.plan(w, r, user, planner.Request{Targets: req.Targets, From: req.From, To: req.To, Reason: req.Reason}, "reason", nil)
 }
 
 // plan makes a plan and answers 201 with it, or 409 with the error and the
 // plan when the source gate blocked it (as the CLI exits 3 after printing
-// it). wrap, when set, shapes the success body.
-func (s *Server) plan(w http.ResponseWriter, r *http.Request, user string, req planner.Request, wrap func(control.StateJSON) any) {
+// it). reasonKey is the body's key the reason came in, which a refused
+// reason is named by; wrap, when set, shapes the success body.
+func (s *Server) plan(w http.ResponseWriter, r *http.Request, user string, req planner.Request, reasonKey string, wrap func(control.StateJSON) any) {
 	if len(req.Targets) == 0 {
 		s.writeError(w, r, refill.BadInputf("targets: name at least one dataset"))
 		return
@@ -111,6 +113,10 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request, user string, req p
 	}
 	p, err := s.ctl().Plan(r.Context(), user, req)
 	<-s.planning
+	var te *refill.TextError
+	if errors.As(err, &te) && te.Field == "--reason" {
+		te.Field = reasonKey
+	}
 	if p == nil {
 		s.writeError(w, r, err)
 		return
@@ -138,24 +144,68 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request, user string, req p
 	writeJSON(w, http.StatusCreated, body)
 }
 
-func (s *Server) listPlans(w http.ResponseWriter, r *http.Request, _ string) {
-	q := r.URL.Query()
-	f := refill.PlanFilter{Status: refill.Status(q.Get("status")), Limit: 100}
+// Lists of plans page by default, so that what one request reads and
+// answers is bounded whatever the state store holds.
+const (
+	pageDefault = 50
+	pageMax     = 500
+)
+
+// planPage reads a list of plans' query: status; limit, 50 by default,
+// and more than 500 read as 500 (the page then says there is more); and
+// before, the cursor: the ID of the last plan of the page before.
+func planPage(q url.Values) (refill.PlanFilter, error) {
+	f := refill.PlanFilter{Status: refill.Status(q.Get("status")), Limit: pageDefault, Before: q.Get("before")}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			s.writeError(w, r, refill.BadInputf("limit %q: want a number from 1 to 1000", v))
-			return
+		if err != nil || n < 1 {
+			return f, refill.BadInputf("limit %q: want a number from 1 to %d", v, pageMax)
 		}
-		f.Limit = n
+		f.Limit = min(n, pageMax)
 	}
-	list, err := s.ctl().Plans(r.Context(), f)
+	return f, nil
+}
+
+// plans lists one page of plans, with the cursor of the next page: ""
+// on the last.
+func (s *Server) plans(ctx context.Context, f refill.PlanFilter) ([]refill.PlanSummary, string, error) {
+	more := f
+	more.Limit = f.Limit + 1
+	list, err := s.ctl().Plans(ctx, more)
+	if err != nil {
+		return nil, "", err
+	}
+	if list == nil {
+		list = []refill.PlanSummary{}
+	}
+	if len(list) > f.Limit {
+		list = list[:f.Limit]
+		return list, list[len(list)-1].ID, nil
+	}
+	return list, "", nil
+}
+
+// listPlans answers GET /api/v1/plans: a bare array of plans, newest
+// first, as before paging — a client that reads one page sees what it
+// always saw — and, when there are more, a Link header to the next page
+// (RFC 8288, rel="next"), as GitHub's API pages.
+func (s *Server) listPlans(w http.ResponseWriter, r *http.Request, _ string) {
+	f, err := planPage(r.URL.Query())
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if list == nil {
-		list = []refill.PlanSummary{}
+	list, next, err := s.plans(r.Context(), f)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if next != "" {
+		q := url.Values{"limit": {strconv.Itoa(f.Limit)}, "before": {next}}
+		if f.Status != "" {
+			q.Set("status", string(f.Status))
+		}
+		w.Header().Set("Link", fmt.Sprintf(`</api/v1/plans?%s>; rel="next"`, q.Encode()))
 	}
 	writeJSON(w, http.StatusOK, list)
 }
@@ -440,8 +490,9 @@ type dagRunBody struct {
 type dagRunConf struct {
 	StartDate string `json:"start_date"`
 	EndDate   string `json:"end_date"`
-	// Other conf keys are the DAG's own business and are ignored.
-	Extra map[string]any `json:"-"`
+	// Other conf keys are the DAG's own business and are ignored; a key
+	// that is start_date or end_date in another case is refused.
+	Other map[string]any `json:",inline"`
 }
 
 func (s *Server) dagRun(w http.ResponseWriter, r *http.Request, user string) {
@@ -456,7 +507,7 @@ func (s *Server) dagRun(w http.ResponseWriter, r *http.Request, user string) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.plan(w, r, user, planner.Request{Targets: []string{dataset}, From: from, To: to, Reason: deref(b.Note)}, func(st control.StateJSON) any {
+	s.plan(w, r, user, planner.Request{Targets: []string{dataset}, From: from, To: to, Reason: deref(b.Note)}, "note", func(st control.StateJSON) any {
 		return map[string]any{"dag_id": dataset, "dag_run_id": "refill__" + st.ID, "state": st.Status, "note": deref(b.Note),
 			"conf": map[string]string{"start_date": from, "end_date": to}, "plan": st}
 	})

@@ -6,7 +6,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,7 +13,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -24,6 +22,7 @@ import (
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/control"
+	"github.com/refill-dev/refill/internal/strictjson"
 	"github.com/refill-dev/refill/run"
 	"github.com/refill-dev/refill/store"
 )
@@ -242,6 +241,11 @@ func HTTPStatus(err error) int {
 // writeError answers err as JSON. An internal error's text is logged, not
 // shown: it may name hosts and paths.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	// A refused text is named by its key in the body, not its flag.
+	var te *refill.TextError
+	if errors.As(err, &te) {
+		te.Field = strings.TrimPrefix(te.Field, "--")
+	}
 	status, msg := HTTPStatus(err), err.Error()
 	if status == http.StatusInternalServerError {
 		s.Log.ErrorContext(r.Context(), "internal error", slog.String("path", r.URL.Path), slog.String("error", err.Error()))
@@ -266,8 +270,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-// decode reads a JSON body strictly: at most MaxBody bytes, no unknown
-// fields, one document.
+// decode reads a JSON body strictly: at most MaxBody bytes, one document,
+// each key once at any depth, spelled as refill spells it, and none it
+// does not define (strictjson; a DAG run's conf takes other keys too).
 func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
 		return refill.BadInputf("request body: Content-Type %q: want application/json", ct)
@@ -280,68 +285,8 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 		}
 		return refill.BadInputf("request body: %v", err)
 	}
-	// encoding/json matches field names without regard to case and lets a
-	// repeated key win: {"note":"reviewed","NOTE":"rubber stamp"} would
-	// record what the reader of the request did not see. Names must match
-	// exactly, once each.
-	if err := exactKeys(raw, v); err != nil {
-		return err
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		if errors.Is(err, io.EOF) {
-			return refill.BadInputf("request body: empty; want a JSON object")
-		}
-		return refill.BadInputf("request body: %v", err)
-	}
-	if dec.More() {
-		return refill.BadInputf("request body: more than one JSON document")
-	}
-	return nil
-}
-
-// exactKeys checks the top-level keys of a JSON object against the json
-// names of v's struct fields: each must be one of them, spelled exactly,
-// and appear once. Anything that is not an object is left to the decoder.
-func exactKeys(raw []byte, v any) error {
-	t := reflect.TypeOf(v)
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t.Kind() != reflect.Struct {
-		return nil
-	}
-	known := map[string]bool{}
-	for i := 0; i < t.NumField(); i++ {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		if name != "" && name != "-" {
-			known[name] = true
-		}
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	tok, err := dec.Token()
-	if err != nil || tok != json.Delim('{') {
-		return nil
-	}
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil // the decoder says what is wrong
-		}
-		key, _ := tok.(string)
-		if !known[key] {
-			return refill.BadInputf("request body: unknown field %q", key)
-		}
-		if seen[key] {
-			return refill.BadInputf("request body: field %q given twice", key)
-		}
-		seen[key] = true
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return nil
-		}
+	if err := strictjson.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("request body: %w", err)
 	}
 	return nil
 }

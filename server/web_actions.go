@@ -104,7 +104,7 @@ func (ui *webUI) newPlan(w http.ResponseWriter, r *http.Request, v *view) {
 		}
 	}
 	if p == nil {
-		list, lerr := ui.s.ctl().Plans(r.Context(), refill.PlanFilter{Limit: 100})
+		list, next, lerr := ui.s.plans(r.Context(), refill.PlanFilter{Limit: pageDefault})
 		if lerr != nil {
 			ui.fail(w, r, v, err)
 			return
@@ -116,7 +116,7 @@ func (ui *webUI) newPlan(w http.ResponseWriter, r *http.Request, v *view) {
 		}
 		v.Flash = &flash{Kind: "error", Msg: text}
 		v.Title, v.Nav = "Plans", "plans"
-		v.Data = plansData{Plans: list, Statuses: refill.Statuses, Limit: 100, Datasets: ui.s.conf().DatasetNames(), Form: f}
+		v.Data = plansData{Plans: list, Next: next, Statuses: refill.Statuses, Limit: pageDefault, Datasets: ui.s.conf().DatasetNames(), Form: f}
 		ui.render(w, r, status, "plans", v)
 		return
 	}

@@ -44,6 +44,20 @@ var webFuncs = template.FuncMap{
 	"percent": func(f float64) string { return strconv.FormatFloat(100*f, 'f', -1, 64) + "%" },
 	"num":     func(f float64) string { return strconv.FormatFloat(f, 'g', 4, 64) },
 	"join":    strings.Join,
+	// clip shortens a stored text to what a page shows of it
+	// (refill.ClipText): one stored before texts were bounded may be any
+	// length, and the API has it whole.
+	"clip": func(s any) string {
+		switch s := s.(type) {
+		case string:
+			return refill.ClipText(s)
+		case []byte:
+			return refill.ClipText(string(s))
+		case json.RawMessage:
+			return refill.ClipText(string(s))
+		}
+		return refill.ClipText(fmt.Sprint(s))
+	},
 	"short": func(s string) string {
 		if len(s) > 19 {
 			return s[:19] + "…"
@@ -59,6 +73,9 @@ type plansData struct {
 	Status   refill.Status
 	Statuses []refill.Status
 	Limit    int
+	// Before is the page's cursor ("" for the newest plans); Next, the
+	// next page's, when there are older plans.
+	Before, Next string
 	// Datasets are the configured datasets, for the new-plan form; Form
 	// holds what was typed when a request was refused.
 	Datasets []string
@@ -73,22 +90,17 @@ type planForm struct {
 }
 
 func (ui *webUI) plans(w http.ResponseWriter, r *http.Request, v *view) {
-	q := r.URL.Query()
-	d := plansData{Status: refill.Status(q.Get("status")), Statuses: refill.Statuses, Limit: 100, Datasets: ui.s.conf().DatasetNames()}
+	f, err := planPage(r.URL.Query())
+	if err != nil {
+		ui.fail(w, r, v, err)
+		return
+	}
+	d := plansData{Status: f.Status, Statuses: refill.Statuses, Limit: f.Limit, Before: f.Before, Datasets: ui.s.conf().DatasetNames()}
 	if d.Status != "" && !d.Status.Known() {
 		ui.fail(w, r, v, refill.BadInputf("status %q: want one of %s", d.Status, statusNames()))
 		return
 	}
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 1000 {
-			ui.fail(w, r, v, refill.BadInputf("limit %q: want a number from 1 to 1000", s))
-			return
-		}
-		d.Limit = n
-	}
-	var err error
-	if d.Plans, err = ui.s.ctl().Plans(r.Context(), refill.PlanFilter{Status: d.Status, Limit: d.Limit}); err != nil {
+	if d.Plans, d.Next, err = ui.s.plans(r.Context(), f); err != nil {
 		ui.fail(w, r, v, err)
 		return
 	}
@@ -185,7 +197,7 @@ func (ui *webUI) plan(w http.ResponseWriter, r *http.Request, v *view) {
 // refused action whose refusal v.Flash carries.
 func (ui *webUI) renderPlan(w http.ResponseWriter, r *http.Request, v *view, st *control.State, status int) {
 	p := st.Plan
-	d := planData{P: p, St: st, Impact: control.Impact(p), Progress: ui.s.progress(r, st), Failed: p.Gate.Failed()}
+	d := planData{P: p, St: st, Impact: refill.ClipText(control.Impact(p)), Progress: ui.s.progress(r, st), Failed: p.Gate.Failed()}
 	// A run this server just started may not have marked the plan
 	// running yet: the page follows it all the same.
 	d.Running = d.Progress.Running
@@ -481,7 +493,7 @@ func (ui *webUI) dataset(w http.ResponseWriter, r *http.Request, v *view) {
 			plans[t.PlanID] = p
 		}
 		if p != nil {
-			t.Status, t.By, t.Reason = p.Status, p.Request.RequestedBy, p.Request.Reason
+			t.Status, t.By, t.Reason = p.Status, p.Request.RequestedBy, refill.ClipText(p.Request.Reason)
 		}
 	}
 	if data.Accepted, err = ui.s.Store.Acceptances(r.Context(), name, ""); err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/refill-dev/refill/dsn"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -349,14 +350,31 @@ func placeholders(n int) string {
 }
 
 // Plans lists plans newest first; plans made in the same instant (as under
-// a fixed REFILL_NOW) are ordered by when they were saved.
+// a fixed REFILL_NOW) are ordered by when they were saved. Each reason is
+// clipped (refill.ClipText), in the query, so a list costs what its page
+// shows however long the reasons stored.
 func (s *Store) Plans(ctx context.Context, f refill.PlanFilter) ([]refill.PlanSummary, error) {
-	q := `SELECT id, hash, status, tier, targets, range_from, range_to, requested_by, reason,
-		created_at, datasets, partitions FROM plans`
+	q := `SELECT id, hash, status, tier, targets, range_from, range_to, requested_by,
+		substr(reason, 1, ` + strconv.Itoa(refill.MaxText+1) + `), created_at, datasets, partitions FROM plans`
+	var where []string
 	var args []any
 	if f.Status != "" {
-		q += ` WHERE status = ?`
+		where = append(where, `status = ?`)
 		args = append(args, string(f.Status))
+	}
+	if f.Before != "" {
+		var n int
+		if err := s.db.QueryRowContext(ctx, s.d.rebind(`SELECT count(*) FROM plans WHERE id = ?`), f.Before).Scan(&n); err != nil {
+			return nil, fmt.Errorf("list plans: %w", err)
+		}
+		if n == 0 {
+			return nil, refill.BadInputf("before %q: no such plan; page on from the last plan of the page before", f.Before)
+		}
+		where = append(where, `(created_at, seq) < (SELECT created_at, seq FROM plans WHERE id = ?)`)
+		args = append(args, f.Before)
+	}
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
 	q += ` ORDER BY created_at DESC, seq DESC`
 	if f.Limit > 0 {
@@ -383,6 +401,7 @@ func (s *Store) Plans(ctx context.Context, f refill.PlanFilter) ([]refill.PlanSu
 			return nil, fmt.Errorf("list plans: plan %s: targets: %w", ps.ID, err)
 		}
 		ps.CreatedAt = created.Format(time.RFC3339Nano)
+		ps.Reason = refill.ClipText(ps.Reason)
 		out = append(out, ps)
 	}
 	if err := rows.Err(); err != nil {

@@ -70,9 +70,9 @@ func renderAccepted(acc refill.Acceptance) string {
 		what += " on " + acc.Column
 	}
 	if r := acc.Revoked; r != nil {
-		return fmt.Sprintf("Withdrew %s's acceptance of %s on %s %s, by %s: %s\nThe finding fails again wherever it fails.\n", acc.By, what, acc.Dataset, acc.Partition, r.By, r.Reason)
+		return fmt.Sprintf("Withdrew %s's acceptance of %s on %s %s, by %s: %s\nThe finding fails again wherever it fails.\n", acc.By, what, acc.Dataset, acc.Partition, r.By, refill.OneLine(r.Reason))
 	}
 	return fmt.Sprintf("Accepted %s of %s %s as real data, by %s: %s\n"+
 		"Bound to what was measured (%s): if the partition changes, the acceptance lapses and the check fails again.\n",
-		what, acc.Dataset, acc.Partition, acc.By, acc.Reason, acc.Measured)
+		what, acc.Dataset, acc.Partition, acc.By, refill.OneLine(acc.Reason), acc.Measured)
 }

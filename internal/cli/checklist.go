@@ -143,7 +143,7 @@ func renderHistory(dataset, partition string, hist []control.Touch) string {
 	fmt.Fprintf(&b, "%s %s was in %d plan(s):\n\n", dataset, partition, len(hist))
 	for _, t := range hist {
 		fmt.Fprintf(&b, "  plan %s  %s  %s  planned %s by %s\n", t.PlanID, t.Tier, t.Status, t.PlannedAt.Format("2006-01-02 15:04"), t.RequestedBy)
-		fmt.Fprintf(&b, "    why        %s (range %s)\n", t.Reason, t.Range)
+		fmt.Fprintf(&b, "    why        %s (range %s)\n", refill.OneLine(t.Reason), t.Range)
 		if len(t.ApprovedBy) > 0 {
 			fmt.Fprintf(&b, "    approved   by %s\n", strings.Join(t.ApprovedBy, ", "))
 		}
@@ -167,7 +167,7 @@ func renderSchemaChanges(dataset string, chs []control.SchemaChange) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nSchema baseline of %s moved by people (refill schema accept):\n\n", dataset)
 	for _, ch := range chs {
-		fmt.Fprintf(&b, "  %s  by %s: %s\n", ch.At.Format("2006-01-02 15:04"), ch.By, ch.Reason)
+		fmt.Fprintf(&b, "  %s  by %s: %s\n", ch.At.Format("2006-01-02 15:04"), ch.By, refill.OneLine(ch.Reason))
 		var what []string
 		for _, c := range ch.Added {
 			what = append(what, "+"+c)
@@ -194,10 +194,10 @@ func renderAcceptances(acc []refill.Acceptance) string {
 		if a.Column != "" {
 			what += " on " + a.Column
 		}
-		fmt.Fprintf(&b, "  %s  %s accepted by %s: %s\n", a.At.Format("2006-01-02 15:04"), what, a.By, a.Reason)
+		fmt.Fprintf(&b, "  %s  %s accepted by %s: %s\n", a.At.Format("2006-01-02 15:04"), what, a.By, refill.OneLine(a.Reason))
 		fmt.Fprintf(&b, "    bound to   %s (lapses if the partition changes)\n", a.Measured)
 		if r := a.Revoked; r != nil {
-			fmt.Fprintf(&b, "    withdrawn  %s by %s: %s\n", r.At.Format("2006-01-02 15:04"), r.By, r.Reason)
+			fmt.Fprintf(&b, "    withdrawn  %s by %s: %s\n", r.At.Format("2006-01-02 15:04"), r.By, refill.OneLine(r.Reason))
 		}
 	}
 	return b.String()

@@ -46,12 +46,17 @@ type app struct {
 }
 
 // Main runs the command line and returns the process exit code.
+// Everything it prints passes through an escaper (escape.go), whatever
+// the command and whoever stored the text.
 func Main(args []string, stdout, stderr io.Writer) int {
-	a := &app{stdout: stdout, stderr: stderr, getenv: secret.Getenv}
+	out, errs := newEscaper(stdout), newEscaper(stderr)
+	defer errs.Flush()
+	defer out.Flush()
+	a := &app{stdout: out, stderr: errs, getenv: secret.Getenv}
 	root := a.root()
 	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
+	root.SetOut(out)
+	root.SetErr(errs)
 	err := root.ExecuteContext(context.Background())
 	if err == nil {
 		return refill.ExitOK
@@ -64,7 +69,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if a.output == "json" && !a.printed {
 		a.printJSON(map[string]any{"error": err.Error(), "code": code})
 	}
-	fmt.Fprintf(stderr, "refill: %s\n", err)
+	fmt.Fprintf(a.stderr, "refill: %s\n", err)
 	return code
 }
 

@@ -116,20 +116,20 @@ func renderState(s *control.State) string {
 		for _, st := range s.Checklist {
 			note := ""
 			if st.Note != "" {
-				note = ": " + st.Note
+				note = ": " + refill.OneLine(st.Note)
 			}
 			fmt.Fprintf(&b, "  %s  %-8s by %s%s\n", st.At.Format("2006-01-02 15:04"), st.Step, st.Actor, note)
 		}
 		for _, ap := range s.Approvals {
 			note := ""
 			if ap.Note != "" {
-				note = ": " + ap.Note
+				note = ": " + refill.OneLine(ap.Note)
 			}
 			fmt.Fprintf(&b, "  %s  %-8s by %s%s\n", ap.At.Format("2006-01-02 15:04"), ap.Decision, ap.Actor, note)
 		}
 	}
 	if s.Cancel != nil {
-		fmt.Fprintf(&b, "\nCancel requested by %s at %s: %s\n", s.Cancel.Actor, s.Cancel.At.Format("2006-01-02 15:04"), s.Cancel.Reason)
+		fmt.Fprintf(&b, "\nCancel requested by %s at %s: %s\n", s.Cancel.Actor, s.Cancel.At.Format("2006-01-02 15:04"), refill.OneLine(s.Cancel.Reason))
 	}
 	if g := s.ApplyGate; g != nil {
 		b.WriteString("\nWhen the run began, the source gate was checked again and failed, so nothing was written:\n")

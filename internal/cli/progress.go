@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"time"
@@ -16,9 +17,10 @@ import (
 	"github.com/refill-dev/refill/store"
 )
 
-// terminal reports whether w is a terminal a progress display can redraw.
-func terminal(w any) bool {
-	f, ok := w.(*os.File)
+// terminal reports whether w writes to a terminal a progress display can
+// redraw.
+func terminal(w io.Writer) bool {
+	f, ok := raw(w).(*os.File)
 	return ok && isatty.IsTerminal(f.Fd())
 }
 
@@ -42,7 +44,9 @@ func (a *app) showProgress(ctx context.Context, st *store.Store, planID string, 
 	for _, pb := range published {
 		done[pb.Dataset]++
 	}
-	prog := mpb.NewWithContext(ctx, mpb.WithOutput(a.stderr), mpb.WithWidth(30), mpb.WithRefreshRate(150*time.Millisecond))
+	// The bars draw with escape sequences of their own, so they go to the
+	// terminal as they are; the run's log lines above them are escaped.
+	prog := mpb.NewWithContext(ctx, mpb.WithOutput(raw(a.stderr)), mpb.WithWidth(30), mpb.WithRefreshRate(150*time.Millisecond))
 	var mu sync.Mutex
 	rows := map[string]int64{}
 	bars := map[string]*mpb.Bar{}
@@ -69,7 +73,8 @@ func (a *app) showProgress(ctx context.Context, st *store.Store, planID string, 
 		bar.SetCurrent(int64(done[name]))
 		bars[name] = bar
 	}
-	r.Log = prog
+	logs := newEscaper(prog)
+	r.Log = logs
 	r.OnPublished = func(dataset, _ string, n *int64, _ time.Duration) {
 		mu.Lock()
 		if n != nil {
@@ -86,6 +91,7 @@ func (a *app) showProgress(ctx context.Context, st *store.Store, planID string, 
 				b.Abort(false)
 			}
 		}
+		logs.Flush()
 		prog.Wait()
 		r.Log, r.OnPublished = a.stderr, nil
 	}

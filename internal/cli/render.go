@@ -22,7 +22,7 @@ func renderPlan(p *refill.Plan, cfg *refill.Config) string {
 	fmt.Fprintf(&b, "Plan %s  %s  status %s\n", p.ID, shortHash(p.Hash), p.Status)
 	fmt.Fprintf(&b, "  request   %s  %s..%s (%d %s)  by %s\n", strings.Join(p.Request.Targets, ", "),
 		p.Request.From, p.Request.To, p.Request.Days, plural(p.Request.Days, "day", "days"), p.Request.RequestedBy)
-	fmt.Fprintf(&b, "  reason    %s\n", p.Request.Reason)
+	fmt.Fprintf(&b, "  reason    %s\n", refill.OneLine(p.Request.Reason))
 	fmt.Fprintf(&b, "  created   %s\n\n", p.CreatedAt.Format("2006-01-02 15:04:05 MST"))
 
 	renderGate(&b, p.Gate)
@@ -194,7 +194,7 @@ func renderPlans(list []refill.PlanSummary) string {
 	fmt.Fprintln(tw, "ID\tSTATUS\tTIER\tTARGETS\tRANGE\tDATASETS\tPARTITIONS\tBY\tCREATED\tREASON")
 	for _, s := range list {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s..%s\t%d\t%d\t%s\t%s\t%s\n", s.ID, s.Status, s.Tier, strings.Join(s.Targets, ","),
-			s.From, s.To, s.Datasets, s.Partitions, s.RequestedBy, s.CreatedAt, truncate(s.Reason, 40))
+			s.From, s.To, s.Datasets, s.Partitions, s.RequestedBy, s.CreatedAt, truncate(refill.OneLine(s.Reason), 40))
 	}
 	tw.Flush()
 	return b.String()
@@ -230,8 +230,10 @@ func renderConsumers(b *strings.Builder, cs []refill.Consumer) {
 	}
 	fmt.Fprintf(b, "Seen by OpenLineage reading what this plan rewrites (%d):\n", len(cs))
 	for _, c := range cs {
+		// Names an OpenLineage producer reported: outside text, kept on
+		// its line.
 		fmt.Fprintf(b, "  - %s reads %s — not rebuilt: consumer outside refill (job %s, last seen %s)\n",
-			c.Dataset, c.Reads, c.Job, c.LastSeen.UTC().Format("2006-01-02 15:04"))
+			refill.OneLine(c.Dataset), refill.OneLine(c.Reads), refill.OneLine(c.Job), c.LastSeen.UTC().Format("2006-01-02 15:04"))
 	}
 	b.WriteString("\n")
 }

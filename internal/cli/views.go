@@ -161,7 +161,7 @@ func (v textView) Schema(snap refill.SchemaSnapshot, actor string) error {
 	for _, col := range snap.Columns {
 		cols = append(cols, col.Name+" "+col.Type)
 	}
-	return v.print(fmt.Sprintf("%s: accepted by %s as the drift baseline (%s)\n  columns: %s\n", snap.Dataset, actor, snap.Reason, strings.Join(cols, ", ")))
+	return v.print(fmt.Sprintf("%s: accepted by %s as the drift baseline (%s)\n  columns: %s\n", snap.Dataset, actor, refill.OneLine(snap.Reason), strings.Join(cols, ", ")))
 }
 
 func (v textView) Token(plain string, tok refill.Token) error {
@@ -201,12 +201,12 @@ func (v textView) Tokens(list []refill.Token) error {
 
 func (v textView) Freeze(f *refill.Freeze, lifted bool) error {
 	if lifted {
-		return v.print(fmt.Sprintf("unfrozen: automatic applies run again (frozen by %s since %s: %s)\n", f.By, f.At.Format("2006-01-02 15:04"), f.Reason))
+		return v.print(fmt.Sprintf("unfrozen: automatic applies run again (frozen by %s since %s: %s)\n", f.By, f.At.Format("2006-01-02 15:04"), refill.OneLine(f.Reason)))
 	}
 	if f == nil {
 		return v.print("not frozen\n")
 	}
-	return v.print(fmt.Sprintf("FROZEN by %s since %s: %s\nno automatic apply (auto plans, the watcher) runs until a lead runs refill unfreeze\n", f.By, f.At.Format("2006-01-02 15:04"), f.Reason))
+	return v.print(fmt.Sprintf("FROZEN by %s since %s: %s\nno automatic apply (auto plans, the watcher) runs until a lead runs refill unfreeze\n", f.By, f.At.Format("2006-01-02 15:04"), refill.OneLine(f.Reason)))
 }
 
 func (v textView) Watch(rep watch.Report) error { return v.print(renderWatch(rep)) }

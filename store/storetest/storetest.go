@@ -334,10 +334,20 @@ func Exercise(t *testing.T, newDSN func(t *testing.T) string) {
 			{refill.PlanFilter{Status: refill.StatusPending}, []string{"p-d", "p-e", "p-a"}},
 			{refill.PlanFilter{Status: refill.StatusPending, Limit: 1}, []string{"p-d"}},
 			{refill.PlanFilter{Status: refill.StatusApplied}, []string{}},
+			// Pages: the plans older than the last of the page before,
+			// ties in created_at broken as the order breaks them.
+			{refill.PlanFilter{Before: "p-c"}, []string{"p-d", "p-b", "p-e", "p-a"}},
+			{refill.PlanFilter{Before: "p-d", Limit: 2}, []string{"p-b", "p-e"}},
+			{refill.PlanFilter{Before: "p-e", Limit: 2}, []string{"p-a"}},
+			{refill.PlanFilter{Status: refill.StatusPending, Before: "p-d"}, []string{"p-e", "p-a"}},
+			{refill.PlanFilter{Before: "p-a"}, []string{}},
 		} {
 			if got := ids(c.f); !reflect.DeepEqual(got, c.want) {
 				t.Errorf("Plans(%+v) = %v, want %v", c.f, got, c.want)
 			}
+		}
+		if _, err := s.Plans(ctx, refill.PlanFilter{Before: "p-nope"}); !errors.Is(err, refill.ErrBadInput) || !strings.Contains(err.Error(), `before "p-nope": no such plan`) {
+			t.Errorf("Plans before an unknown plan: %v, want bad input naming it", err)
 		}
 	})
 
@@ -367,6 +377,29 @@ func Exercise(t *testing.T, newDSN func(t *testing.T) string) {
 		}}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("Plans\n got: %+v\nwant: %+v", got, want)
+		}
+
+		// A reason stored before texts were bounded is clipped in the
+		// list, counted in characters on both engines; the plan keeps it
+		// whole.
+		for _, c := range []struct{ id, reason, want string }{
+			{"p-long", strings.Repeat("é", 900<<10), strings.Repeat("é", refill.MaxText-1) + "…"},
+			{"p-limit", strings.Repeat("日", refill.MaxText), strings.Repeat("日", refill.MaxText)},
+		} {
+			p := newPlan(c.id, at(2))
+			p.Request.Reason = c.reason
+			p.Hash = p.ComputeHash()
+			mustSave(t, s, p)
+			list, err := s.Plans(ctx, refill.PlanFilter{Limit: 1})
+			if err != nil || len(list) != 1 || list[0].ID != c.id {
+				t.Fatalf("Plans: %v, %v", list, err)
+			}
+			if list[0].Reason != c.want {
+				t.Errorf("%s: listed reason of %d characters, want %d", c.id, len([]rune(list[0].Reason)), len([]rune(c.want)))
+			}
+			if got, err := s.Plan(ctx, c.id); err != nil || got.Request.Reason != c.reason {
+				t.Errorf("%s: the plan's own reason changed (%v)", c.id, err)
+			}
 		}
 	})
 
