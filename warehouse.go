@@ -238,6 +238,10 @@ type Anchorer interface {
 	// warehouse holds anchors of, ordered by store: a store whose own
 	// are missing can see whether its id was changed.
 	LatestAnchors(ctx context.Context) ([]AuditAnchor, error)
+	// Anchors returns every anchor of store, oldest first: a log put back
+	// from an older copy and grown past its latest anchor since no longer
+	// matches the older ones.
+	Anchors(ctx context.Context, store string) ([]AuditAnchor, error)
 }
 
 // OutsidePartitionError is a job that produced a row outside the partition

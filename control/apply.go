@@ -32,6 +32,12 @@ func (c *Control) BeforeWrite(ctx context.Context) error {
 		}
 		return refill.NotPermittedf("refusing to change anything: %v; run refill audit verify and restore the state store", err)
 	}
+	// A state store older than the warehouse's last anchor was put back
+	// from a copy: nothing is written over it (which would launder it).
+	an, _ := c.Warehouse.(refill.Anchorer)
+	if err := c.Store.CheckLatestAnchor(ctx, an); err != nil {
+		return refill.NotPermittedf("refusing to change anything: %v", err)
+	}
 	swept, err := c.Sweep(ctx)
 	if err != nil {
 		return fmt.Errorf("housekeeping: %w", err)
@@ -227,6 +233,19 @@ func (c *Control) VerifyAudit(ctx context.Context) (AuditCheck, error) {
 	check := AuditCheck{AuditReport: rep, AnchorNote: note}
 	if err != nil {
 		return check, err
+	}
+	// Every anchor of this store, not the latest alone: a store put back
+	// from a copy and grown past its latest anchor since fails the older.
+	if opts.Anchor != nil {
+		all, err := an.Anchors(ctx, opts.Anchor.Store)
+		if err != nil {
+			return check, fmt.Errorf("reading the audit anchors: %w", err)
+		}
+		if err := c.Store.CheckAnchors(ctx, all); err != nil {
+			check.OK = false
+			return check, err
+		}
+		check.AnchorNote += fmt.Sprintf(" (and all %d of this store's anchors)", len(all))
 	}
 	// The chain holds, so its word on the state rows can be trusted.
 	if check.Rows, err = c.Store.VerifyRows(ctx); err != nil {

@@ -337,6 +337,14 @@ func (c *Control) unmet(s *State) []string {
 	case refill.StatusExpired:
 		return append(out, fmt.Sprintf("the plan expired: it waited longer than policy.plan_ttl (%s) without running, and released its partitions; plan again", c.planTTL()))
 	}
+	// What the plan sealed decides, whatever its status says: a gate that
+	// failed blocks it, and a tier refill does not know runs nothing.
+	if !p.Gate.Passed && p.Status != refill.StatusBlocked {
+		out = append(out, fmt.Sprintf("the source gate failed (%d finding(s)) when the plan was made: it can never run, whatever its status says (%s)", p.Gate.Failed(), p.Status))
+	}
+	if p.Tier.Rank() < 0 {
+		out = append(out, fmt.Sprintf("the plan's tier %q is not auto, semi-auto or manual: it can never run", p.Tier))
+	}
 	// The plan is a sealed contract: anything that decides what it writes
 	// or how it was tiered, changed since, makes it a different backfill,
 	// which needs a plan (and approval) of its own.

@@ -25,6 +25,7 @@ func sealedFixture() (*refill.Plan, func() *refill.Config) {
 			Fingerprint: job.Fingerprint(), Ref: &ref, Job: &job}},
 		Sources:     []string{"src"},
 		SourceSeals: []refill.SourceSeal{{Dataset: "src", Ref: &srcRef, Checks: c.Datasets["src"].Checks}},
+		Gate:        refill.GateVerdict{Passed: true},
 	}
 	return p, cfg
 }

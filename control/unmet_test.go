@@ -17,6 +17,7 @@ func TestUnmet(t *testing.T) {
 		p, _ := sealedFixture()
 		p.Tier, p.Status = tier, status
 		p.Request.RequestedBy = "alice"
+		p.Gate.Passed = status != refill.StatusBlocked
 		p.Hash = p.ComputeHash()
 		return p
 	}
@@ -38,6 +39,13 @@ func TestUnmet(t *testing.T) {
 		want  []string // substrings, one unmet line each; none = may run
 	}{
 		{"auto may run", func() *State { return &State{Plan: plan(refill.TierAuto, refill.StatusReady)} }, true, nil},
+		{"a blocked plan whose status was flipped in the store", func() *State {
+			p := plan(refill.TierAuto, refill.StatusReady)
+			p.Gate.Passed = false
+			return &State{Plan: p}
+		}, true, []string{"the source gate failed (0 finding(s)) when the plan was made: it can never run, whatever its status says (ready)"}},
+		{"a tier refill does not know", func() *State { return &State{Plan: plan("whatever", refill.StatusReady)} }, true,
+			[]string{`the plan's tier "whatever" is not auto, semi-auto or manual: it can never run`}},
 		{"blocked never runs", func() *State { return &State{Plan: plan(refill.TierAuto, refill.StatusBlocked)} }, true, []string{"a blocked plan can never run"}},
 		{"rejected", func() *State { return &State{Plan: plan(refill.TierSemiAuto, refill.StatusRejected)} }, true, []string{"the plan was rejected"}},
 		{"superseded", func() *State { return &State{Plan: plan(refill.TierSemiAuto, refill.StatusSuperseded)} }, true, []string{"a newer plan of the same request superseded"}},

@@ -755,8 +755,14 @@ func (r *Runner) publish(ctx context.Context, jr refill.JobRunner, d *refill.Dat
 }
 
 // anchor is the audit log's head, sealed, to be recorded in the warehouse
-// with a partition.
+// with a partition. The log must still hold the warehouse's latest anchor
+// first: a publish over a state store put back from an older copy would
+// launder it.
 func (r *Runner) anchor(ctx context.Context) (refill.AuditAnchor, error) {
+	an, _ := r.Warehouse.(refill.Anchorer)
+	if err := r.Store.CheckLatestAnchor(ctx, an); err != nil {
+		return refill.AuditAnchor{}, fmt.Errorf("%w: nothing is published over it", err)
+	}
 	head, err := r.Store.AuditHead(ctx)
 	if err != nil {
 		return head, err

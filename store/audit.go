@@ -741,3 +741,75 @@ func short(h string) string {
 	}
 	return h
 }
+
+// CheckAnchors checks anchors of this store, written into the warehouse at
+// publishes, against the log: each entry an anchor names must still be in
+// the log with the hash it had, and a keyed anchor's MAC must hold under
+// the key. A state store put back from an older copy fails here — at once
+// (the log ends before the latest anchor), and after it has grown again
+// (an older anchor's entry has another hash now). It returns an error
+// wrapping refill.ErrVerification naming the first anchor that fails.
+func (s *Store) CheckAnchors(ctx context.Context, anchors []refill.AuditAnchor) error {
+	if len(anchors) == 0 {
+		return nil
+	}
+	key := s.auditKey()
+	var maxSeq int64
+	for _, a := range anchors {
+		maxSeq = max(maxSeq, a.Seq)
+	}
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT seq, hash FROM audit_log WHERE seq <= ? ORDER BY seq`), maxSeq)
+	if err != nil {
+		return fmt.Errorf("audit log: %w", err)
+	}
+	hashes := map[int64]string{}
+	for rows.Next() {
+		var seq int64
+		var h string
+		if err := rows.Scan(&seq, &h); err != nil {
+			rows.Close()
+			return fmt.Errorf("audit log: %w", err)
+		}
+		hashes[seq] = h
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("audit log: %w", err)
+	}
+	for _, a := range anchors {
+		if a.Seq <= 0 {
+			continue
+		}
+		if key != nil && strings.HasPrefix(a.MAC, refill.HashKeyed) && !hmac.Equal([]byte(a.MAC), []byte(anchorMAC(key, a))) {
+			return verificationf("audit log entry %d: the warehouse's anchor of it was altered (its MAC does not hold under the audit key)", a.Seq)
+		}
+		switch h, ok := hashes[a.Seq]; {
+		case !ok:
+			return verificationf("audit log entry %d is missing, but the warehouse anchored it at a publish (%s): the state store is older than the warehouse — put back from a copy, or cut short; run refill audit verify", a.Seq, short(a.Hash))
+		case h != a.Hash:
+			return verificationf("audit log entry %d is not the entry the warehouse anchored at a publish (hash %s, anchored %s): the log was put back from an older copy or rewritten; run refill audit verify", a.Seq, short(h), short(a.Hash))
+		}
+	}
+	return nil
+}
+
+// CheckLatestAnchor checks the warehouse's latest anchor of this state
+// store against its log (CheckAnchors), when there is a warehouse that
+// holds anchors: what every write and every publish does first, so that
+// nothing is written over a state store put back from an older copy
+// (which would launder it). A warehouse that cannot be read passes here;
+// refill audit verify says so.
+func (s *Store) CheckLatestAnchor(ctx context.Context, an refill.Anchorer) error {
+	if an == nil {
+		return nil
+	}
+	id, err := s.ID(ctx)
+	if err != nil {
+		return err
+	}
+	a, found, err := an.LatestAnchor(ctx, id)
+	if err != nil || !found {
+		return nil
+	}
+	return s.CheckAnchors(ctx, []refill.AuditAnchor{a})
+}

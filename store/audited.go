@@ -735,6 +735,38 @@ func (s *Store) VerifyRows(ctx context.Context) ([]RowProblem, error) {
 		return nil, err
 	}
 
+	// A plan's row is its hash as its plan_created entry recorded it.
+	made := map[string]string{}
+	pevs, err := entriesOf(ctx, q, d, []refill.EventKind{refill.EventPlanCreated}, "", "")
+	if err != nil {
+		return nil, err
+	}
+	for i := range pevs {
+		if _, seen := made[pevs[i].PlanID]; !seen {
+			made[pevs[i].PlanID] = str(detailOf(&pevs[i]), "hash")
+		}
+	}
+	prows, err := q.QueryContext(ctx, `SELECT id, hash, body FROM plans ORDER BY seq`)
+	if err != nil {
+		return nil, fmt.Errorf("plans: %w", err)
+	}
+	for prows.Next() {
+		var id, hash, body string
+		if err := prows.Scan(&id, &hash, &body); err != nil {
+			prows.Close()
+			return nil, err
+		}
+		var p refill.Plan
+		_ = json.Unmarshal([]byte(body), &p)
+		switch h, ok := made[id]; {
+		case !ok:
+			problems = append(problems, RowProblem{Table: "plans", Row: id, Problem: fmt.Sprintf("plan %s has no audit entry that recorded it: it counts for nothing", id)})
+		case h != hash || p.ComputeHash() != h:
+			problems = append(problems, RowProblem{Table: "plans", Row: id, Problem: fmt.Sprintf("plan %s is not the plan its audit entry recorded (hash %s): it was rewritten, and counts for nothing", id, h)})
+		}
+	}
+	prows.Close()
+
 	// A freeze and a cancel request are states: the log's word decides,
 	// and a row that disagrees is reported.
 	evs, err := entriesOf(ctx, q, d, freezeRows.kinds, "", "")

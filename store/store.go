@@ -190,6 +190,10 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 // Driver names the engine: "sqlite" or "postgres".
 func (s *Store) Driver() string { return s.d.name }
 
+// Rebind writes a statement's ? placeholders as the engine wants them, for
+// tests that write the store's tables by hand.
+func (s *Store) Rebind(query string) string { return s.d.rebind(query) }
+
 // Close releases the database. On PostgreSQL it closes the pool too, which
 // database/sql does not own.
 func (s *Store) Close() error {
@@ -285,7 +289,35 @@ func (s *Store) Plan(ctx context.Context, id string) (*refill.Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("plan %s: %w", id, err)
 	}
-	return decodePlan(id, hash, status, body)
+	p, err := decodePlan(id, hash, status, body)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.planMade(ctx, []*refill.Plan{p}); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// planMade checks each plan against the audit entry that recorded it
+// (plan_created, with the plan's hash, keyed): a plan's row is a decision
+// like any other (ledger.go), so a body rewritten and rehashed in the
+// state store — another tier, another range — is refused, whatever its
+// own hash says.
+func (s *Store) planMade(ctx context.Context, plans []*refill.Plan) error {
+	for _, p := range plans {
+		evs, err := entriesOf(ctx, s.db, s.d, []refill.EventKind{refill.EventPlanCreated}, p.ID, "")
+		if err != nil {
+			return err
+		}
+		if len(evs) == 0 {
+			return verificationf("plan %s has no audit entry that recorded it: it was written into the state store behind refill's back; do not apply it, make a new plan", p.ID)
+		}
+		if made := str(detailOf(&evs[0]), "hash"); made != p.Hash {
+			return verificationf("plan %s was altered in the state store: its audit entry recorded hash %s, the plan now hashes to %s (another tier, range or job); do not apply it, make a new plan", p.ID, made, p.Hash)
+		}
+	}
+	return nil
 }
 
 // decodePlan reads a stored plan's body and checks it is the plan stored
@@ -340,6 +372,9 @@ func (s *Store) PlansByID(ctx context.Context, ids []string) ([]*refill.Plan, er
 		if out[i] = byID[id]; out[i] == nil {
 			return nil, refill.NotFoundf("no plan %q in the state store", id)
 		}
+	}
+	if err := s.planMade(ctx, out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -266,4 +266,7 @@ datasets:
 		t.Fatal(err)
 	}
 	step(t, dir, 5, "the anchor outside the state store says the log held entry", "audit", "verify")
+	// Nothing is written over it, so it cannot grow past the anchor
+	// and be laundered.
+	step(t, dir, 4, "the state store is older than the warehouse", "plan", "feed", "--from", "2026-11-03", "--to", "2026-11-03", "--reason", "resend", "--as", "alice")
 }

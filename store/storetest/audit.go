@@ -34,6 +34,64 @@ func exerciseAudit(t *testing.T, newDSN func(t *testing.T) string) {
 		return s, dsn
 	}
 
+	t.Run("AnchorsOfAStorePutBack", func(t *testing.T) {
+		t.Parallel()
+		s, dsn := setup(t, key)
+		ctx := t.Context()
+		appendN := func(n int) {
+			for range n {
+				if err := s.Update(ctx, func(tx *store.Tx) error {
+					return tx.Append(ctx, &refill.Event{Kind: refill.EventApproval, Actor: "carol", PlanID: "p1"})
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		id, err := s.ID(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		anchorNow := func() refill.AuditAnchor {
+			h, err := s.AuditHead(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.Store = id
+			return s.SealAnchor(h)
+		}
+		appendN(3)
+		first := anchorNow()
+		appendN(2)
+		second := anchorNow()
+		wh := &anchors{list: []refill.AuditAnchor{first, second}}
+		if err := s.CheckAnchors(ctx, wh.list); err != nil {
+			t.Fatalf("CheckAnchors of a whole log: %v", err)
+		}
+		if err := s.CheckLatestAnchor(ctx, wh); err != nil {
+			t.Fatalf("CheckLatestAnchor of a whole log: %v", err)
+		}
+		if err := s.CheckLatestAnchor(ctx, nil); err != nil {
+			t.Fatalf("CheckLatestAnchor without a warehouse: %v", err)
+		}
+		// The log put back to just after the first anchor: the latest
+		// anchor names an entry the log no longer holds.
+		cut(t, s, dsn, first.Seq)
+		if err := s.CheckLatestAnchor(ctx, wh); !errors.Is(err, refill.ErrVerification) || !strings.Contains(err.Error(), "the state store is older than the warehouse") {
+			t.Errorf("CheckLatestAnchor after a put-back = %v", err)
+		}
+		// Grown again past the latest anchor: the latest passes no more
+		// than before, and the older ones name entries with other hashes.
+		appendN(4)
+		if err := s.CheckAnchors(ctx, wh.list); !errors.Is(err, refill.ErrVerification) || !strings.Contains(err.Error(), "is not the entry the warehouse anchored") {
+			t.Errorf("CheckAnchors of a log put back and grown = %v", err)
+		}
+		forged := first
+		forged.MAC = "hmac-sha256:00"
+		if err := s.CheckAnchors(ctx, []refill.AuditAnchor{forged}); !errors.Is(err, refill.ErrVerification) || !strings.Contains(err.Error(), "MAC") {
+			t.Errorf("CheckAnchors of an altered anchor = %v", err)
+		}
+	})
+
 	t.Run("AuditRealClock", func(t *testing.T) {
 		t.Parallel()
 		s, _ := setup(t, nil)
@@ -679,3 +737,44 @@ func exec(t *testing.T, s *store.Store, q string) {
 }
 
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// anchors is a warehouse's audit anchors of one store, oldest first.
+type anchors struct{ list []refill.AuditAnchor }
+
+func (a *anchors) LatestAnchor(context.Context, string) (refill.AuditAnchor, bool, error) {
+	if len(a.list) == 0 {
+		return refill.AuditAnchor{}, false, nil
+	}
+	return a.list[len(a.list)-1], true, nil
+}
+func (a *anchors) LatestAnchors(ctx context.Context) ([]refill.AuditAnchor, error) {
+	l, ok, err := a.LatestAnchor(ctx, "")
+	if !ok {
+		return nil, err
+	}
+	return []refill.AuditAnchor{l}, err
+}
+func (a *anchors) Anchors(context.Context, string) ([]refill.AuditAnchor, error) { return a.list, nil }
+
+// cut deletes the log's entries after seq and moves its head and
+// checkpoint back, as putting back an older copy of the store would.
+func cut(t *testing.T, s *store.Store, _ string, seq int64) {
+	t.Helper()
+	ctx := t.Context()
+	db := s.DB()
+	var hash string
+	if err := db.QueryRowContext(ctx, s.Rebind(`SELECT hash FROM audit_log WHERE seq = ?`), seq).Scan(&hash); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`DELETE FROM audit_log WHERE seq > ?`, `UPDATE audit_head SET seq = ?, hash = ?`, `DELETE FROM audit_checkpoint`} {
+		args := []any{seq}
+		if strings.HasPrefix(q, "UPDATE") {
+			args = []any{seq, hash}
+		} else if strings.HasPrefix(q, "DELETE FROM audit_checkpoint") {
+			args = nil
+		}
+		if _, err := db.ExecContext(ctx, s.Rebind(q), args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}

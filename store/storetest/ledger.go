@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -164,6 +166,29 @@ func exerciseLedger(t *testing.T, setup func(t *testing.T) (*store.Store, string
 			if !strings.Contains(all, want) {
 				t.Errorf("VerifyRows does not say %q:\n%s", want, all)
 			}
+		}
+
+		// A plan rewritten in place — another tier, rehashed so that it
+		// still agrees with itself — is not the plan its entry recorded.
+		forged := *p
+		forged.Tier = refill.TierAuto
+		forged.Hash = forged.ComputeHash()
+		body, err := json.Marshal(&forged)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ExecContext(ctx, s.Rebind(`UPDATE plans SET body = ?, hash = ?, tier = 'auto' WHERE id = ?`), string(body), forged.Hash, p.ID); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Plan(ctx, p.ID); !errors.Is(err, refill.ErrVerification) || !strings.Contains(err.Error(), "its audit entry recorded hash") {
+			t.Errorf("a plan rewritten in place loads: %+v, %v", got, err)
+		}
+		if got, err := s.PlansByID(ctx, []string{p.ID}); !errors.Is(err, refill.ErrVerification) {
+			t.Errorf("PlansByID of a plan rewritten in place: %+v, %v", got, err)
+		}
+		problems, _ = s.VerifyRows(ctx)
+		if !slices.ContainsFunc(problems, func(pr store.RowProblem) bool { return pr.Table == "plans" && pr.Row == p.ID }) {
+			t.Errorf("VerifyRows does not name the rewritten plan: %v", problems)
 		}
 	})
 }

@@ -102,7 +102,7 @@ func exercisePlans(t *testing.T, setup func(t *testing.T) (*store.Store, string)
 		proof := &refill.Proof{Dataset: "orders", Partition: "2026-11-01", Kind: refill.JobSQL, Fingerprint: "sha256:a", Passed: true,
 			Warehouse: "warehouse", ProvenAt: at(1), ProvenBy: "alice"}
 		write := func(tx *store.Tx) error {
-			if err := tx.SavePlan(ctx, p); err != nil {
+			if err := RecordPlanRow(ctx, tx, p); err != nil {
 				return err
 			}
 			if err := tx.SaveSchemas(ctx, []refill.SchemaSnapshot{{Dataset: "orders", PlanID: p.ID, Columns: []refill.Column{{Name: "id", Type: "integer"}}}}); err != nil {

@@ -114,3 +114,18 @@ func RecordTokenRevoked(ctx context.Context, tx *store.Tx, id, actor string, at 
 	}
 	return tok, tx.Append(ctx, &refill.Event{Kind: refill.EventTokenRevoked, Actor: actor, At: at, Detail: refill.Detail(map[string]any{"token": id, "user": tok.User})})
 }
+
+// RecordPlanRow stores a plan with the entry that records it, as
+// store.RecordPlan does, but alone: nothing else it would write (schemas,
+// flags, supersessions).
+func RecordPlanRow(ctx context.Context, tx *store.Tx, p *refill.Plan) error {
+	if err := tx.SavePlan(ctx, p); err != nil {
+		return err
+	}
+	actor := p.Request.RequestedBy
+	if actor == "" {
+		actor = "ana"
+	}
+	return tx.Append(ctx, &refill.Event{Kind: refill.EventPlanCreated, Actor: actor, PlanID: p.ID, At: p.CreatedAt,
+		Detail: refill.Detail(map[string]any{"hash": p.Hash, "tier": p.Tier, "status": p.Status})})
+}

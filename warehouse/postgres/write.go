@@ -200,6 +200,11 @@ func (w *Warehouse) LatestAnchor(ctx context.Context, store string) (refill.Audi
 	return as[0], true, nil
 }
 
+// Anchors returns every anchor of store, oldest first.
+func (w *Warehouse) Anchors(ctx context.Context, store string) ([]refill.AuditAnchor, error) {
+	return w.anchors(ctx, `WHERE store = $1 ORDER BY seq`, store)
+}
+
 // LatestAnchors returns the latest anchor of each store, ordered by store.
 func (w *Warehouse) LatestAnchors(ctx context.Context) ([]refill.AuditAnchor, error) {
 	return w.anchors(ctx, `a WHERE seq = (SELECT max(seq) FROM refill_audit_anchor b WHERE b.store = a.store) ORDER BY store`)

@@ -300,6 +300,12 @@ func exerciseWrite(t *testing.T, setup func(t *testing.T) (*Harness, context.Con
 		if a, ok := latest("s3"); ok {
 			t.Errorf("LatestAnchor of a store never anchored = %+v", a)
 		}
+		if got, err := an.Anchors(ctx, "s1"); err != nil || len(got) != 3 || got[0].Seq != 1 || got[1].Seq != 3 || got[2] != (refill.AuditAnchor{Store: "s1", Seq: 12, Hash: "h12"}) {
+			t.Errorf("Anchors(s1) = %+v, %v; want 1, 3 and 12, oldest first", got, err)
+		}
+		if got, err := an.Anchors(ctx, "s3"); err != nil || len(got) != 0 {
+			t.Errorf("Anchors of a store never anchored = %+v, %v", got, err)
+		}
 		// An anchor for an entry already anchored keeps the first hash.
 		if err := anchor(false, refill.AuditAnchor{Store: "s1", Seq: 12, Hash: "rewritten"}); err != nil {
 			t.Fatal(err)
