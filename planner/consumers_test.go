@@ -62,7 +62,7 @@ func TestConsumersOutsideRefill(t *testing.T) {
 			{Input: n("pg", "warehouse.main.copy"), Output: n("pg", "warehouse.main.side"), Job: n("af", "side"), Producer: "p", FirstSeen: at(29), LastSeen: at(29)},
 			{Input: n("pg", "warehouse.main.src"), Output: n("bi", "raw_dashboard"), Job: sync, Producer: "p", FirstSeen: at(29), LastSeen: at(29)},
 			{Input: n("pg", "warehouse.main.side"), Output: n("bi", "side_dashboard"), Job: sync, Producer: "p", FirstSeen: at(29), LastSeen: at(29)},
-		}); err != nil {
+		}, store.LineageReport{Actor: "ol"}); err != nil {
 			t.Fatal(err)
 		}
 		plan, err := b.p.Plan(ctx, req("copy", "2026-11-25", "2026-11-27"))
@@ -143,7 +143,7 @@ func TestConsumersOfAView(t *testing.T) {
 		b.p.Proofs = proven{}
 		at := time.Date(2026, 11, 29, 6, 0, 0, 0, time.UTC)
 		if _, err := b.st.RecordLineage(ctx, []store.LineageEdge{{Input: refill.OpenLineageName{Namespace: "pg", Name: "main.copy_v"},
-			Output: refill.OpenLineageName{Namespace: "bi", Name: "dash"}, Job: refill.OpenLineageName{Namespace: "bi", Name: "sync"}, FirstSeen: at, LastSeen: at}}); err != nil {
+			Output: refill.OpenLineageName{Namespace: "bi", Name: "dash"}, Job: refill.OpenLineageName{Namespace: "bi", Name: "sync"}, FirstSeen: at, LastSeen: at}}, store.LineageReport{Actor: "ol"}); err != nil {
 			t.Fatal(err)
 		}
 		plan, err := b.p.Plan(ctx, req("copy", "2026-11-25", "2026-11-27"))

@@ -2,7 +2,6 @@ package server
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -72,31 +71,13 @@ func (s *Server) postLineage(w http.ResponseWriter, r *http.Request, user string
 		rows[i] = store.LineageEdge{Input: e.Input, Output: e.Output, Job: ev.Job, Producer: ev.Producer,
 			FirstSeen: ev.EventTime, LastSeen: ev.EventTime}
 	}
-	added, err := s.Store.RecordLineage(r.Context(), rows)
+	// New edges can raise a plan's tier: who reported them, and which,
+	// is audited with them (a repeat adds nothing, and is not).
+	added, err := s.Store.RecordLineage(r.Context(), rows, store.LineageReport{Actor: user,
+		Job: ev.Job.Namespace + "/" + ev.Job.Name, Producer: ev.Producer, Run: ev.RunID})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
-	}
-	// New edges can raise a plan's tier: who reported them, and which,
-	// is audited (a repeat adds nothing, and is not).
-	if added > 0 {
-		var list []string
-		for _, e := range edges {
-			if len(list) == 50 {
-				list = append(list, fmt.Sprintf("… %d more", len(edges)-50))
-				break
-			}
-			list = append(list, e.Input.Namespace+"/"+e.Input.Name+" -> "+e.Output.Namespace+"/"+e.Output.Name)
-		}
-		err := s.Store.Update(r.Context(), func(tx *store.Tx) error {
-			return tx.Append(r.Context(), &refill.Event{Kind: refill.EventLineage, Actor: user, At: time.Now(),
-				Detail: refill.Detail(map[string]any{"job": ev.Job.Namespace + "/" + ev.Job.Name, "producer": ev.Producer,
-					"run": ev.RunID, "new_edges": added, "edges": list})})
-		})
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
 	}
 	m := openlineage.NewMatcher(s.conf().Datasets)
 	matched := func(ds []openlineage.Dataset) []matchedDataset {

@@ -595,7 +595,7 @@ func (s *Store) CancelRequested(ctx context.Context, planID string) (refill.Canc
 
 // tokenLedger is a token row as the ledger sees it.
 func tokenLedger(tok refill.Token, hash string) ledgerRow {
-	return ledgerRow{id: tok.ID, key: key(tok.ID, tok.User), group: tok.ID, digest: hash, ended: !tok.RevokedAt.IsZero(),
+	return ledgerRow{id: tok.ID, key: key(tok.ID, tok.User), group: tok.ID, digest: tokenDigest(hash, tok.ExpiresAt), ended: !tok.RevokedAt.IsZero(),
 		what: fmt.Sprintf("the token %s of %s", tok.ID, tok.User)}
 }
 
@@ -732,6 +732,18 @@ func (s *Store) VerifyRows(ctx context.Context) ([]RowProblem, error) {
 	}
 	toks.Close()
 	if err := check(tokenRows, lrows); err != nil {
+		return nil, err
+	}
+
+	edges, err := lineageRowsOf(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	lrows = nil
+	for _, e := range edges {
+		lrows = append(lrows, e.ledger())
+	}
+	if err := check(lineageRows, lrows); err != nil {
 		return nil, err
 	}
 

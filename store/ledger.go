@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/refill-dev/refill"
 )
@@ -283,7 +284,14 @@ var (
 			if e.Kind == refill.EventTokenRevoked {
 				return []claim{{end: true, group: str(m, "token")}}
 			}
-			return []claim{{key: key(str(m, "token"), str(m, "user")), group: str(m, "token"), digest: str(m, "hash")}}
+			var exp struct {
+				ExpiresAt time.Time `json:"expires_at"`
+			}
+			_ = json.Unmarshal(e.Detail, &exp)
+			if str(m, "hash") == "" {
+				return []claim{{key: key(str(m, "token"), str(m, "user")), group: str(m, "token")}}
+			}
+			return []claim{{key: key(str(m, "token"), str(m, "user")), group: str(m, "token"), digest: tokenDigest(str(m, "hash"), exp.ExpiresAt)}}
 		}}
 	cancelRows = &rowKind{table: "cancel_requests", kinds: []refill.EventKind{refill.EventCancelRequested, refill.EventRunCancelled},
 		claims: func(e *refill.Event) []claim {
@@ -294,5 +302,12 @@ var (
 		}}
 )
 
+// tokenDigest binds a token's secret hash and its expiry: neither may
+// change behind refill's back (an expiry moved to 2099 keeps a token
+// alive). Seconds, what both engines keep.
+func tokenDigest(hash string, expires time.Time) string {
+	return digestOf([]string{hash, expires.UTC().Truncate(time.Second).Format(time.RFC3339)})
+}
+
 // kinds lists every table's rules, for VerifyRows.
-var rowKinds = []*rowKind{approvalRows, checklistRows, acceptanceRows, freezeRows, flagRows, schemaRows, tokenRows, cancelRows}
+var rowKinds = []*rowKind{approvalRows, checklistRows, acceptanceRows, freezeRows, flagRows, schemaRows, tokenRows, cancelRows, lineageRows}

@@ -79,6 +79,10 @@ func exerciseLedger(t *testing.T, setup func(t *testing.T) (*store.Store, string
 		exec(`INSERT INTO schema_snapshots (dataset, plan_id, columns, recorded_at, accepted_by, reason) SELECT dataset, plan_id, '[{"name":"x","type":"text"}]', recorded_at, accepted_by, reason FROM schema_snapshots`)
 		exec(`INSERT INTO api_tokens (id, hash, user_name, created_by, created_at) VALUES ('tok-forged', 'sha256:forged', 'carol', 'carol', '2026-11-05T09:00:03Z')`)
 		exec(`UPDATE api_tokens SET hash = 'sha256:mine' WHERE id = 'tok-real'`)
+		update(func(tx *store.Tx) error {
+			return RecordToken(ctx, tx, refill.Token{ID: "tok-exp", User: "bob", CreatedBy: "bob", CreatedAt: at(1), ExpiresAt: at(3600)}, "sha256:exp")
+		})
+		exec(`UPDATE api_tokens SET expires_at = '2099-01-01T00:00:00Z' WHERE id = 'tok-exp'`)
 		exec(`DELETE FROM freezes`)
 		exec(`DELETE FROM cancel_requests`)
 
@@ -100,7 +104,7 @@ func exerciseLedger(t *testing.T, setup func(t *testing.T) (*store.Store, string
 		if got, _, _ := s.SchemaBaseline(ctx, "ev"); len(got.Columns) != 1 || got.Columns[0].Name != "amount" {
 			t.Errorf("SchemaBaseline with a forged baseline = %+v, want carol's accepted one", got)
 		}
-		for _, hash := range []string{"sha256:forged", "sha256:mine"} {
+		for _, hash := range []string{"sha256:forged", "sha256:mine", "sha256:exp"} {
 			if tok, err := s.TokenByHash(ctx, hash); err == nil {
 				t.Errorf("a token no entry made with hash %s opened as %+v", hash, tok)
 			}
@@ -189,6 +193,45 @@ func exerciseLedger(t *testing.T, setup func(t *testing.T) (*store.Store, string
 		problems, _ = s.VerifyRows(ctx)
 		if !slices.ContainsFunc(problems, func(pr store.RowProblem) bool { return pr.Table == "plans" && pr.Row == p.ID }) {
 			t.Errorf("VerifyRows does not name the rewritten plan: %v", problems)
+		}
+	})
+
+	t.Run("LineageByTheLog", func(t *testing.T) {
+		t.Parallel()
+		s, _ := setup(t)
+		ctx := t.Context()
+		n := func(ns, name string) refill.OpenLineageName { return refill.OpenLineageName{Namespace: ns, Name: name} }
+		real := store.LineageEdge{Input: n("pg", "main.sessions"), Output: n("bi", "exec_dashboard"), Job: n("bi", "sync"), FirstSeen: at(1), LastSeen: at(1)}
+		if _, err := s.RecordLineage(ctx, []store.LineageEdge{real}, store.LineageReport{Actor: "ol", Job: "bi/sync"}); err != nil {
+			t.Fatal(err)
+		}
+		// Deleted behind refill's back, the edge still counts (it raises
+		// a plan's tier, and the log decides); a forged one does not.
+		if _, err := s.DB().ExecContext(ctx, `DELETE FROM lineage_edges`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.DB().ExecContext(ctx, `INSERT INTO lineage_edges (edge_key, input_namespace, input_name, output_namespace, output_name, job_namespace, job_name, producer, first_seen, last_seen)
+			VALUES ('forged', 'pg', 'main.orders', 'bi', 'x', 'bi', 'sync', 'p', '2026-11-05T09:00:01Z', '2026-11-05T09:00:01Z')`); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.LineageEdges(ctx)
+		if err != nil || len(got) != 1 || got[0].Output != real.Output {
+			t.Fatalf("LineageEdges = %+v, %v; want the deleted real edge alone", got, err)
+		}
+		problems, _ := s.VerifyRows(ctx)
+		var text []string
+		for _, pr := range problems {
+			if pr.Table == "lineage_edges" {
+				text = append(text, pr.String())
+			}
+		}
+		if all := strings.Join(text, "\n"); len(text) != 2 || !strings.Contains(all, "main.orders -> bi/x has no audit entry") || !strings.Contains(all, "made a row that is gone") {
+			t.Errorf("VerifyRows of lineage_edges = %q", text)
+		}
+		// The same edge reported for real is recorded, with its entry.
+		forged := store.LineageEdge{Input: n("pg", "main.orders"), Output: n("bi", "x"), Job: n("bi", "sync"), FirstSeen: at(2), LastSeen: at(2)}
+		if added, err := s.RecordLineage(ctx, []store.LineageEdge{forged}, store.LineageReport{Actor: "ol"}); err != nil || added != 1 {
+			t.Fatalf("RecordLineage of a reported edge = %d, %v", added, err)
 		}
 	})
 }

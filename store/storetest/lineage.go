@@ -32,13 +32,13 @@ func exerciseLineage(t *testing.T, setup func(t *testing.T) (*store.Store, strin
 		if got, err := s.LineageEdges(ctx); err != nil || len(got) != 0 {
 			t.Fatalf("a new store has edges %v, %v", got, err)
 		}
-		n, err := s.RecordLineage(ctx, []store.LineageEdge{edge("events_daily", "dashboard", day(10), "p1"), edge("sessions", "dashboard", day(10), "p1"), edge("x", long, day(10), "p1")})
+		n, err := s.RecordLineage(ctx, []store.LineageEdge{edge("events_daily", "dashboard", day(10), "p1"), edge("sessions", "dashboard", day(10), "p1"), edge("x", long, day(10), "p1")}, store.LineageReport{Actor: "ol"})
 		if err != nil || n != 3 {
 			t.Fatalf("first record: %d new, %v", n, err)
 		}
 		// The same event again: nothing new, nothing changed.
 		before, _ := s.LineageEdges(ctx)
-		if n, err := s.RecordLineage(ctx, []store.LineageEdge{edge("events_daily", "dashboard", day(10), "p1")}); err != nil || n != 0 {
+		if n, err := s.RecordLineage(ctx, []store.LineageEdge{edge("events_daily", "dashboard", day(10), "p1")}, store.LineageReport{Actor: "ol"}); err != nil || n != 0 {
 			t.Fatalf("repeat: %d new, %v", n, err)
 		}
 		if after, _ := s.LineageEdges(ctx); !sameEdges(before, after) {
@@ -46,7 +46,7 @@ func exerciseLineage(t *testing.T, setup func(t *testing.T) (*store.Store, strin
 		}
 		// A later event moves last seen and the producer; an earlier
 		// one moves first seen and leaves the producer be.
-		if _, err := s.RecordLineage(ctx, []store.LineageEdge{edge("events_daily", "dashboard", day(20), "p2"), edge("events_daily", "dashboard", day(5), "p0")}); err != nil {
+		if _, err := s.RecordLineage(ctx, []store.LineageEdge{edge("events_daily", "dashboard", day(20), "p2"), edge("events_daily", "dashboard", day(5), "p0")}, store.LineageReport{Actor: "ol"}); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.LineageEdges(ctx)
@@ -67,11 +67,11 @@ func exerciseLineage(t *testing.T, setup func(t *testing.T) (*store.Store, strin
 		// Another job writing the same edge is another row.
 		other := edge("events_daily", "dashboard", day(21), "p3")
 		other.Job = name("airflow", "export")
-		if n, err := s.RecordLineage(ctx, []store.LineageEdge{other}); err != nil || n != 1 {
+		if n, err := s.RecordLineage(ctx, []store.LineageEdge{other}, store.LineageReport{Actor: "ol"}); err != nil || n != 1 {
 			t.Fatalf("another job: %d new, %v", n, err)
 		}
 		// A NUL cannot be kept: bad input, nothing recorded.
-		if _, err := s.RecordLineage(ctx, []store.LineageEdge{edge("ok", "fine", day(1), "p"), edge("a\x00b", "c", day(1), "p")}); !errors.Is(err, refill.ErrBadInput) {
+		if _, err := s.RecordLineage(ctx, []store.LineageEdge{edge("ok", "fine", day(1), "p"), edge("a\x00b", "c", day(1), "p")}, store.LineageReport{Actor: "ol"}); !errors.Is(err, refill.ErrBadInput) {
 			t.Errorf("a NUL in a name: %v, want bad input", err)
 		}
 		// Writers racing on the same edges, in opposite orders.
@@ -85,7 +85,7 @@ func exerciseLineage(t *testing.T, setup func(t *testing.T) (*store.Store, strin
 				if i%2 == 1 {
 					batch[0], batch[1] = batch[1], batch[0]
 				}
-				if _, err := s.RecordLineage(ctx, batch); err != nil {
+				if _, err := s.RecordLineage(ctx, batch, store.LineageReport{Actor: "ol"}); err != nil {
 					errs <- err
 				}
 			}()

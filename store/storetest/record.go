@@ -104,7 +104,7 @@ func RecordToken(ctx context.Context, tx *store.Tx, tok refill.Token, hash strin
 		return err
 	}
 	return tx.Append(ctx, &refill.Event{Kind: refill.EventTokenCreated, Actor: tok.CreatedBy, At: tok.CreatedAt,
-		Detail: refill.Detail(map[string]any{"token": tok.ID, "user": tok.User, "hash": hash})})
+		Detail: refill.Detail(map[string]any{"token": tok.ID, "user": tok.User, "hash": hash, "expires_at": tok.ExpiresAt})})
 }
 
 func RecordTokenRevoked(ctx context.Context, tx *store.Tx, id, actor string, at time.Time) (refill.Token, error) {
