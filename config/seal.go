@@ -5,6 +5,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -60,7 +61,7 @@ func (c *converter) sealCommands(cfg *refill.Config) {
 		c.program(path, j)
 		sealed := map[string]string{}
 		ok := true
-		for _, f := range jobfiles.ArgFiles(c.dir, j.Command) {
+		for _, f := range jobfiles.CodeFiles(c.dir, j.Command) {
 			d, err := jobfiles.DigestFile(f.Path)
 			if err != nil {
 				c.errorf(child(path, "command"), "%v", err)
@@ -108,8 +109,12 @@ func (c *converter) program(path string, j *refill.Job) {
 		return
 	}
 	at := child(path, "command")
+	c.preloads(at, j, prog)
 	switch {
+	case prog.Hidden != "":
+		c.errorf(at, "refill cannot tell what %s runs: %s", prog.Interpreter, prog.Hidden)
 	case prog.Inline:
+		c.inline(at, j, prog)
 	case prog.Stdin:
 		c.errorf(at, "runs %s with its program read from standard input, which refill cannot seal: name the script file in command", prog.Interpreter)
 	case prog.Module != "":
@@ -180,4 +185,80 @@ func (c *converter) dbtProject(path string, j *refill.Job) []string {
 	}
 	j.Files = slices.Compact(slices.Sorted(slices.Values(append(j.Files, globs...))))
 	return globs
+}
+
+// preloads refuses code an interpreter loads before its program that no
+// seal covers: a module named by a path (node -r ./hook, --import
+// ./reg.mjs) that is not a sealed file of argv nor among job.files, and
+// a directory of the project modules are looked up in (perl -I lib, ruby
+// -I lib) that no glob of job.files covers.
+func (c *converter) preloads(at string, j *refill.Job, prog jobfiles.Program) {
+	for _, i := range prog.Preloads {
+		v := j.Command[i]
+		if flag, val, ok := strings.Cut(v, "="); ok && strings.HasPrefix(flag, "-") {
+			v = val
+		}
+		if !strings.HasPrefix(v, "./") && !strings.HasPrefix(v, "../") && !strings.HasPrefix(v, "/") {
+			continue // a package, found where packages are installed
+		}
+		for _, cand := range []string{v, v + ".js", v + ".cjs", v + ".mjs", v + ".json", v + "/index.js"} {
+			p := cand
+			if !filepath.IsAbs(p) {
+				p = filepath.Join(c.dir, p)
+			}
+			if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
+				continue
+			}
+			if cand != v && !c.globbed(j.Files, cand) {
+				c.errorf(at, "%s loads %s (%s) before its program, which no glob of job.files seals: add it to job.files, or name the file itself", prog.Interpreter, clip(v), cand)
+			}
+			break
+		}
+	}
+	for _, dir := range prog.Includes {
+		rel := path2slash(dir)
+		if filepath.IsAbs(dir) {
+			continue // outside the project
+		}
+		if fi, err := os.Stat(filepath.Join(c.dir, dir)); err != nil || !fi.IsDir() {
+			continue
+		}
+		covered := slices.ContainsFunc(j.Files, func(g string) bool {
+			return g == "**" || g == rel+"/**" || (rel == "." && (g == "*" || strings.HasPrefix(g, "*.") || !strings.Contains(g, "/")))
+		})
+		if !covered {
+			c.errorf(at, "%s looks up modules in %s, a directory of the project that no glob of job.files seals: add its modules to job.files (as in files: [\"%s/**\"])", prog.Interpreter, clip(dir), strings.TrimSuffix(rel, "/."))
+		}
+	}
+}
+
+// inlineWord finds what looks like a path in a program's inline text.
+var inlineWord = regexp.MustCompile(`[A-Za-z0-9_./-]+`)
+
+// inline refuses a program written inline (sh -c "...") that names a
+// file of the project no seal covers: `. ./lib.sh` in the text would run
+// whatever lib.sh holds when the job starts.
+func (c *converter) inline(at string, j *refill.Job, prog jobfiles.Program) {
+	sealed := map[string]bool{}
+	for _, f := range jobfiles.CodeFiles(c.dir, j.Command) {
+		sealed[f.Key] = true
+	}
+	for _, a := range j.Command[prog.At+1:] {
+		for _, w := range inlineWord.FindAllString(a, -1) {
+			if !strings.Contains(w, "/") && !strings.Contains(w, ".") {
+				continue
+			}
+			rel := path2slash(w)
+			if filepath.IsAbs(w) || strings.HasPrefix(rel, "../") || jobfiles.Data(rel) || sealed[rel] {
+				continue
+			}
+			if fi, err := os.Stat(filepath.Join(c.dir, rel)); err != nil || !fi.Mode().IsRegular() {
+				continue
+			}
+			if !c.globbed(j.Files, rel) {
+				c.errorf(at, "the program %s runs inline names %s, a file of the project that no seal covers: add it to job.files so that what runs is what was approved", prog.Interpreter, clip(w))
+				return
+			}
+		}
+	}
 }

@@ -74,7 +74,8 @@ func TestCommandsAreSealed(t *testing.T) {
 // refill cannot seal is a config error that says to name the file or
 // list it in job.files; what can be sealed loads.
 func TestUnsealableProgramsAreRefused(t *testing.T) {
-	files := map[string]string{"x.py": "print(1)\n", "jobs/export.py": "print(2)\n", "jobs/__init__.py": "", "pkg/__main__.py": "print(3)\n"}
+	files := map[string]string{"x.py": "print(1)\n", "jobs/export.py": "print(2)\n", "jobs/__init__.py": "", "pkg/__main__.py": "print(3)\n",
+		"hook.js": "", "app.js": "", "lib.sh": "", "Hook.pm": "1;\n", "x.pl": ""}
 	for _, c := range []struct {
 		name, job, key, msg string
 	}{
@@ -89,6 +90,14 @@ func TestUnsealableProgramsAreRefused(t *testing.T) {
 		{"files on a query", `{query: "SELECT :partition", files: [x.py]}`, "datasets.feed.job.files", "files applies only to command jobs"},
 		{"dbt without its project", `{command: [dbt, build, --select, feed]}`, "datasets.feed.job.command", "runs dbt, which builds from the models, macros and packages of a dbt project: name it in dbt_project"},
 		{"dbt project missing", `{command: [dbt, build], dbt_project: nowhere}`, "datasets.feed.job.dbt_project", "no such file or directory"},
+		{"a wrapper", `{command: [nice, -n, "10", python3, -m, jobs.export]}`, "datasets.feed.job.command", "the project's jobs/export.py, which no glob of job.files seals"},
+		{"a wrapper's operand", `{command: [timeout, "300", python3, y.py]}`, "datasets.feed.job.command", "runs python3 y.py, which is not a file"},
+		{"xargs feeds the script", `{command: [xargs, -a, args.txt, sh]}`, "datasets.feed.job.command", "runs sh with its program read from standard input"},
+		{"find -exec", `{command: [find, ., -name, "*.sh", -exec, sh, "{}", ";"]}`, "datasets.feed.job.command", "runs sh {}, which is not a file"},
+		{"env -S", `{command: [env, -S, "python3 -m jobs.export"]}`, "datasets.feed.job.command", "refill cannot tell what env runs: it runs a program hidden inside one argument"},
+		{"a preload by a bare path", `{command: [node, -r, ./hook, app.js]}`, "datasets.feed.job.command", "node loads ./hook (./hook.js) before its program, which no glob of job.files seals"},
+		{"an include directory", `{command: [perl, -I., -MHook, x.pl]}`, "datasets.feed.job.command", "perl looks up modules in ., a directory of the project that no glob of job.files seals"},
+		{"inline code sourcing a file", `{command: [bash, -c, "source ./lib.sh && run"]}`, "datasets.feed.job.command", "the program bash runs inline names ./lib.sh, a file of the project that no seal covers"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			doc := "datasets:\n  feed:\n    table: feed\n    partition: {column: day}\n    job: " + c.job + " # <-\n"
@@ -104,6 +113,11 @@ func TestUnsealableProgramsAreRefused(t *testing.T) {
 		`{command: [python3, -m, http.server]}`, // not the project's
 		`{command: [python3, pkg], files: ["pkg/**"]}`,
 		`{command: [awk, '{print $1}', x.py]}`,
+		`{command: [node, -r, ./hook.js, app.js]}`,
+		`{command: [node, -r, ./hook, app.js], files: ["*.js"]}`,
+		`{command: [perl, -I., -MHook, x.pl], files: ["*.pm"]}`,
+		`{command: [bash, -c, "source ./lib.sh && run"], files: [lib.sh]}`,
+		`{command: [nice, python3, x.py]}`,
 	} {
 		doc := "datasets:\n  feed:\n    table: feed\n    partition: {column: day}\n    job: " + ok + "\n"
 		if _, err := Load(sealProject(t, doc, files)); err != nil {
@@ -150,5 +164,19 @@ func TestDbtProjectIsSealed(t *testing.T) {
 	}
 	if again.Datasets["orders"].Job.Sealed["files:dbt/seeds/**"] == seeds {
 		t.Errorf("a seed added to the project left the seal as it was")
+	}
+}
+
+// TestLaunchersSealTheirCode: make's Makefile and npm's package.json are
+// the program's code though argv names neither: they are sealed.
+func TestLaunchersSealTheirCode(t *testing.T) {
+	path := sealProject(t, "datasets:\n  m:\n    job: {command: [make, -s, export, 'P={{partition}}']}\n  n:\n    job: {command: [npm, run, export]}\n",
+		map[string]string{"Makefile": "export:\n\techo $(P)\n", "package.json": `{"scripts": {"export": "node x.js"}}`})
+	cfg, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Datasets["m"].Job.Sealed["Makefile"] == "" || cfg.Datasets["n"].Job.Sealed["package.json"] == "" {
+		t.Errorf("seals: make %v, npm %v", cfg.Datasets["m"].Job.Sealed, cfg.Datasets["n"].Job.Sealed)
 	}
 }

@@ -187,9 +187,16 @@ func (c Runner) Run(ctx context.Context, d *refill.Dataset, partition string) (R
 	}
 	defer prep.Close()
 	argv = prep.Argv
+	extra := prep.Env
 	name := argv[0]
-	if strings.Contains(name, "/") && !filepath.IsAbs(name) {
+	switch {
+	case strings.Contains(name, "/") && !filepath.IsAbs(name):
 		name = filepath.Join(c.Dir, name)
+	case !strings.Contains(name, "/") && j.Path != "":
+		// Found on the PATH the plan was made with, not this process's.
+		if found, ok := lookPath(name, j.Path); ok {
+			name = found
+		}
 	}
 	// The job's own timeout starts with the job, and says so as its cause:
 	// a deadline of the caller's (a run's time limit) is another story.
@@ -203,11 +210,12 @@ func (c Runner) Run(ctx context.Context, d *refill.Dataset, partition string) (R
 	if c.WorkDir != "" {
 		cmd.Dir = c.WorkDir
 	}
-	cmd.Env = Environment(c.environ(), j.Env, c.Hidden, c.Withheld)
+	cmd.Env = Environment(c.environ(j), j.Env, c.Hidden, c.Withheld)
 	cmd.Env = append(cmd.Env, "REFILL_DATASET="+d.Name, "REFILL_PARTITION="+partition, "REFILL_FROM="+partition, "REFILL_TO="+partition)
 	if c.Warehouse != "" {
 		cmd.Env = append(cmd.Env, "REFILL_WAREHOUSE="+c.Warehouse)
 	}
+	cmd.Env = withEnv(cmd.Env, extra)
 	setProcessGroup(cmd)
 	c.runAs(cmd)
 	var out bytes.Buffer
@@ -324,4 +332,36 @@ func checkScript(d *refill.Dataset, dir string) error {
 			d.Name, d.Job.Command[0], jobfiles.Short(want), jobfiles.Short(got))
 	}
 	return nil
+}
+
+// withEnv sets extra's variables in env, over what env holds; a
+// PYTHONPATH the job set itself comes after the one given here.
+func withEnv(env, extra []string) []string {
+	for _, kv := range extra {
+		k, v, _ := strings.Cut(kv, "=")
+		i := slices.IndexFunc(env, func(e string) bool { return strings.HasPrefix(e, k+"=") })
+		switch {
+		case i < 0:
+			env = append(env, kv)
+		case k == "PYTHONPATH":
+			env[i] = k + "=" + v + string(os.PathListSeparator) + strings.TrimPrefix(env[i], k+"=")
+		default:
+			env[i] = kv
+		}
+	}
+	return env
+}
+
+// lookPath finds an executable named name on pathList.
+func lookPath(name, pathList string) (string, bool) {
+	for _, dir := range filepath.SplitList(pathList) {
+		if dir == "" || !filepath.IsAbs(dir) {
+			continue // the working directory is never on a job's PATH
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, true
+		}
+	}
+	return "", false
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -245,5 +246,61 @@ func TestPassedThroughValuesAreSealed(t *testing.T) {
 	}
 	if other := EnvSeal([]byte("another key"), d.Job.Env, Lookup(map[string]string{"PARTNER_TOKEN": "first-value"})); other["PARTNER_TOKEN"] == d.Job.EnvSeal["PARTNER_TOKEN"] {
 		t.Errorf("the digest does not depend on the key")
+	}
+}
+
+// TestPythonRunsTheSealedCopies: python3 -m runs the project's module
+// from the sealed copies: not a .pyc planted in the project's
+// __pycache__, not a json.py dropped in the working directory to shadow
+// the standard library, and python3 is the one on the PATH the plan was
+// made with, not one put in front of the applier's PATH.
+func TestPythonRunsTheSealedCopies(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	dir := t.TempDir()
+	write := func(rel, body string) {
+		t.Helper()
+		p := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("pkg/__init__.py", "")
+	write("pkg/x.py", "import json\nprint('sealed', json.dumps(1))\n")
+	d := dataset("python3", "-m", "pkg.x")
+	d.Job.Files = []string{"pkg/**"}
+	d = sealed(t, dir, d)
+	d.Job.Path = os.Getenv("PATH")
+
+	// Planted after the seal: a stale-proof bytecode of other code, and a
+	// json module in the working directory.
+	write("evil.py", "print('evil bytecode')\n")
+	var ver string
+	if out, err := exec.Command(py, "-c", "import sys; print(sys.implementation.cache_tag)").Output(); err == nil {
+		ver = strings.TrimSpace(string(out))
+	}
+	compile := exec.Command(py, "-c", "import py_compile; py_compile.compile('evil.py', cfile='pkg/__pycache__/x."+ver+".pyc', invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)")
+	compile.Dir = dir
+	if out, err := compile.CombinedOutput(); err != nil {
+		t.Fatalf("planting bytecode: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "pkg", "__pycache__", "x."+ver+".pyc")); err != nil {
+		t.Fatal(err)
+	}
+	write("json.py", "def dumps(v): return 'evil json'\n")
+	write("evil/python3", "#!/bin/sh\necho evil python\n")
+	t.Setenv("PATH", filepath.Join(dir, "evil")+string(os.PathListSeparator)+os.Getenv("PATH"))
+
+	res, err := Runner{Dir: dir}.Run(context.Background(), d, "2026-11-02")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, res.Output)
+	}
+	if got := strings.TrimSpace(res.Output); got != "sealed 1" {
+		t.Errorf("python3 -m pkg.x printed %q, want the sealed module's \"sealed 1\"", got)
 	}
 }

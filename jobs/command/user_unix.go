@@ -9,22 +9,41 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/refill-dev/refill"
 )
 
-// environ is refill's environment as the job's base: with a job user,
+// environ is refill's environment as the job's base, with PATH and HOME
+// as the plan sealed them (refill.Job.Path, Home); with a job user,
 // HOME is that user's.
-func (c Runner) environ() []string {
+func (c Runner) environ(j *refill.Job) []string {
 	env := os.Environ()
-	if c.User == nil {
+	set := map[string]string{}
+	if j.Path != "" {
+		set["PATH"] = j.Path
+	}
+	if j.Home != "" {
+		set["HOME"] = j.Home
+	}
+	if c.User != nil {
+		set["HOME"] = c.User.Home
+	}
+	if len(set) == 0 {
 		return env
 	}
 	out := env[:0:0]
 	for _, kv := range env {
-		if !strings.HasPrefix(kv, "HOME=") {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, ok := set[k]; !ok {
 			out = append(out, kv)
 		}
 	}
-	return append(out, "HOME="+c.User.Home)
+	for _, k := range []string{"PATH", "HOME"} {
+		if v, ok := set[k]; ok {
+			out = append(out, k+"="+v)
+		}
+	}
+	return out
 }
 
 // runAs has the command run as c.User: its uid, gid and supplementary

@@ -21,6 +21,21 @@ type Program struct {
 	// Stdin is true when it reads its program from standard input, which
 	// nothing can seal.
 	Stdin bool
+	// At is the index in argv of the interpreter itself, past wrappers
+	// (env, nice, timeout, xargs, find -exec ...).
+	At int
+	// Preloads are the indices of arguments naming code the interpreter
+	// loads before its program (node -r ./hook, --import, --loader);
+	// Includes are directories it looks up modules in (perl -I, ruby -I).
+	Preloads []int
+	Includes []string
+	// Implicit are files the program reads as its code from its working
+	// directory by convention, when argv names none (make's Makefile,
+	// npm's package.json).
+	Implicit []string
+	// Hidden says why the program cannot be known from argv at all (env
+	// -S splitting one argument into several).
+	Hidden string
 }
 
 // family is how one interpreter's argv names its program.
@@ -41,14 +56,25 @@ type family struct {
 	sub []string
 	// clusters: short options combine (sh -ec, perl -ne).
 	clusters bool
+	// preload flags take code loaded before the program (node -r);
+	// include flags a directory modules are found in (perl -I).
+	preload []string
+	include []string
+	// implicit files are the program's code when no script flag names it.
+	implicit []string
+	// noScript: the program needs no script operand (make, npm run).
+	noScript bool
 }
 
 var (
 	shell  = family{inline: []string{"-c"}, value: []string{"-o", "+o", "--rcfile", "--init-file", "-O", "+O"}, clusters: true}
 	python = family{inline: []string{"-c"}, value: []string{"-W", "-X", "--check-hash-based-pycs"}, module: []string{"-m"}}
-	node   = family{inline: []string{"-e", "--eval", "-p", "--print"}, value: []string{"-r", "--require", "--import", "--loader", "--experimental-loader", "-C", "--conditions", "--env-file", "--title"}}
-	ruby   = family{inline: []string{"-e"}, value: []string{"-r", "-I", "-C", "-E", "--encoding"}, clusters: true}
-	perl   = family{inline: []string{"-e", "-E"}, value: []string{"-I", "-M", "-m", "-x"}, clusters: true}
+	node   = family{inline: []string{"-e", "--eval", "-p", "--print"}, value: []string{"-C", "--conditions", "--env-file", "--title"}, preload: []string{"-r", "--require", "--import", "--loader", "--experimental-loader"}}
+	ruby   = family{inline: []string{"-e"}, value: []string{"-r", "-C", "-E", "--encoding"}, include: []string{"-I"}, clusters: true}
+	perl   = family{inline: []string{"-e", "-E"}, value: []string{"-M", "-m", "-x"}, include: []string{"-I"}, clusters: true}
+	make   = family{script: []string{"-f", "--file", "--makefile"}, value: []string{"-C", "--directory", "-I", "--include-dir", "-j", "--jobs", "-l", "-o", "-W"}, implicit: []string{"GNUmakefile", "makefile", "Makefile"}, noScript: true}
+	npm    = family{implicit: []string{"package.json"}, noScript: true}
+	psql   = family{inline: []string{"-c", "--command"}, script: []string{"-f", "--file"}, value: []string{"-d", "--dbname", "-h", "--host", "-p", "--port", "-U", "--username", "-v", "--set", "--variable", "-o", "--output", "-L", "--log-file", "-P", "--pset", "-F", "-R"}, noScript: true}
 	awk    = family{script: []string{"-f", "--file"}, value: []string{"-v", "-F", "--assign", "--field-separator"}, operandInline: true}
 )
 
@@ -71,6 +97,40 @@ var families = map[string]family{
 	"jq":     {script: []string{"-f", "--from-file"}, value: []string{"--arg", "--argjson", "--slurpfile", "--rawfile", "--args", "--indent"}, operandInline: true},
 	"groovy": {inline: []string{"-e"}}, "elixir": {inline: []string{"-e", "--eval"}}, "escript": {},
 	"osascript": {inline: []string{"-e"}},
+	"make":      make, "gmake": make,
+	"npm": npm, "npx": npm, "yarn": npm, "pnpm": npm,
+	"psql": psql,
+}
+
+// wrapper is a program that runs another: how to find where that one
+// starts in its argv.
+type wrapper struct {
+	// value options take a value, as the next argument unless attached.
+	value []string
+	// operands are positional arguments before the program (timeout's
+	// duration, flock's file).
+	operands int
+	// assigns: NAME=value arguments before the program (env).
+	assigns bool
+	// split options hide the program inside one argument (env -S).
+	split []string
+}
+
+var wrappers = map[string]wrapper{
+	"env":     {value: []string{"-u", "--unset", "-C", "--chdir"}, assigns: true, split: []string{"-S", "--split-string"}},
+	"nice":    {value: []string{"-n", "--adjustment"}},
+	"nohup":   {},
+	"timeout": {value: []string{"-s", "--signal", "-k", "--kill-after"}, operands: 1},
+	"stdbuf":  {value: []string{"-i", "-o", "-e", "--input", "--output", "--error"}},
+	"ionice":  {value: []string{"-c", "--class", "-n", "--classdata", "-p", "--pid", "-P", "--pgid", "-u", "--uid"}},
+	"chrt":    {value: []string{"-T", "-P", "-D"}, operands: 1},
+	"taskset": {value: []string{"-c", "--cpu-list"}},
+	"setsid":  {},
+	"flock":   {value: []string{"-w", "--wait", "--timeout", "-E", "--conflict-exit-code"}, operands: 1},
+	"time":    {value: []string{"-f", "--format", "-o", "--output"}},
+	"sudo":    {value: []string{"-u", "--user", "-g", "--group", "-C", "--close-from", "-D", "--chdir", "-h", "--host", "-p", "--prompt", "-r", "--role", "-t", "--type", "-T", "--command-timeout", "-U", "--other-user"}},
+	"doas":    {value: []string{"-u", "-C"}},
+	"xargs":   {value: []string{"-a", "--arg-file", "-d", "--delimiter", "-E", "-e", "--eof", "-I", "-L", "--max-lines", "-n", "--max-args", "-P", "--max-procs", "-s", "--max-chars"}},
 }
 
 // versioned are interpreters named with a version (python3.11, pypy3,
@@ -97,21 +157,10 @@ func lookup(name string) (family, string, bool) {
 // written inline is part of the job's definition; one read from standard
 // input cannot be sealed at all.
 func Interpreted(argv []string) (Program, bool) {
-	i := 0
-	if len(argv) > 0 && filepath.Base(argv[0]) == "env" {
-		for i = 1; i < len(argv); i++ {
-			a := argv[i]
-			switch {
-			case a == "-u" || a == "--unset" || a == "-C" || a == "--chdir":
-				i++
-			case strings.HasPrefix(a, "-") || strings.Contains(a, "="):
-			default:
-				goto found
-			}
-		}
-		return Program{}, false
+	i, hidden := unwrap(argv, 0)
+	if hidden != "" {
+		return Program{Interpreter: filepath.Base(argv[0]), Script: -1, Hidden: hidden}, true
 	}
-found:
 	if i >= len(argv) {
 		return Program{}, false
 	}
@@ -119,7 +168,7 @@ found:
 	if !ok {
 		return Program{}, false
 	}
-	p := Program{Interpreter: name, Script: -1}
+	p := Program{Interpreter: name, Script: -1, At: i}
 	rest := i + 1
 	if rest < len(argv) && slices.Contains(fam.sub, argv[rest]) {
 		rest++
@@ -155,16 +204,101 @@ found:
 		case strings.HasPrefix(a, "-m") && slices.Contains(fam.module, "-m") && len(a) > 2:
 			p.Module = a[2:]
 			return p, true
+		case slices.Contains(fam.preload, flag):
+			if hasValue {
+				p.Preloads = append(p.Preloads, j)
+			} else if j+1 < len(argv) {
+				j++
+				p.Preloads = append(p.Preloads, j)
+			}
+		case slices.Contains(fam.include, flag) || includeAttached(fam.include, a):
+			switch {
+			case hasValue:
+				_, v, _ := strings.Cut(a, "=")
+				p.Includes = append(p.Includes, v)
+			case len(a) > 2 && !strings.HasPrefix(a, "--"):
+				p.Includes = append(p.Includes, a[2:])
+			case j+1 < len(argv):
+				j++
+				p.Includes = append(p.Includes, argv[j])
+			}
 		case slices.Contains(fam.value, a):
 			j++ // its value
 		case strings.HasPrefix(a, "-") || strings.HasPrefix(a, "+"):
 			// An option without a value.
 		default:
+			if fam.noScript {
+				// Operands are targets or scripts' names, not files.
+				p.Implicit = fam.implicit
+				return p, true
+			}
 			return operand(p, fam, j), true
 		}
 	}
+	if fam.noScript {
+		p.Implicit = fam.implicit
+		return p, true
+	}
 	p.Stdin = true
 	return p, true
+}
+
+// includeAttached reports an include option with its value attached
+// (perl -I./lib).
+func includeAttached(flags []string, a string) bool {
+	for _, f := range flags {
+		if len(f) == 2 && strings.HasPrefix(a, f) && len(a) > 2 {
+			return true
+		}
+	}
+	return false
+}
+
+// unwrap returns where the program wrapped by argv[i:] starts: past env,
+// nice, timeout, xargs and the like with their options and operands, and
+// into find's -exec. hidden says why the program cannot be read off argv.
+func unwrap(argv []string, i int) (int, string) {
+	for i < len(argv) {
+		name := filepath.Base(argv[i])
+		if name == "find" {
+			for j := i + 1; j < len(argv); j++ {
+				if slices.Contains([]string{"-exec", "-execdir", "-ok", "-okdir"}, argv[j]) {
+					return unwrap(argv, j+1)
+				}
+			}
+			return i, ""
+		}
+		w, ok := wrappers[name]
+		if !ok {
+			return i, ""
+		}
+		i++
+		operands := w.operands
+		for i < len(argv) {
+			a := argv[i]
+			flag, _, attached := strings.Cut(a, "=")
+			switch {
+			case slices.Contains(w.split, flag) || (len(a) > 2 && slices.Contains(w.split, a[:2])):
+				return i, "it runs a program hidden inside one argument (" + a + "): write each argument in its own element"
+			case a == "--":
+				i++
+				goto next
+			case slices.Contains(w.value, flag):
+				if !attached {
+					i++
+				}
+			case strings.HasPrefix(a, "-") && len(a) > 1:
+			case w.assigns && strings.Contains(a, "="):
+			case operands > 0:
+				operands--
+			default:
+				goto next
+			}
+			i++
+		}
+	next:
+	}
+	return i, ""
 }
 
 // operand is the first operand at j: the program text for awk and jq,
@@ -190,4 +324,11 @@ func clustered(flags []string, a string) bool {
 		}
 	}
 	return false
+}
+
+// ProgramAt is where the program of argv starts, past wrappers (env,
+// nice, timeout ...): the element that must be sealed if it is a file.
+func ProgramAt(argv []string) int {
+	i, _ := unwrap(argv, 0)
+	return i
 }

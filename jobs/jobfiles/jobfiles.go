@@ -124,6 +124,24 @@ func ArgFiles(dir string, argv []string) []ArgFile {
 	return out
 }
 
+// CodeFiles are the files of argv a seal covers: ArgFiles, and the files
+// the program reads as its code by convention from the working directory
+// when argv names none (make's Makefile, npm's package.json), with Index
+// -1.
+func CodeFiles(dir string, argv []string) []ArgFile {
+	out := ArgFiles(dir, argv)
+	if p, ok := Interpreted(argv); ok {
+		for _, name := range p.Implicit {
+			path := filepath.Join(dir, name)
+			if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
+				out = append(out, ArgFile{Index: -1, Key: name, Path: path})
+				break
+			}
+		}
+	}
+	return out
+}
+
 // DigestFile is the digest a seal holds for the file at p.
 func DigestFile(p string) (string, error) {
 	b, err := readFile(p)
@@ -178,6 +196,11 @@ func match(dir, glob string, keep bool) (Matched, error) {
 		}
 		p := filepath.Join(root, filepath.FromSlash(n))
 		fi, err := os.Stat(p)
+		if err == nil && fi.IsDir() {
+			// A link to a directory, which the glob does not follow: what
+			// a script reads through it would not be sealed.
+			return Matched{}, fmt.Errorf("%s: %s is a link to a directory, which refill does not follow: list the files of its target in job.files", glob, rel)
+		}
 		if err != nil || !fi.Mode().IsRegular() {
 			continue // a dangling link, a socket: nothing to run
 		}
@@ -267,6 +290,10 @@ type Prepared struct {
 	Argv []string
 	// Dir is the private directory, "" when nothing was copied.
 	Dir string
+	// Env is what the job's environment needs beside its own so that an
+	// interpreter reads the sealed copies and nothing else of the
+	// project's (Python: its module path, its bytecode cache).
+	Env []string
 }
 
 // Close removes the private copies.
@@ -289,7 +316,13 @@ func Prepare(dir string, template, argv, globs []string, sealed map[string]strin
 		return nil, err
 	}
 	prep := &Prepared{Argv: slices.Clone(argv)}
-	keep := len(files) > 0
+	prog, interpreted := Interpreted(template)
+	python := interpreted && (strings.HasPrefix(prog.Interpreter, "python") || strings.HasPrefix(prog.Interpreter, "pypy"))
+	// A directory an interpreter runs (python3 pkg), a module (python3
+	// -m), or inline code importing the project's modules run from the
+	// sealed copies too.
+	dirScript := interpreted && prog.Script >= 0 && isDir(filepath.Join(dir, template[prog.Script]))
+	keep := len(files) > 0 || (python && len(globs) > 0 && (prog.Module != "" || prog.Inline || dirScript))
 	copies := map[string][]byte{}
 	for _, f := range files {
 		b, err := readFile(f.Path)
@@ -321,7 +354,7 @@ func Prepare(dir string, template, argv, globs []string, sealed map[string]strin
 	if !keep {
 		return prep, nil
 	}
-	root, err := os.MkdirTemp("", "refill-job-")
+	root, err := privateDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("private copy of the job's files: %w", err)
 	}
@@ -339,13 +372,47 @@ func Prepare(dir string, template, argv, globs []string, sealed map[string]strin
 		}
 	}
 	for _, f := range files {
+		if f.Index < 0 {
+			continue // read from the working directory, by name
+		}
 		p := copyPath(root, f.Key)
 		if flag, _, ok := strings.Cut(template[f.Index], "="); ok && strings.HasPrefix(flag, "-") {
 			p = flag + "=" + p
 		}
 		prep.Argv[f.Index] = p
 	}
+	if dirScript && len(globs) > 0 {
+		prep.Argv[prog.Script] = copyPath(root, path.Clean(filepath.ToSlash(template[prog.Script])))
+	}
+	if python {
+		// Bytecode from the private cache only (a .pyc planted in the
+		// project's __pycache__ is never read), no user site-packages
+		// from HOME, and for a module or inline code the sealed copies
+		// first and the working directory not at all.
+		prep.Env = append(prep.Env, "PYTHONPYCACHEPREFIX="+filepath.Join(root, ".pycache"), "PYTHONNOUSERSITE=1")
+		if prog.Module != "" || prog.Inline {
+			prep.Env = append(prep.Env, "PYTHONSAFEPATH=1", "PYTHONPATH="+root)
+		}
+	}
 	return prep, nil
+}
+
+// privateDir makes the directory a job's private copies go in: a new
+// hidden directory in the config's directory (where the job runs), so
+// that what an interpreter looks up beside its program — node_modules,
+// up the tree — is the project's and not a shared temporary directory's;
+// else, where that cannot be written, one in the system's temporary
+// directory. A job's user may read it, not write it.
+func privateDir(dir string) (string, error) {
+	if root, err := os.MkdirTemp(dir, ".refill-job-"); err == nil {
+		return root, nil
+	}
+	return os.MkdirTemp("", "refill-job-")
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
 }
 
 // Recheck checks the sealed files again after the job ran: one edited
@@ -389,13 +456,13 @@ func Recheck(dir string, template, globs []string, sealed map[string]string) err
 // the plan did not seal (one made since) is not the job's code, and is
 // left alone.
 func sealedArgs(dir string, template, globs []string, sealed map[string]string) ([]ArgFile, error) {
-	program := map[int]bool{0: true}
+	program := map[int]bool{0: true, -1: true, ProgramAt(template): true}
 	if p, ok := Interpreted(template); ok && p.Script >= 0 {
 		program[p.Script] = true
 	}
 	var out []ArgFile
 	named := map[string]bool{}
-	for _, f := range ArgFiles(dir, template) {
+	for _, f := range CodeFiles(dir, template) {
 		named[f.Key] = true
 		switch _, ok := sealed[f.Key]; {
 		case ok:

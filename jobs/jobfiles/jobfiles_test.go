@@ -79,17 +79,31 @@ func TestInterpreted(t *testing.T) {
 		{[]string{"python3", "-c", "print(1)"}, Program{Interpreter: "python3", Script: -1, Inline: true}, true},
 		{[]string{"python3"}, Program{Interpreter: "python3", Script: -1, Stdin: true}, true},
 		{[]string{"python3", "-"}, Program{Interpreter: "python3", Script: -1, Stdin: true}, true},
-		{[]string{"env", "-i", "A=1", "node", "--require", "./hook.js", "app.js"}, Program{Interpreter: "node", Script: 6}, true},
-		{[]string{"/usr/bin/env", "python3", "x.py"}, Program{Interpreter: "python3", Script: 2}, true},
+		{[]string{"env", "-i", "A=1", "node", "--require", "./hook.js", "app.js"}, Program{Interpreter: "node", Script: 6, At: 3, Preloads: []int{5}}, true},
+		{[]string{"node", "-r", "./hook", "--import=./reg.mjs", "app.js"}, Program{Interpreter: "node", Script: 4, Preloads: []int{2, 3}}, true},
+		{[]string{"/usr/bin/env", "python3", "x.py"}, Program{Interpreter: "python3", Script: 2, At: 1}, true},
 		{[]string{"deno", "run", "--allow-read", "main.ts"}, Program{Interpreter: "deno", Script: 3}, true},
 		{[]string{"awk", "-F,", "{print $1}", "in.csv"}, Program{Interpreter: "awk", Script: -1, Inline: true}, true},
 		{[]string{"awk", "-f", "prog.awk", "in.csv"}, Program{Interpreter: "awk", Script: 2}, true},
 		{[]string{"Rscript", "model.R"}, Program{Interpreter: "Rscript", Script: 1}, true},
 		{[]string{"perl", "-ne", "print"}, Program{Interpreter: "perl", Script: -1, Inline: true}, true},
+		{[]string{"perl", "-I.", "-MHook", "x.pl"}, Program{Interpreter: "perl", Script: 3, Includes: []string{"."}}, true},
 		{[]string{"ruby", "--", "x.rb"}, Program{Interpreter: "ruby", Script: 2}, true},
+		// Wrappers are seen through.
+		{[]string{"nice", "-n", "10", "python3", "-m", "pkg.x"}, Program{Interpreter: "python3", Script: -1, Module: "pkg.x", At: 3}, true},
+		{[]string{"timeout", "-k", "5", "300", "sh", "run.sh"}, Program{Interpreter: "sh", Script: 5, At: 4}, true},
+		{[]string{"xargs", "-a", "args.txt", "sh"}, Program{Interpreter: "sh", Script: -1, Stdin: true, At: 3}, true},
+		{[]string{"find", "jobs", "-name", "*.sh", "-exec", "sh", "{}", ";"}, Program{Interpreter: "sh", Script: 6, At: 5}, true},
+		{[]string{"env", "-S", "python3 -m pkg.x"}, Program{Interpreter: "env", Script: -1, Hidden: "it runs a program hidden inside one argument (-S): write each argument in its own element"}, true},
+		{[]string{"nohup", "./export.sh"}, Program{}, false},
+		// Launchers whose code is a file of the working directory.
+		{[]string{"make", "-s", "export", "P={{partition}}"}, Program{Interpreter: "make", Script: -1, Implicit: []string{"GNUmakefile", "makefile", "Makefile"}}, true},
+		{[]string{"make", "-f", "jobs.mk", "export"}, Program{Interpreter: "make", Script: 2}, true},
+		{[]string{"npm", "run", "export"}, Program{Interpreter: "npm", Script: -1, Implicit: []string{"package.json"}}, true},
+		{[]string{"psql", "-f", "rebuild.sql"}, Program{Interpreter: "psql", Script: 2}, true},
 	} {
 		got, ok := Interpreted(c.argv)
-		if ok != c.ok || (ok && got != c.want) {
+		if ok != c.ok || (ok && !reflect.DeepEqual(got, c.want)) {
 			t.Errorf("Interpreted(%q) = %+v, %v; want %+v, %v", c.argv, got, ok, c.want, c.ok)
 		}
 	}
@@ -228,5 +242,17 @@ func TestMatchBounds(t *testing.T) {
 	m, err = Match(dir, filepath.ToSlash(rel)+"/lib/*.sh")
 	if err != nil || len(m.Files) != 1 {
 		t.Errorf("a glob reaching outside the directory: %v, %v", m.Files, err)
+	}
+}
+
+// TestLinkedDirectoriesAreRefused: a glob does not follow a link to a
+// directory, so what a script reads through one would not be sealed.
+func TestLinkedDirectoriesAreRefused(t *testing.T) {
+	dir := project(t, map[string]string{"lib/a.sh": "a", "elsewhere/x.sh": "x"})
+	if err := os.Symlink(filepath.Join(dir, "elsewhere"), filepath.Join(dir, "lib", "inner")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Match(dir, "lib/**"); err == nil || !strings.Contains(err.Error(), "lib/inner is a link to a directory") {
+		t.Errorf("Match through a linked directory = %v", err)
 	}
 }
