@@ -245,7 +245,7 @@ func (c *Control) VerifyAudit(ctx context.Context) (AuditCheck, error) {
 			check.OK = false
 			return check, err
 		}
-		check.AnchorNote += fmt.Sprintf(" (and all %d of this store's anchors)", len(all))
+		check.AnchorNote += " and every earlier one"
 	}
 	// The chain holds, so its word on the state rows can be trusted.
 	if check.Rows, err = c.Store.VerifyRows(ctx); err != nil {

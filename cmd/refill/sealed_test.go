@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/store"
 )
 
 func editConfig(t *testing.T, dir, old, new string) (restore func()) {
@@ -368,14 +369,18 @@ func TestPlanFromBeforeSealingIsStale(t *testing.T) {
 	for i := range p.Steps {
 		p.Steps[i].Ref, p.Steps[i].Job, p.Steps[i].Checks = nil, nil, nil
 	}
+	// Recorded as an older refill recorded it, with its audit entry.
+	p.ID, p.Status = "0ld5ea1d", refill.StatusPending
 	p.Hash = p.ComputeHash()
-	old, err := json.Marshal(&p)
+	st, err := store.Open(t.Context(), "sqlite:.refill/state.db", d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := state.Exec(`UPDATE plans SET body = ?, hash = ? WHERE id = ?`, string(old), p.Hash, id); err != nil {
+	if _, err := st.RecordPlan(t.Context(), refill.PlanRecord{Plan: &p}); err != nil {
 		t.Fatal(err)
 	}
+	st.Close()
+	id = p.ID
 	step(t, d, 0, "made by an older refill", "show", id)
 	step(t, d, 4, "stale", "approve", id, "--as", "bob")
 	step(t, d, 4, "stale", "apply", id, "--as", "alice")

@@ -351,6 +351,11 @@ func Prepare(dir string, template, argv, globs []string, sealed map[string]strin
 			}
 		}
 	}
+	if at := ProgramAt(template); at < len(template) && filepath.Base(template[at]) == "dbt" {
+		// dbt's partial-parse cache (target/partial_parse.msgpack) is
+		// parsed code nobody sealed: dbt parses the sealed project anew.
+		prep.Env = append(prep.Env, "DBT_PARTIAL_PARSE=false")
+	}
 	if !keep {
 		return prep, nil
 	}

@@ -2,6 +2,7 @@ package jobfiles
 
 import (
 	"errors"
+	"slices"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -254,5 +255,20 @@ func TestLinkedDirectoriesAreRefused(t *testing.T) {
 	}
 	if _, err := Match(dir, "lib/**"); err == nil || !strings.Contains(err.Error(), "lib/inner is a link to a directory") {
 		t.Errorf("Match through a linked directory = %v", err)
+	}
+}
+
+// TestDbtParsesTheSealedProject: dbt's partial-parse cache is parsed code
+// nobody sealed, so a dbt job parses the project anew.
+func TestDbtParsesTheSealedProject(t *testing.T) {
+	dir := project(t, map[string]string{"dbt_project.yml": "name: x\n"})
+	tmpl := []string{"dbt", "build", "--select", "orders"}
+	prep, err := Prepare(dir, tmpl, tmpl, []string{"dbt_project.yml"}, seal(t, dir, tmpl, []string{"dbt_project.yml"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prep.Close()
+	if !slices.Contains(prep.Env, "DBT_PARTIAL_PARSE=false") {
+		t.Errorf("env = %q, want partial parsing off", prep.Env)
 	}
 }
