@@ -2,10 +2,10 @@ package jobfiles
 
 import (
 	"errors"
-	"slices"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
