@@ -216,6 +216,8 @@ type RunConfig struct {
 	// Tolerance is how far (a fraction) a published partition's rows may
 	// differ from the plan's expectation before the report flags it.
 	Tolerance float64 `json:"tolerance"`
+	// Path is the PATH of command jobs (run.path; DefaultJobPath).
+	Path string `json:"path,omitempty"`
 	// JobUser is run.job_user: command jobs (runs and proofs) run as this
 	// user rather than as refill's, so that a refill running as root does
 	// not hand every job the power to read its memory.

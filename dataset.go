@@ -204,13 +204,11 @@ type Job struct {
 	// Script is what plans made before Sealed sealed: the SHA-256 of
 	// argv[0] alone. Kept to read those plans; never set now.
 	Script string `json:"script,omitempty"`
-	// Path and Home are PATH and HOME as they were when the plan was made:
-	// the job runs with them, and its program is found on that PATH,
-	// whatever the environment of the process that applies the plan (a
-	// PATH with a directory of someone's in front would otherwise run
-	// their python3). Not part of the fingerprint.
+	// Path is the PATH the command runs with and its program is found on:
+	// run.path, or the system's default, never the environment of whoever
+	// plans or applies (a PATH with their own directory in front would
+	// otherwise run their python3).
 	Path string `json:"path,omitempty"`
-	Home string `json:"home,omitempty"`
 	// EnvSeal holds, for each variable the job's env passes through from
 	// refill's environment, a keyed digest of its value (never the value):
 	// a plan sealed with one value does not run with another. It is not
@@ -277,7 +275,7 @@ func (j *Job) Fingerprint() string {
 		return ""
 	}
 	c := *j
-	c.EnvSeal, c.Path, c.Home = nil, "", ""
+	c.EnvSeal = nil
 	b, _ := json.Marshal(c) // a struct of plain fields cannot fail to encode
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])

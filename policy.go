@@ -15,9 +15,13 @@ type Policy struct {
 // dataset at a time, eight in a process, three attempts backing off from a
 // second, a dead worker's job rescued after ten minutes, and a 10%
 // tolerance in reports. The config loader and the runner both start here.
+// DefaultJobPath is the PATH command jobs run with unless run.path says
+// otherwise: the system's directories, none of them a user's.
+const DefaultJobPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
 func DefaultRunConfig() RunConfig {
 	return RunConfig{MaxActive: 3, MaxActiveTotal: 8, Attempts: 3,
-		Backoff: Duration(time.Second), RescueAfter: Duration(10 * time.Minute), Tolerance: 0.1}
+		Backoff: Duration(time.Second), RescueAfter: Duration(10 * time.Minute), Tolerance: 0.1, Path: DefaultJobPath}
 }
 
 // Housekeeping keeps a team's state from silting up. Its keys sit under

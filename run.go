@@ -14,4 +14,8 @@ type Published struct {
 	Attempt   int       `json:"attempt"`
 	Output    string    `json:"output,omitempty"`
 	At        time.Time `json:"published_at"`
+	// Anchor is the audit log's entry the publish wrote into the
+	// warehouse as its anchor (0: none); its audit entry names it, so that
+	// an anchor deleted from the warehouse is missed.
+	Anchor int64 `json:"-"`
 }

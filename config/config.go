@@ -187,13 +187,15 @@ type rawDatasetsFrom struct {
 }
 
 type rawRun struct {
-	MaxActive      *int     `yaml:"max_active"`
-	MaxActiveTotal *int     `yaml:"max_active_total"`
-	Attempts       *int     `yaml:"attempts"`
-	Backoff        *string  `yaml:"backoff"`
-	RescueAfter    *string  `yaml:"rescue_after"`
-	Tolerance      *float64 `yaml:"tolerance"`
-	JobUser        *string  `yaml:"job_user"`
+	MaxActive      *int    `yaml:"max_active"`
+	MaxActiveTotal *int    `yaml:"max_active_total"`
+	Attempts       *int    `yaml:"attempts"`
+	Backoff        *string `yaml:"backoff"`
+	RescueAfter    *string `yaml:"rescue_after"`
+	// Path lists the directories of command jobs' PATH, in order.
+	Path      []string `yaml:"path"`
+	Tolerance *float64 `yaml:"tolerance"`
+	JobUser   *string  `yaml:"job_user"`
 }
 
 type rawNotify struct {

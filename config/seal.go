@@ -57,6 +57,8 @@ func (c *converter) sealCommands(cfg *refill.Config) {
 		}
 		path := child("datasets", name, "job")
 		j := d.Job
+		j.Path = cfg.Run.Path
+		c.loaders(child(path, "env"), j)
 		project := c.dbtProject(child(path, "dbt_project"), j)
 		c.program(path, j)
 		sealed := map[string]string{}
@@ -100,7 +102,11 @@ func (c *converter) sealCommands(cfg *refill.Config) {
 // program written inline (sh -c, python3 -c), which is the job's own text;
 // a module of the project (python3 -m) must be among job.files.
 func (c *converter) program(path string, j *refill.Job) {
-	if filepath.Base(j.Command[0]) == "dbt" && j.DbtProject == "" && len(j.Files) == 0 {
+	prog0 := filepath.Base(j.Command[min(jobfiles.ProgramAt(j.Command), len(j.Command)-1)])
+	if p, ok := jobfiles.Interpreted(j.Command); ok && strings.HasPrefix(p.Module, "dbt") {
+		prog0 = "dbt"
+	}
+	if prog0 == "dbt" && j.DbtProject == "" && len(j.Files) == 0 {
 		c.errorf(child(path, "command"), "runs dbt, which builds from the models, macros and packages of a dbt project: name it in dbt_project (refill import dbt writes it), or import the models with datasets_from")
 		return
 	}
@@ -201,7 +207,14 @@ func (c *converter) preloads(at string, j *refill.Job, prog jobfiles.Program) {
 		if !strings.HasPrefix(v, "./") && !strings.HasPrefix(v, "../") && !strings.HasPrefix(v, "/") {
 			continue // a package, found where packages are installed
 		}
-		for _, cand := range []string{v, v + ".js", v + ".cjs", v + ".mjs", v + ".json", v + "/index.js"} {
+		if p := filepath.Join(c.dir, v); !filepath.IsAbs(v) && isDirectory(p) {
+			rel := path2slash(v)
+			if !slices.ContainsFunc(j.Files, func(g string) bool { return g == rel+"/**" || g == "**" }) {
+				c.errorf(at, "%s loads %s, a directory of the project (its package's main file, its index), which no glob of job.files seals: add it to job.files (as in files: [\"%s/**\"])", prog.Interpreter, clip(v), rel)
+			}
+			continue
+		}
+		for _, cand := range []string{v, v + ".js", v + ".cjs", v + ".mjs", v + ".json", v + ".rb", v + "/index.js"} {
 			p := cand
 			if !filepath.IsAbs(p) {
 				p = filepath.Join(c.dir, p)
@@ -232,8 +245,12 @@ func (c *converter) preloads(at string, j *refill.Job, prog jobfiles.Program) {
 	}
 }
 
-// inlineWord finds what looks like a path in a program's inline text.
-var inlineWord = regexp.MustCompile(`[A-Za-z0-9_./-]+`)
+// inlineWord finds what looks like a path in a program's inline text,
+// globs included; redirect marks a word written to, not read.
+var (
+	inlineWord = regexp.MustCompile(`[A-Za-z0-9_./*?\[\]-]+`)
+	redirect   = regexp.MustCompile(`>>?\s*$`)
+)
 
 // inline refuses a program written inline (sh -c "...") that names a
 // file of the project no seal covers: `. ./lib.sh` in the text would run
@@ -244,21 +261,70 @@ func (c *converter) inline(at string, j *refill.Job, prog jobfiles.Program) {
 		sealed[f.Key] = true
 	}
 	for _, a := range j.Command[prog.At+1:] {
-		for _, w := range inlineWord.FindAllString(a, -1) {
-			if !strings.Contains(w, "/") && !strings.Contains(w, ".") {
+		for _, loc := range inlineWord.FindAllStringIndex(a, -1) {
+			w := a[loc[0]:loc[1]]
+			if !strings.ContainsAny(w, "/.*?[") || filepath.IsAbs(w) {
 				continue
 			}
-			rel := path2slash(w)
-			if filepath.IsAbs(w) || strings.HasPrefix(rel, "../") || jobfiles.Data(rel) || sealed[rel] {
+			// A file the text writes to is data; any other it names,
+			// whatever its ending, may be read as code (. ./lib.txt).
+			if redirect.MatchString(a[:loc[0]]) {
 				continue
 			}
-			if fi, err := os.Stat(filepath.Join(c.dir, rel)); err != nil || !fi.Mode().IsRegular() {
-				continue
+			names := []string{w}
+			if strings.ContainsAny(w, "*?[") {
+				names, _ = filepath.Glob(filepath.Join(c.dir, w))
+				for i := range names {
+					names[i], _ = filepath.Rel(c.dir, names[i])
+				}
 			}
-			if !c.globbed(j.Files, rel) {
-				c.errorf(at, "the program %s runs inline names %s, a file of the project that no seal covers: add it to job.files so that what runs is what was approved", prog.Interpreter, clip(w))
-				return
+			for _, n := range names {
+				rel := path2slash(n)
+				if strings.HasPrefix(rel, "../") || sealed[rel] {
+					continue
+				}
+				if fi, err := os.Stat(filepath.Join(c.dir, rel)); err != nil || !fi.Mode().IsRegular() {
+					continue
+				}
+				if !c.globbed(j.Files, rel) {
+					c.errorf(at, "the program %s runs inline names %s, a file of the project that no seal covers: add it to job.files so that what runs is what was approved", prog.Interpreter, clip(w))
+					return
+				}
 			}
 		}
 	}
+}
+
+// loaderVars are variables that make an interpreter or the system load
+// code refill cannot seal (a file they name, or options that do): a job's
+// env: may neither set nor pass them through.
+var loaderVars = map[string]bool{
+	"BASH_ENV": true, "ENV": true, "SHELLOPTS": true, "BASHOPTS": true, "PROMPT_COMMAND": true,
+	"NODE_OPTIONS": true, "NODE_PATH": true,
+	"PYTHONPATH": true, "PYTHONHOME": true, "PYTHONSTARTUP": true, "PYTHONUSERBASE": true, "PYTHONINSPECT": true, "PYTHONEXECUTABLE": true,
+	"PERL5OPT": true, "PERL5LIB": true, "PERLLIB": true, "PERL5DB": true,
+	"RUBYOPT": true, "RUBYLIB": true,
+	"LD_PRELOAD": true, "LD_LIBRARY_PATH": true, "LD_AUDIT": true,
+	"MAKEFILES": true, "MAKEFLAGS": true, "MFLAGS": true,
+	"JAVA_TOOL_OPTIONS": true, "_JAVA_OPTIONS": true, "JDK_JAVA_OPTIONS": true, "CLASSPATH": true,
+	"R_PROFILE": true, "R_PROFILE_USER": true, "R_ENVIRON": true, "R_ENVIRON_USER": true, "R_LIBS": true, "R_LIBS_USER": true,
+	"LUA_INIT": true, "LUA_PATH": true, "LUA_CPATH": true, "TCLLIBPATH": true,
+	"GIT_EXEC_PATH": true, "GIT_SSH_COMMAND": true, "GIT_CONFIG_GLOBAL": true,
+	"NPM_CONFIG_SCRIPT_SHELL": true, "NPM_CONFIG_USERCONFIG": true, "NPM_CONFIG_GLOBALCONFIG": true,
+	"PATH": true, "HOME": true,
+}
+
+// loaders refuses a job's env: entry that names a loader variable.
+func (c *converter) loaders(path string, j *refill.Job) {
+	for i, e := range j.Env {
+		name, _, _ := strings.Cut(e, "=")
+		if loaderVars[name] || strings.HasPrefix(name, "DYLD_") {
+			c.errorf(elem(path, i), "%s makes the job load code refill cannot seal (or find its programs elsewhere): put the code in argv or job.files, and the directories in run.path", name)
+		}
+	}
+}
+
+func isDirectory(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
 }

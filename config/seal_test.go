@@ -75,7 +75,8 @@ func TestCommandsAreSealed(t *testing.T) {
 // list it in job.files; what can be sealed loads.
 func TestUnsealableProgramsAreRefused(t *testing.T) {
 	files := map[string]string{"x.py": "print(1)\n", "jobs/export.py": "print(2)\n", "jobs/__init__.py": "", "pkg/__main__.py": "print(3)\n",
-		"hook.js": "", "app.js": "", "lib.sh": "", "Hook.pm": "1;\n", "x.pl": ""}
+		"hook.js": "", "app.js": "", "lib.sh": "", "Hook.pm": "1;\n", "x.pl": "", "hookdir/package.json": `{"main": "m.js"}`, "hookdir/m.js": "",
+		"lib.txt": "", "evil.sh": "", "x.rb": "", "evil.rb": "", "sub/Makefile": "all:\n"}
 	for _, c := range []struct {
 		name, job, key, msg string
 	}{
@@ -98,6 +99,18 @@ func TestUnsealableProgramsAreRefused(t *testing.T) {
 		{"a preload by a bare path", `{command: [node, -r, ./hook, app.js]}`, "datasets.feed.job.command", "node loads ./hook (./hook.js) before its program, which no glob of job.files seals"},
 		{"an include directory", `{command: [perl, -I., -MHook, x.pl]}`, "datasets.feed.job.command", "perl looks up modules in ., a directory of the project that no glob of job.files seals"},
 		{"inline code sourcing a file", `{command: [bash, -c, "source ./lib.sh && run"]}`, "datasets.feed.job.command", "the program bash runs inline names ./lib.sh, a file of the project that no seal covers"},
+		{"inline code sourcing a data-named file", `{command: [sh, -c, ". ./lib.txt; run"]}`, "datasets.feed.job.command", "names ./lib.txt, a file of the project"},
+		{"inline code sourcing a glob", `{command: [sh, -c, ". ./li?.sh; run"]}`, "datasets.feed.job.command", "names ./li?.sh, a file of the project"},
+		{"env -S in a cluster", `{command: [env, -iS, "sh ./evil.sh"]}`, "datasets.feed.job.command", "hidden inside one argument (-iS)"},
+		{"env --split abbreviated", `{command: [env, --split=sh ./evil.sh]}`, "datasets.feed.job.command", "hidden inside one argument"},
+		{"flock -c", `{command: [flock, /tmp/lk, -c, "sh ./evil.sh"]}`, "datasets.feed.job.command", "names ./evil.sh, a file of the project"},
+		{"a preload directory", `{command: [node, -r, ./hookdir, app.js]}`, "datasets.feed.job.command", "node loads ./hookdir, a directory of the project"},
+		{"perl -Mlib", `{command: [perl, -Mlib=., ./x.pl]}`, "datasets.feed.job.command", "perl looks up modules in ., a directory of the project"},
+		{"ruby -r", `{command: [ruby, -r, ./evil, ./x.rb]}`, "datasets.feed.job.command", "ruby loads ./evil (./evil.rb) before its program"},
+		{"dbt behind a wrapper", `{command: [nice, dbt, build]}`, "datasets.feed.job.command", "runs dbt, which builds from"},
+		{"dbt as a module", `{command: [python3, -m, dbt.cli.main, build]}`, "datasets.feed.job.command", "runs dbt, which builds from"},
+		{"a loader variable set", `{command: [./evil.sh], env: ["BASH_ENV=./lib.sh"]}`, "datasets.feed.job.env[0]", "BASH_ENV makes the job load code refill cannot seal"},
+		{"a loader variable passed through", `{command: [./evil.sh], env: [NODE_OPTIONS]}`, "datasets.feed.job.env[0]", "NODE_OPTIONS makes the job load code"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			doc := "datasets:\n  feed:\n    table: feed\n    partition: {column: day}\n    job: " + c.job + " # <-\n"
@@ -118,6 +131,9 @@ func TestUnsealableProgramsAreRefused(t *testing.T) {
 		`{command: [perl, -I., -MHook, x.pl], files: ["*.pm"]}`,
 		`{command: [bash, -c, "source ./lib.sh && run"], files: [lib.sh]}`,
 		`{command: [nice, python3, x.py]}`,
+		`{command: [sh, ./lib.txt]}`,
+		`{command: [sh, -c, "run > out.txt"]}`,
+		`{command: [node, -r, ./hookdir, app.js], files: ["hookdir/**"]}`,
 	} {
 		doc := "datasets:\n  feed:\n    table: feed\n    partition: {column: day}\n    job: " + ok + "\n"
 		if _, err := Load(sealProject(t, doc, files)); err != nil {
@@ -178,5 +194,14 @@ func TestLaunchersSealTheirCode(t *testing.T) {
 	}
 	if cfg.Datasets["m"].Job.Sealed["Makefile"] == "" || cfg.Datasets["n"].Job.Sealed["package.json"] == "" {
 		t.Errorf("seals: make %v, npm %v", cfg.Datasets["m"].Job.Sealed, cfg.Datasets["n"].Job.Sealed)
+	}
+	// make -C reads the other directory's Makefile; npm reads .npmrc too.
+	path = sealProject(t, "datasets:\n  m:\n    job: {command: [make, -C, sub, build]}\n  n:\n    job: {command: [npm, run, export]}\n",
+		map[string]string{"sub/Makefile": "build:\n", "package.json": "{}", ".npmrc": "script-shell=/bin/sh\n"})
+	if cfg, err = Load(path); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Datasets["m"].Job.Sealed["sub/Makefile"] == "" || cfg.Datasets["n"].Job.Sealed[".npmrc"] == "" {
+		t.Errorf("seals: make -C %v, npm %v", cfg.Datasets["m"].Job.Sealed, cfg.Datasets["n"].Job.Sealed)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -199,6 +200,21 @@ func (c *converter) run(raw *rawRun) refill.RunConfig {
 			c.errorf("run.rescue_after", "must be at least 1s, got %s", d)
 		default:
 			r.RescueAfter = refill.Duration(d)
+		}
+	}
+	if raw.Path != nil {
+		ok := len(raw.Path) > 0
+		for i, dir := range raw.Path {
+			if !filepath.IsAbs(dir) || strings.ContainsAny(dir, ":\x00") {
+				c.errorf(elem("run.path", i), "%q is not an absolute directory: a job's PATH holds only absolute directories, so that nothing is found where the job runs", clip(dir))
+				ok = false
+			}
+		}
+		if len(raw.Path) == 0 {
+			c.errorf("run.path", "is empty: list the directories command jobs find their programs in, or leave it out for %s", refill.DefaultJobPath)
+		}
+		if ok {
+			r.Path = strings.Join(raw.Path, ":")
 		}
 	}
 	if raw.Tolerance != nil {

@@ -199,6 +199,7 @@ type AuditCheck struct {
 // the log is verified without the anchor, and AnchorNote says so and why.
 func (c *Control) VerifyAudit(ctx context.Context) (AuditCheck, error) {
 	var opts store.VerifyOptions
+	read := false // the warehouse's anchors were read
 	note := "no anchor in the warehouse yet (nothing published)"
 	unreachable := "the warehouse is unreachable, so the anchor was not checked: "
 	an, anchored := c.Warehouse.(refill.Anchorer)
@@ -217,6 +218,7 @@ func (c *Control) VerifyAudit(ctx context.Context) (AuditCheck, error) {
 			note = unreachable + "reading the audit anchors: " + err.Error()
 			break
 		}
+		read = true
 		for i, a := range anchors {
 			if a.Store == id {
 				opts.Anchor = &anchors[i]
@@ -234,6 +236,13 @@ func (c *Control) VerifyAudit(ctx context.Context) (AuditCheck, error) {
 	if err != nil {
 		return check, err
 	}
+	// A log that records publishes must have its anchors in the warehouse.
+	if read {
+		if err := c.Store.CheckLatestAnchor(ctx, an); err != nil {
+			check.OK = false
+			return check, err
+		}
+	}
 	// Every anchor of this store, not the latest alone: a store put back
 	// from a copy and grown past its latest anchor since fails the older.
 	if opts.Anchor != nil {
@@ -242,6 +251,10 @@ func (c *Control) VerifyAudit(ctx context.Context) (AuditCheck, error) {
 			return check, fmt.Errorf("reading the audit anchors: %w", err)
 		}
 		if err := c.Store.CheckAnchors(ctx, all); err != nil {
+			check.OK = false
+			return check, err
+		}
+		if err := c.Store.CheckPublishesAnchored(ctx, all); err != nil {
 			check.OK = false
 			return check, err
 		}

@@ -154,6 +154,10 @@ func finalFromLog(evs []refill.Event) refill.Status {
 			final = refill.StatusRolledBack
 		case e.Kind == refill.EventRunCancelled:
 			final = refill.StatusCancelled
+		case e.Kind == refill.EventRunFinished && final == "":
+			// A run that finished is applied, whatever the status column
+			// says: it never runs again (a rollback after it still wins).
+			final = refill.StatusApplied
 		}
 	}
 	return final

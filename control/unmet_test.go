@@ -153,3 +153,23 @@ func TestUnmet(t *testing.T) {
 		})
 	}
 }
+
+// TestFinalFromLog: the log's word on a plan's end outranks its status
+// column: a finished run is applied (it never runs again), unless a
+// rollback came after.
+func TestFinalFromLog(t *testing.T) {
+	ev := func(k refill.EventKind) refill.Event { return refill.Event{Kind: k} }
+	for _, c := range []struct {
+		evs  []refill.Event
+		want refill.Status
+	}{
+		{[]refill.Event{ev(refill.EventPlanCreated), ev(refill.EventRunStarted)}, ""},
+		{[]refill.Event{ev(refill.EventRunStarted), ev(refill.EventRunFinished)}, refill.StatusApplied},
+		{[]refill.Event{ev(refill.EventRunFinished), ev(refill.EventRollback)}, refill.StatusRolledBack},
+		{[]refill.Event{ev(refill.EventRejection), ev(refill.EventRunFinished)}, refill.StatusRejected},
+	} {
+		if got := finalFromLog(c.evs); got != c.want {
+			t.Errorf("finalFromLog(%v) = %q, want %q", c.evs, got, c.want)
+		}
+	}
+}

@@ -25,8 +25,10 @@ func consumerReasons(cs []refill.Consumer) []string {
 		if job == "" {
 			job = c.JobNamespace
 		}
+		// The names are what an OpenLineage producer sent: kept on one
+		// line, so a name cannot add lines of its own to the reasons.
 		out = append(out, fmt.Sprintf("%s is read by %s (job %s, seen %s), a consumer outside refill: not rebuilt",
-			c.Reads, c.Dataset, job, c.LastSeen.UTC().Format("2006-01-02")))
+			c.Reads, refill.OneLine(c.Dataset), refill.OneLine(job), c.LastSeen.UTC().Format("2006-01-02")))
 	}
 	return out
 }

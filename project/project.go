@@ -15,7 +15,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -153,7 +152,6 @@ func Wire(cfg *refill.Config, wh refill.Warehouse, st *store.Store, now func() t
 		for _, d := range cfg.Datasets {
 			if d.Job != nil && d.Job.Kind == refill.JobCommand {
 				d.Job.EnvSeal = command.EnvSeal(key, d.Job.Env, lookup)
-				d.Job.Path, d.Job.Home = os.Getenv("PATH"), os.Getenv("HOME")
 			}
 		}
 	}

@@ -724,6 +724,7 @@ func (r *Runner) publish(ctx context.Context, jr refill.JobRunner, d *refill.Dat
 			if err := tx.Anchor(ctx, head); err != nil {
 				return err
 			}
+			rec.Anchor = head.Seq
 		}
 		// Last look before commit: a run that failed or was stopped while
 		// this job worked must not publish.
@@ -782,6 +783,9 @@ func (r *Runner) record(ctx context.Context, rec *refill.Published) error {
 			return err
 		}
 		detail := map[string]any{"attempt": rec.Attempt, "worker": workerID}
+		if rec.Anchor > 0 {
+			detail["anchor"] = rec.Anchor
+		}
 		if rec.Before != nil {
 			detail["rows_before"], detail["checksum_before"] = rec.Before.Rows, rec.Before.Checksum
 		}
@@ -858,6 +862,7 @@ func (r *Runner) outside(ctx context.Context, planID string, d *refill.Dataset, 
 			return err
 		}
 		if head.Seq > 0 {
+			rec.Anchor = head.Seq
 			return tx.Anchor(ctx, head)
 		}
 		return nil

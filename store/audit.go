@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -215,6 +216,10 @@ type AuditFilter struct {
 	PlanID    string
 	Dataset   string
 	Partition string
+	// Unchecked reads entries as stored, without checking each against
+	// its keyed hash: for showing a log that may be damaged, never for
+	// deciding from it.
+	Unchecked bool
 }
 
 const auditColumns = `seq, at, as_of, actor, event, plan_id, dataset, partition, detail, prev_hash, hash`
@@ -252,7 +257,18 @@ func (s *Store) Audit(ctx context.Context, f AuditFilter) ([]refill.Event, error
 		}
 		out = append(out, e)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows.Close()
+	// Decisions are read from these (a rejection, a rollback): each must
+	// be the entry it was written as (checkEntries).
+	if !f.Unchecked {
+		if err := checkEntries(ctx, s.db, s.auditKey(), out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 func scanEvent(row interface{ Scan(...any) error }) (refill.Event, error) {
@@ -808,8 +824,49 @@ func (s *Store) CheckLatestAnchor(ctx context.Context, an refill.Anchorer) error
 		return err
 	}
 	a, found, err := an.LatestAnchor(ctx, id)
-	if err != nil || !found {
+	switch {
+	case err != nil:
 		return nil
+	case !found:
+		// Every publish anchors the log: a log that records publishes
+		// and a warehouse without a single anchor of this store means the
+		// anchors were deleted, or the store's id changed to shed them.
+		n, err := s.publishes(ctx)
+		if err != nil || n == 0 {
+			return err
+		}
+		return verificationf("the warehouse holds no audit anchor of this state store (id %s), though its log records %d publish(es): the anchors were deleted, or the store's id was changed; run refill audit verify", id, n)
 	}
 	return s.CheckAnchors(ctx, []refill.AuditAnchor{a})
+}
+
+// publishes counts the log's partition_published entries.
+func (s *Store) publishes(ctx context.Context) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, s.d.rebind(`SELECT count(*) FROM audit_log WHERE event = ?`), string(refill.EventPartitionPublished)).Scan(&n)
+	return n, err
+}
+
+// CheckPublishesAnchored checks that the anchor each publish's entry
+// names (its detail's anchor) is among anchors, the warehouse's of this
+// store: an anchor deleted from the warehouse is missed. Entries from
+// before publishes named their anchor say nothing.
+func (s *Store) CheckPublishesAnchored(ctx context.Context, anchors []refill.AuditAnchor) error {
+	have := map[int64]bool{}
+	for _, a := range anchors {
+		have[a.Seq] = true
+	}
+	evs, err := entriesOf(ctx, s.db, s.d, s.auditKey(), []refill.EventKind{refill.EventPartitionPublished}, "", "")
+	if err != nil {
+		return err
+	}
+	for i := range evs {
+		var d struct {
+			Anchor int64 `json:"anchor"`
+		}
+		if json.Unmarshal(evs[i].Detail, &d) == nil && d.Anchor > 0 && !have[d.Anchor] {
+			return verificationf("audit log entry %d (%s %s published) names the warehouse's anchor of entry %d, which the warehouse no longer holds: its anchors were deleted", evs[i].Seq, evs[i].Dataset, evs[i].Partition, d.Anchor)
+		}
+	}
+	return nil
 }

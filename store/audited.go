@@ -126,8 +126,8 @@ func schemaRowsOf(ctx context.Context, q querier, d dialect, dataset string) ([]
 
 // schemaEntries reads the entries that make a dataset's schema rows: its
 // acceptances, and the entries of the plans that saw or accepted one.
-func schemaEntries(ctx context.Context, q querier, d dialect, dataset string, rows []schemaRow) ([]refill.Event, error) {
-	evs, err := entriesOf(ctx, q, d, []refill.EventKind{refill.EventSchemaAccepted}, "", dataset)
+func schemaEntries(ctx context.Context, q querier, d dialect, akey []byte, dataset string, rows []schemaRow) ([]refill.Event, error) {
+	evs, err := entriesOf(ctx, q, d, akey, []refill.EventKind{refill.EventSchemaAccepted}, "", dataset)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +135,7 @@ func schemaEntries(ctx context.Context, q querier, d dialect, dataset string, ro
 	for _, r := range rows {
 		if r.snap.PlanID != "" && !plans[r.snap.PlanID] {
 			plans[r.snap.PlanID] = true
-			more, err := entriesOf(ctx, q, d, []refill.EventKind{refill.EventRunFinished, refill.EventGateResult}, r.snap.PlanID, "")
+			more, err := entriesOf(ctx, q, d, akey, []refill.EventKind{refill.EventRunFinished, refill.EventGateResult}, r.snap.PlanID, "")
 			if err != nil {
 				return nil, err
 			}
@@ -157,7 +157,7 @@ func (s *Store) SchemaBaseline(ctx context.Context, dataset string) (refill.Sche
 	if err != nil || len(rows) == 0 {
 		return refill.SchemaSnapshot{}, false, err
 	}
-	evs, err := schemaEntries(ctx, s.db, s.d, dataset, rows)
+	evs, err := schemaEntries(ctx, s.db, s.d, s.auditKey(), dataset, rows)
 	if err != nil {
 		return refill.SchemaSnapshot{}, false, err
 	}
@@ -248,7 +248,7 @@ func (s *Store) ApprovalsOf(ctx context.Context, planIDs []string) (map[string][
 		byPlan[r.a.PlanID] = append(byPlan[r.a.PlanID], r)
 	}
 	for id, rs := range byPlan {
-		evs, err := entriesOf(ctx, s.db, s.d, approvalRows.kinds, id, "")
+		evs, err := entriesOf(ctx, s.db, s.d, s.auditKey(), approvalRows.kinds, id, "")
 		if err != nil {
 			return nil, err
 		}
@@ -303,12 +303,12 @@ func checklistOf(ctx context.Context, q querier, d dialect, planID string) ([]ch
 }
 
 // countedSteps returns the plan's checklist rows with their verdicts.
-func countedSteps(ctx context.Context, q querier, d dialect, planID string) ([]checklistRow, []verdict, error) {
+func countedSteps(ctx context.Context, q querier, d dialect, akey []byte, planID string) ([]checklistRow, []verdict, error) {
 	rows, err := checklistOf(ctx, q, d, planID)
 	if err != nil || len(rows) == 0 {
 		return nil, nil, err
 	}
-	evs, err := entriesOf(ctx, q, d, checklistRows.kinds, planID, "")
+	evs, err := entriesOf(ctx, q, d, akey, checklistRows.kinds, planID, "")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -324,7 +324,7 @@ func countedSteps(ctx context.Context, q querier, d dialect, planID string) ([]c
 // done: a row written into the table behind refill's back completes
 // nothing.
 func (s *Store) Checklist(ctx context.Context, planID string) ([]refill.ChecklistStep, error) {
-	rows, verdicts, err := countedSteps(ctx, s.db, s.d, planID)
+	rows, verdicts, err := countedSteps(ctx, s.db, s.d, s.auditKey(), planID)
 	if err != nil {
 		return nil, err
 	}
@@ -342,7 +342,7 @@ func (s *Store) Checklist(ctx context.Context, planID string) ([]refill.Checklis
 // behind refill's back completes nothing, and must not stop the step from
 // being done for real.
 func (t *Tx) DropUnauditedStep(ctx context.Context, planID string, step refill.ChecklistItem) error {
-	rows, verdicts, err := countedSteps(ctx, t.tx, t.d, planID)
+	rows, verdicts, err := countedSteps(ctx, t.tx, t.d, t.key, planID)
 	if err != nil {
 		return err
 	}
@@ -403,12 +403,12 @@ func acceptancesOf(ctx context.Context, q querier, d dialect, dataset, partition
 
 // countedAcceptances returns the acceptances with what the log says of
 // each: whether an entry made it, and the revocation that ended it.
-func countedAcceptances(ctx context.Context, q querier, d dialect, dataset, partition string) ([]acceptanceRow, []verdict, error) {
+func countedAcceptances(ctx context.Context, q querier, d dialect, akey []byte, dataset, partition string) ([]acceptanceRow, []verdict, error) {
 	rows, err := acceptancesOf(ctx, q, d, dataset, partition)
 	if err != nil || len(rows) == 0 {
 		return nil, nil, err
 	}
-	evs, err := entriesOf(ctx, q, d, acceptanceRows.kinds, "", dataset)
+	evs, err := entriesOf(ctx, q, d, akey, acceptanceRows.kinds, "", dataset)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -425,7 +425,7 @@ func countedAcceptances(ctx context.Context, q querier, d dialect, dataset, part
 // was revoked is the log's word, not the row's. The newest for a
 // (partition, check, column) is the one in force.
 func (s *Store) Acceptances(ctx context.Context, dataset, partition string) ([]refill.Acceptance, error) {
-	rows, verdicts, err := countedAcceptances(ctx, s.db, s.d, dataset, partition)
+	rows, verdicts, err := countedAcceptances(ctx, s.db, s.d, s.auditKey(), dataset, partition)
 	if err != nil {
 		return nil, err
 	}
@@ -452,7 +452,7 @@ func (s *Store) Acceptances(ctx context.Context, dataset, partition string) ([]r
 // removed (it must not stand in for, nor block, the real one), and a row
 // the log revoked is marked so.
 func (t *Tx) settleAcceptances(ctx context.Context, a refill.Acceptance) error {
-	rows, verdicts, err := countedAcceptances(ctx, t.tx, t.d, a.Dataset, a.Partition)
+	rows, verdicts, err := countedAcceptances(ctx, t.tx, t.d, t.key, a.Dataset, a.Partition)
 	if err != nil {
 		return err
 	}
@@ -479,7 +479,7 @@ func (t *Tx) settleAcceptances(ctx context.Context, a refill.Acceptance) error {
 // table behind refill's back takes no partition out of history, and one
 // deleted from it still does.
 func (s *Store) Flagged(ctx context.Context, dataset string) (map[string]bool, error) {
-	evs, err := entriesOf(ctx, s.db, s.d, flagRows.kinds, "", dataset)
+	evs, err := entriesOf(ctx, s.db, s.d, s.auditKey(), flagRows.kinds, "", dataset)
 	if err != nil {
 		return nil, fmt.Errorf("gate flags of %s: %w", dataset, err)
 	}
@@ -531,11 +531,11 @@ func flagLedger(seq int64, f refill.Flag) ledgerRow {
 // holds until an audited unfreeze, and a row no entry made freezes
 // nothing.
 func (s *Store) Freeze(ctx context.Context) (refill.Freeze, bool, error) {
-	return freeze(ctx, s.db, s.d)
+	return freeze(ctx, s.db, s.d, s.auditKey())
 }
 
-func freeze(ctx context.Context, q querier, d dialect) (refill.Freeze, bool, error) {
-	evs, err := entriesOf(ctx, q, d, freezeRows.kinds, "", "")
+func freeze(ctx context.Context, q querier, d dialect, akey []byte) (refill.Freeze, bool, error) {
+	evs, err := entriesOf(ctx, q, d, akey, freezeRows.kinds, "", "")
 	if err != nil {
 		return refill.Freeze{}, false, err
 	}
@@ -571,7 +571,7 @@ func freezeRow(ctx context.Context, q querier) (refill.Freeze, bool, error) {
 // log records one: deleting its row does not let the run go on, and a row
 // no entry made stops nothing.
 func (s *Store) CancelRequested(ctx context.Context, planID string) (refill.CancelRequest, bool, error) {
-	evs, err := entriesOf(ctx, s.db, s.d, cancelRows.kinds, planID, "")
+	evs, err := entriesOf(ctx, s.db, s.d, s.auditKey(), cancelRows.kinds, planID, "")
 	if err != nil {
 		return refill.CancelRequest{}, false, fmt.Errorf("plan %s: cancel request: %w", planID, err)
 	}
@@ -601,8 +601,8 @@ func tokenLedger(tok refill.Token, hash string) ledgerRow {
 
 // countedToken applies the log to one token: nil when no entry made it
 // (with its hash), else the token with its revocation as the log says.
-func countedToken(ctx context.Context, q querier, d dialect, tok refill.Token, hash string) (*refill.Token, error) {
-	evs, err := entriesOf(ctx, q, d, tokenRows.kinds, "", "")
+func countedToken(ctx context.Context, q querier, d dialect, akey []byte, tok refill.Token, hash string) (*refill.Token, error) {
+	evs, err := entriesOf(ctx, q, d, akey, tokenRows.kinds, "", "")
 	if err != nil {
 		return nil, err
 	}
@@ -645,10 +645,10 @@ func (s *Store) VerifyRows(ctx context.Context) ([]RowProblem, error) {
 		return nil, fmt.Errorf("state rows: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only
-	q, d := querier(tx), s.d
+	q, d, akey := querier(tx), s.d, s.auditKey()
 	var problems []RowProblem
 	check := func(k *rowKind, rows []ledgerRow) error {
-		evs, err := entriesOf(ctx, q, d, k.kinds, "", "")
+		evs, err := entriesOf(ctx, q, d, akey, k.kinds, "", "")
 		if err != nil {
 			return err
 		}
@@ -749,7 +749,7 @@ func (s *Store) VerifyRows(ctx context.Context) ([]RowProblem, error) {
 
 	// A plan's row is its hash as its plan_created entry recorded it.
 	made := map[string]string{}
-	pevs, err := entriesOf(ctx, q, d, []refill.EventKind{refill.EventPlanCreated}, "", "")
+	pevs, err := entriesOf(ctx, q, d, akey, []refill.EventKind{refill.EventPlanCreated}, "", "")
 	if err != nil {
 		return nil, err
 	}
@@ -781,7 +781,7 @@ func (s *Store) VerifyRows(ctx context.Context) ([]RowProblem, error) {
 
 	// A freeze and a cancel request are states: the log's word decides,
 	// and a row that disagrees is reported.
-	evs, err := entriesOf(ctx, q, d, freezeRows.kinds, "", "")
+	evs, err := entriesOf(ctx, q, d, akey, freezeRows.kinds, "", "")
 	if err != nil {
 		return nil, err
 	}
@@ -798,7 +798,7 @@ func (s *Store) VerifyRows(ctx context.Context) ([]RowProblem, error) {
 		problems = append(problems, RowProblem{Table: "freezes", Row: "1", Seq: c.event.Seq, Problem: fmt.Sprintf("the freeze row says %s (%s), but audit entry %d froze it as %s: the log decides", row.By, clipText(row.Reason), c.event.Seq, c.event.Actor)})
 	}
 
-	if evs, err = entriesOf(ctx, q, d, cancelRows.kinds, "", ""); err != nil {
+	if evs, err = entriesOf(ctx, q, d, akey, cancelRows.kinds, "", ""); err != nil {
 		return nil, err
 	}
 	crows, err := q.QueryContext(ctx, `SELECT plan_id, actor, reason FROM cancel_requests ORDER BY plan_id`)

@@ -2,9 +2,12 @@ package store
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -207,7 +210,7 @@ func str(m map[string]any, k string) string {
 
 // entriesOf reads the audit entries of kinds, in log order, narrowed by
 // plan or dataset when given.
-func entriesOf(ctx context.Context, q querier, d dialect, kinds []refill.EventKind, planID, dataset string) ([]refill.Event, error) {
+func entriesOf(ctx context.Context, q querier, d dialect, akey []byte, kinds []refill.EventKind, planID, dataset string) ([]refill.Event, error) {
 	query := `SELECT ` + auditColumns + ` FROM audit_log WHERE event IN (` + placeholders(len(kinds)) + `)`
 	args := make([]any, 0, len(kinds)+2)
 	for _, k := range kinds {
@@ -234,7 +237,48 @@ func entriesOf(ctx context.Context, q querier, d dialect, kinds []refill.EventKi
 		}
 		out = append(out, e)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows.Close()
+	if err := checkEntries(ctx, q, akey, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// checkEntries checks each entry read on its own, against its keyed hash:
+// the per-write verification starts at the last checkpoint, so an entry
+// before it could have been altered in place (another plan, another hash)
+// by someone without the key, and a decision read from it would count. An
+// unkeyed entry where the log is keyed is one too. A log without a key can
+// be rewritten by anyone who can write the state store (audit verify
+// warns); nothing here can tell.
+func checkEntries(ctx context.Context, q querier, key []byte, evs []refill.Event) error {
+	if key == nil || len(evs) == 0 {
+		return nil
+	}
+	keyedFrom := int64(-1)
+	for i := range evs {
+		e := &evs[i]
+		if e.Keyed() {
+			if !hmac.Equal([]byte(e.ComputeKeyedHash(key)), []byte(e.Hash)) {
+				return verificationf("audit log entry %d (%s by %s) was altered: its content no longer matches its keyed hash; run refill audit verify", e.Seq, e.Kind, e.Actor)
+			}
+			continue
+		}
+		if keyedFrom < 0 {
+			var kf sql.NullInt64
+			if err := q.QueryRowContext(ctx, `SELECT keyed_from FROM audit_head WHERE id = 1`).Scan(&kf); err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("audit log: %w", err)
+			}
+			keyedFrom = kf.Int64
+		}
+		if keyedFrom > 0 && e.Seq >= keyedFrom {
+			return verificationf("audit log entry %d (%s by %s) is not keyed, though the log is keyed from entry %d: it was written or altered by someone without the key; run refill audit verify", e.Seq, e.Kind, e.Actor, keyedFrom)
+		}
+	}
+	return nil
 }
 
 // The tables' rules.

@@ -93,7 +93,7 @@ func (s *Store) RecordLineage(ctx context.Context, edges []LineageEdge, rep Line
 		WHERE edge_key = ?`)
 	err = s.Update(ctx, func(tx *Tx) error {
 		added = 0
-		made, err := lineageMade(ctx, tx.tx, s.d)
+		made, err := lineageMade(ctx, tx.tx, s.d, tx.key)
 		if err != nil {
 			return err
 		}
@@ -178,8 +178,8 @@ func (e LineageEdge) ledger() ledgerRow {
 }
 
 // lineageMade returns the keys of the edges an audit entry named.
-func lineageMade(ctx context.Context, q querier, d dialect) (map[string]bool, error) {
-	evs, err := entriesOf(ctx, q, d, lineageRows.kinds, "", "")
+func lineageMade(ctx context.Context, q querier, d dialect, akey []byte) (map[string]bool, error) {
+	evs, err := entriesOf(ctx, q, d, akey, lineageRows.kinds, "", "")
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +205,7 @@ func (s *Store) LineageEdges(ctx context.Context) ([]LineageEdge, error) {
 	if err != nil {
 		return nil, err
 	}
-	evs, err := entriesOf(ctx, s.db, s.d, lineageRows.kinds, "", "")
+	evs, err := entriesOf(ctx, s.db, s.d, s.auditKey(), lineageRows.kinds, "", "")
 	if err != nil {
 		return nil, err
 	}

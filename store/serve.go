@@ -45,7 +45,7 @@ func (t *Tx) CreateToken(ctx context.Context, tok refill.Token, hash string) err
 // RevokeToken ends a token at once. It is an error to revoke a token that
 // does not exist (or that no audit entry made) or is revoked already.
 func (t *Tx) RevokeToken(ctx context.Context, id string, at time.Time) (refill.Token, error) {
-	tok, err := token(ctx, t.tx, t.d, `id = ?`, id)
+	tok, err := token(ctx, t.tx, t.d, t.key, `id = ?`, id)
 	if err != nil {
 		return refill.Token{}, err
 	}
@@ -63,7 +63,7 @@ func (t *Tx) RevokeToken(ctx context.Context, id string, at time.Time) (refill.T
 // not there, or that no audit entry made with that hash, is
 // refill.ErrNotFound; whether it was revoked is the log's word.
 func (s *Store) TokenByHash(ctx context.Context, hash string) (refill.Token, error) {
-	return token(ctx, s.db, s.d, `hash = ?`, hash)
+	return token(ctx, s.db, s.d, s.auditKey(), `hash = ?`, hash)
 }
 
 // Tokens lists every token the audit log made, newest first, revoked as
@@ -92,7 +92,7 @@ func (s *Store) Tokens(ctx context.Context) ([]refill.Token, error) {
 	}
 	var out []refill.Token
 	for _, r := range all {
-		tok, err := countedToken(ctx, s.db, s.d, r.tok, r.hash)
+		tok, err := countedToken(ctx, s.db, s.d, s.auditKey(), r.tok, r.hash)
 		if err != nil {
 			return nil, err
 		}
@@ -118,7 +118,7 @@ func scanToken(r scanner) (refill.Token, string, error) {
 }
 
 // token reads one token and applies the audit log to it (countedToken).
-func token(ctx context.Context, q querier, d dialect, where string, arg any) (refill.Token, error) {
+func token(ctx context.Context, q querier, d dialect, akey []byte, where string, arg any) (refill.Token, error) {
 	row := q.QueryRowContext(ctx, d.rebind(`SELECT id, user_name, created_by, created_at, expires_at, revoked_at, hash FROM api_tokens WHERE `+where), arg)
 	tok, hash, err := scanToken(row)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -127,7 +127,7 @@ func token(ctx context.Context, q querier, d dialect, where string, arg any) (re
 	if err != nil {
 		return tok, fmt.Errorf("token: %w", err)
 	}
-	counted, err := countedToken(ctx, q, d, tok, hash)
+	counted, err := countedToken(ctx, q, d, akey, tok, hash)
 	if err != nil {
 		return tok, err
 	}
@@ -176,7 +176,7 @@ func (s *Store) FirstSight(ctx context.Context, key string, now, expires time.Ti
 // SetFreeze puts f in force, or lifts the freeze when f is nil. It returns
 // the freeze that was in force before, if any.
 func (t *Tx) SetFreeze(ctx context.Context, f *refill.Freeze) (refill.Freeze, bool, error) {
-	was, frozen, err := freeze(ctx, t.tx, t.d)
+	was, frozen, err := freeze(ctx, t.tx, t.d, t.key)
 	if err != nil {
 		return was, frozen, err
 	}

@@ -306,7 +306,7 @@ func (s *Store) Plan(ctx context.Context, id string) (*refill.Plan, error) {
 // own hash says.
 func (s *Store) planMade(ctx context.Context, plans []*refill.Plan) error {
 	for _, p := range plans {
-		evs, err := entriesOf(ctx, s.db, s.d, []refill.EventKind{refill.EventPlanCreated}, p.ID, "")
+		evs, err := entriesOf(ctx, s.db, s.d, s.auditKey(), []refill.EventKind{refill.EventPlanCreated}, p.ID, "")
 		if err != nil {
 			return err
 		}

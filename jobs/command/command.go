@@ -192,11 +192,17 @@ func (c Runner) Run(ctx context.Context, d *refill.Dataset, partition string) (R
 	switch {
 	case strings.Contains(name, "/") && !filepath.IsAbs(name):
 		name = filepath.Join(c.Dir, name)
-	case !strings.Contains(name, "/") && j.Path != "":
-		// Found on the PATH the plan was made with, not this process's.
-		if found, ok := lookPath(name, j.Path); ok {
-			name = found
+	case !strings.Contains(name, "/"):
+		// Found on the job's own PATH (run.path), not this process's.
+		path := j.Path
+		if path == "" {
+			path = refill.DefaultJobPath
 		}
+		found, ok := lookPath(name, path)
+		if !ok {
+			return Result{}, refill.BadInputf("dataset %s: command %s not found on the job's PATH (%s): add its directory to run.path", d.Name, name, path)
+		}
+		name = found
 	}
 	// The job's own timeout starts with the job, and says so as its cause:
 	// a deadline of the caller's (a run's time limit) is another story.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/user"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,18 +19,13 @@ import (
 // HOME is that user's.
 func (c Runner) environ(j *refill.Job) []string {
 	env := os.Environ()
-	set := map[string]string{}
-	if j.Path != "" {
-		set["PATH"] = j.Path
+	path := j.Path
+	if path == "" {
+		path = refill.DefaultJobPath
 	}
-	if j.Home != "" {
-		set["HOME"] = j.Home
-	}
+	set := map[string]string{"PATH": path, "HOME": homeOf()}
 	if c.User != nil {
 		set["HOME"] = c.User.Home
-	}
-	if len(set) == 0 {
-		return env
 	}
 	out := env[:0:0]
 	for _, kv := range env {
@@ -39,11 +35,21 @@ func (c Runner) environ(j *refill.Job) []string {
 		}
 	}
 	for _, k := range []string{"PATH", "HOME"} {
-		if v, ok := set[k]; ok {
+		if v := set[k]; v != "" {
 			out = append(out, k+"="+v)
 		}
 	}
 	return out
+}
+
+// homeOf is refill's user's home as the system records it, not $HOME,
+// which whoever starts refill may point at a directory of their own
+// (with a .bashrc that a bash -l job would read).
+func homeOf() string {
+	if u, err := user.Current(); err == nil && u.HomeDir != "" {
+		return u.HomeDir
+	}
+	return "/"
 }
 
 // runAs has the command run as c.User: its uid, gid and supplementary

@@ -30,9 +30,12 @@ type Program struct {
 	Preloads []int
 	Includes []string
 	// Implicit are files the program reads as its code from its working
-	// directory by convention, when argv names none (make's Makefile,
-	// npm's package.json).
-	Implicit []string
+	// directory (or ImplicitDir) by convention, when argv names none
+	// (make's Makefile, npm's package.json and .npmrc); FirstOnly: the
+	// first of them found is the one.
+	Implicit    []string
+	ImplicitDir string
+	FirstOnly   bool
 	// Hidden says why the program cannot be known from argv at all (env
 	// -S splitting one argument into several).
 	Hidden string
@@ -64,16 +67,25 @@ type family struct {
 	implicit []string
 	// noScript: the program needs no script operand (make, npm run).
 	noScript bool
+	// firstOnly: the first implicit file found is the program's (make's
+	// GNUmakefile, makefile, Makefile); else every one is.
+	firstOnly bool
+	// chdir flags move the program to another directory first (make -C):
+	// its implicit files are that directory's.
+	chdir []string
+	// modules flags load a module whose value may add include
+	// directories (perl -Mlib=.).
+	modules []string
 }
 
 var (
 	shell  = family{inline: []string{"-c"}, value: []string{"-o", "+o", "--rcfile", "--init-file", "-O", "+O"}, clusters: true}
 	python = family{inline: []string{"-c"}, value: []string{"-W", "-X", "--check-hash-based-pycs"}, module: []string{"-m"}}
 	node   = family{inline: []string{"-e", "--eval", "-p", "--print"}, value: []string{"-C", "--conditions", "--env-file", "--title"}, preload: []string{"-r", "--require", "--import", "--loader", "--experimental-loader"}}
-	ruby   = family{inline: []string{"-e"}, value: []string{"-r", "-C", "-E", "--encoding"}, include: []string{"-I"}, clusters: true}
-	perl   = family{inline: []string{"-e", "-E"}, value: []string{"-M", "-m", "-x"}, include: []string{"-I"}, clusters: true}
-	make   = family{script: []string{"-f", "--file", "--makefile"}, value: []string{"-C", "--directory", "-I", "--include-dir", "-j", "--jobs", "-l", "-o", "-W"}, implicit: []string{"GNUmakefile", "makefile", "Makefile"}, noScript: true}
-	npm    = family{implicit: []string{"package.json"}, noScript: true}
+	ruby   = family{inline: []string{"-e"}, value: []string{"-C", "-E", "--encoding"}, preload: []string{"-r", "--require"}, include: []string{"-I"}, clusters: true}
+	perl   = family{inline: []string{"-e", "-E"}, value: []string{"-m", "-x"}, include: []string{"-I"}, modules: []string{"-M"}, clusters: true}
+	make   = family{script: []string{"-f", "--file", "--makefile"}, value: []string{"-I", "--include-dir", "-j", "--jobs", "-l", "-o", "-W"}, chdir: []string{"-C", "--directory"}, implicit: []string{"GNUmakefile", "makefile", "Makefile"}, firstOnly: true, noScript: true}
+	npm    = family{implicit: []string{"package.json", ".npmrc"}, noScript: true}
 	psql   = family{inline: []string{"-c", "--command"}, script: []string{"-f", "--file"}, value: []string{"-d", "--dbname", "-h", "--host", "-p", "--port", "-U", "--username", "-v", "--set", "--variable", "-o", "--output", "-L", "--log-file", "-P", "--pset", "-F", "-R"}, noScript: true}
 	awk    = family{script: []string{"-f", "--file"}, value: []string{"-v", "-F", "--assign", "--field-separator"}, operandInline: true}
 )
@@ -94,7 +106,7 @@ var families = map[string]family{
 	"julia": {inline: []string{"-e", "-E", "--eval", "--print"}, value: []string{"--project", "-t", "--threads", "-J", "--sysimage"}},
 	"pwsh":  {inline: []string{"-Command", "-c"}, script: []string{"-File", "-f"}},
 	"awk":   awk, "gawk": awk, "mawk": awk, "nawk": awk,
-	"jq":     {script: []string{"-f", "--from-file"}, value: []string{"--arg", "--argjson", "--slurpfile", "--rawfile", "--args", "--indent"}, operandInline: true},
+	"jq":     {script: []string{"-f", "--from-file"}, value: []string{"--arg", "--argjson", "--slurpfile", "--rawfile", "--args", "--indent"}, include: []string{"-L"}, operandInline: true},
 	"groovy": {inline: []string{"-e"}}, "elixir": {inline: []string{"-e", "--eval"}}, "escript": {},
 	"osascript": {inline: []string{"-e"}},
 	"make":      make, "gmake": make,
@@ -112,8 +124,28 @@ type wrapper struct {
 	operands int
 	// assigns: NAME=value arguments before the program (env).
 	assigns bool
-	// split options hide the program inside one argument (env -S).
-	split []string
+	// split options hide the program inside one argument (env -S);
+	// inline options take a shell command (flock -c).
+	split  []string
+	inline []string
+}
+
+// optionOf reports whether an argument is one of opts: exactly, a long
+// option's unambiguous-looking prefix (--sp for --split-string, as GNU's
+// getopt takes it), or, when cluster is the whole argument, a cluster of
+// short options holding one of them (-iS).
+func optionOf(opts []string, flag, cluster string) bool {
+	for _, o := range opts {
+		switch {
+		case flag == o:
+			return true
+		case strings.HasPrefix(o, "--") && strings.HasPrefix(flag, "--") && len(flag) >= 4 && strings.HasPrefix(o, flag):
+			return true
+		case len(o) == 2 && cluster != "" && len(cluster) > 2 && cluster[0] == '-' && cluster[1] != '-' && strings.ContainsRune(cluster[1:], rune(o[1])):
+			return true
+		}
+	}
+	return false
 }
 
 var wrappers = map[string]wrapper{
@@ -126,7 +158,7 @@ var wrappers = map[string]wrapper{
 	"chrt":    {value: []string{"-T", "-P", "-D"}, operands: 1},
 	"taskset": {value: []string{"-c", "--cpu-list"}},
 	"setsid":  {},
-	"flock":   {value: []string{"-w", "--wait", "--timeout", "-E", "--conflict-exit-code"}, operands: 1},
+	"flock":   {value: []string{"-w", "--wait", "--timeout", "-E", "--conflict-exit-code"}, operands: 1, inline: []string{"-c", "--command"}},
 	"time":    {value: []string{"-f", "--format", "-o", "--output"}},
 	"sudo":    {value: []string{"-u", "--user", "-g", "--group", "-C", "--close-from", "-D", "--chdir", "-h", "--host", "-p", "--prompt", "-r", "--role", "-t", "--type", "-T", "--command-timeout", "-U", "--other-user"}},
 	"doas":    {value: []string{"-u", "-C"}},
@@ -160,6 +192,11 @@ func Interpreted(argv []string) (Program, bool) {
 	i, hidden := unwrap(argv, 0)
 	if hidden != "" {
 		return Program{Interpreter: filepath.Base(argv[0]), Script: -1, Hidden: hidden}, true
+	}
+	if i < 0 {
+		// A wrapper that runs a shell command of its own (flock -c runs
+		// it with sh -c).
+		return Program{Interpreter: "sh", Script: -1, Inline: true, At: -i}, true
 	}
 	if i >= len(argv) {
 		return Program{}, false
@@ -211,6 +248,22 @@ func Interpreted(argv []string) (Program, bool) {
 				j++
 				p.Preloads = append(p.Preloads, j)
 			}
+		case slices.Contains(fam.chdir, flag):
+			if hasValue {
+				_, p.ImplicitDir, _ = strings.Cut(a, "=")
+			} else if j+1 < len(argv) {
+				j++
+				p.ImplicitDir = argv[j]
+			}
+		case len(fam.modules) > 0 && includeAttached(fam.modules, a) || slices.Contains(fam.modules, a):
+			v := strings.TrimPrefix(a, a[:2])
+			if v == "" && j+1 < len(argv) {
+				j++
+				v = argv[j]
+			}
+			if dirs, ok := strings.CutPrefix(v, "lib="); ok {
+				p.Includes = append(p.Includes, strings.Split(dirs, ",")...)
+			}
 		case slices.Contains(fam.include, flag) || includeAttached(fam.include, a):
 			switch {
 			case hasValue:
@@ -229,14 +282,14 @@ func Interpreted(argv []string) (Program, bool) {
 		default:
 			if fam.noScript {
 				// Operands are targets or scripts' names, not files.
-				p.Implicit = fam.implicit
+				p.Implicit, p.FirstOnly = fam.implicit, fam.firstOnly
 				return p, true
 			}
 			return operand(p, fam, j), true
 		}
 	}
 	if fam.noScript {
-		p.Implicit = fam.implicit
+		p.Implicit, p.FirstOnly = fam.implicit, fam.firstOnly
 		return p, true
 	}
 	p.Stdin = true
@@ -278,12 +331,14 @@ func unwrap(argv []string, i int) (int, string) {
 			a := argv[i]
 			flag, _, attached := strings.Cut(a, "=")
 			switch {
-			case slices.Contains(w.split, flag) || (len(a) > 2 && slices.Contains(w.split, a[:2])):
+			case optionOf(w.split, flag, a):
 				return i, "it runs a program hidden inside one argument (" + a + "): write each argument in its own element"
+			case optionOf(w.inline, flag, a):
+				return -i, ""
 			case a == "--":
 				i++
 				goto next
-			case slices.Contains(w.value, flag):
+			case optionOf(w.value, flag, ""):
 				if !attached {
 					i++
 				}
@@ -330,5 +385,8 @@ func clustered(flags []string, a string) bool {
 // nice, timeout ...): the element that must be sealed if it is a file.
 func ProgramAt(argv []string) int {
 	i, _ := unwrap(argv, 0)
+	if i < 0 {
+		return -i
+	}
 	return i
 }

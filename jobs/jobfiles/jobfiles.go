@@ -46,9 +46,11 @@ const (
 // would otherwise make its own plan stale) and version-control metadata.
 func skipped(rel string) bool {
 	for part := range strings.SplitSeq(rel, "/") {
-		switch part {
-		case "__pycache__", ".git", ".hg", ".svn", ".DS_Store":
+		switch {
+		case part == "__pycache__", part == ".git", part == ".hg", part == ".svn", part == ".DS_Store":
 			return true
+		case part == ".refill", strings.HasPrefix(part, ".refill-job-"):
+			return true // refill's own: the state store, a job's private copies
 		}
 	}
 	return strings.HasSuffix(rel, ".pyc")
@@ -94,12 +96,16 @@ func Data(path string) bool { return dataExts[strings.ToLower(filepath.Ext(path)
 // PATH, not in the project, and a data file (Data) anywhere but as the
 // program. A flag's value (--file=./x.sql) counts.
 func ArgFiles(dir string, argv []string) []ArgFile {
+	script := -1
+	if p, ok := Interpreted(argv); ok {
+		script = p.Script
+	}
 	var out []ArgFile
 	for i, a := range argv {
 		if i == 0 && !strings.Contains(a, "/") {
 			continue
 		}
-		if i > 0 && Data(a) {
+		if i > 0 && i != script && Data(a) {
 			continue
 		}
 		if strings.HasPrefix(a, "-") {
@@ -132,10 +138,16 @@ func CodeFiles(dir string, argv []string) []ArgFile {
 	out := ArgFiles(dir, argv)
 	if p, ok := Interpreted(argv); ok {
 		for _, name := range p.Implicit {
-			path := filepath.Join(dir, name)
+			rel := filepath.ToSlash(filepath.Join(p.ImplicitDir, name))
+			path := rel
+			if !filepath.IsAbs(path) {
+				path = filepath.Join(dir, path)
+			}
 			if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
-				out = append(out, ArgFile{Index: -1, Key: name, Path: path})
-				break
+				out = append(out, ArgFile{Index: -1, Key: rel, Path: path})
+				if p.FirstOnly {
+					break
+				}
 			}
 		}
 	}

@@ -98,9 +98,18 @@ func TestInterpreted(t *testing.T) {
 		{[]string{"env", "-S", "python3 -m pkg.x"}, Program{Interpreter: "env", Script: -1, Hidden: "it runs a program hidden inside one argument (-S): write each argument in its own element"}, true},
 		{[]string{"nohup", "./export.sh"}, Program{}, false},
 		// Launchers whose code is a file of the working directory.
-		{[]string{"make", "-s", "export", "P={{partition}}"}, Program{Interpreter: "make", Script: -1, Implicit: []string{"GNUmakefile", "makefile", "Makefile"}}, true},
+		{[]string{"make", "-s", "export", "P={{partition}}"}, Program{Interpreter: "make", Script: -1, Implicit: []string{"GNUmakefile", "makefile", "Makefile"}, FirstOnly: true}, true},
+		{[]string{"make", "-C", "sub", "build"}, Program{Interpreter: "make", Script: -1, Implicit: []string{"GNUmakefile", "makefile", "Makefile"}, FirstOnly: true, ImplicitDir: "sub"}, true},
 		{[]string{"make", "-f", "jobs.mk", "export"}, Program{Interpreter: "make", Script: 2}, true},
-		{[]string{"npm", "run", "export"}, Program{Interpreter: "npm", Script: -1, Implicit: []string{"package.json"}}, true},
+		{[]string{"npm", "run", "export"}, Program{Interpreter: "npm", Script: -1, Implicit: []string{"package.json", ".npmrc"}}, true},
+		{[]string{"env", "-iS", "sh ./evil.sh"}, Program{Interpreter: "env", Script: -1, Hidden: "it runs a program hidden inside one argument (-iS): write each argument in its own element"}, true},
+		{[]string{"env", "--sp", "sh ./evil.sh"}, Program{Interpreter: "env", Script: -1, Hidden: "it runs a program hidden inside one argument (--sp): write each argument in its own element"}, true},
+		{[]string{"env", "--split=sh ./evil.sh"}, Program{Interpreter: "env", Script: -1, Hidden: "it runs a program hidden inside one argument (--split=sh ./evil.sh): write each argument in its own element"}, true},
+		{[]string{"env", "--chd", "sub", "python3", "x.py"}, Program{Interpreter: "python3", Script: 4, At: 3}, true},
+		{[]string{"flock", "/tmp/lk", "-c", "sh ./evil.sh"}, Program{Interpreter: "sh", Script: -1, Inline: true, At: 2}, true},
+		{[]string{"perl", "-Mlib=.,lib", "./job.pl"}, Program{Interpreter: "perl", Script: 2, Includes: []string{".", "lib"}}, true},
+		{[]string{"ruby", "-r", "./evil", "./job.rb"}, Program{Interpreter: "ruby", Script: 3, Preloads: []int{2}}, true},
+		{[]string{"jq", "-L", "./lib", ".a"}, Program{Interpreter: "jq", Script: -1, Inline: true, Includes: []string{"./lib"}}, true},
 		{[]string{"psql", "-f", "rebuild.sql"}, Program{Interpreter: "psql", Script: 2}, true},
 	} {
 		got, ok := Interpreted(c.argv)

@@ -34,6 +34,39 @@ func exerciseAudit(t *testing.T, newDSN func(t *testing.T) string) {
 		return s, dsn
 	}
 
+	t.Run("AlteredEntriesDecideNothing", func(t *testing.T) {
+		t.Parallel()
+		s, _ := setup(t, key)
+		ctx := t.Context()
+		p := newPlan("p-alt", at(0))
+		other := newPlan("p-oth", at(1))
+		other.Request.Reason = "another plan"
+		other.Hash = other.ComputeHash()
+		for _, pl := range []*refill.Plan{p, other} {
+			if err := s.Update(ctx, func(tx *store.Tx) error { return RecordPlanRow(ctx, tx, pl) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Update(ctx, func(tx *store.Tx) error {
+			return RecordApproval(ctx, tx, refill.Approval{PlanID: other.ID, PlanHash: other.Hash, Actor: "carol", Decision: refill.DecisionApprove, At: at(2)})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		// Both the approval's row and its entry moved onto p, in place,
+		// by someone without the key.
+		exec(t, s, s.Rebind(`UPDATE approvals SET plan_id = 'p-alt', plan_hash = '`+p.Hash+`'`))
+		exec(t, s, s.Rebind(`UPDATE audit_log SET plan_id = 'p-alt', detail = replace(detail, '`+other.Hash+`', '`+p.Hash+`') WHERE event = 'approval'`))
+		if got, err := s.Approvals(ctx, p.ID); !errors.Is(err, refill.ErrVerification) || !strings.Contains(err.Error(), "was altered") {
+			t.Errorf("Approvals over an altered entry = %+v, %v; want a verification failure", got, err)
+		}
+		if _, err := s.Audit(ctx, store.AuditFilter{PlanID: p.ID}); !errors.Is(err, refill.ErrVerification) {
+			t.Errorf("Audit over an altered entry = %v", err)
+		}
+		if got, err := s.Audit(ctx, store.AuditFilter{PlanID: p.ID, Unchecked: true}); err != nil || len(got) != 2 {
+			t.Errorf("Audit unchecked = %d entries, %v; want the plan's and the altered one", len(got), err)
+		}
+	})
+
 	t.Run("AnchorsOfAStorePutBack", func(t *testing.T) {
 		t.Parallel()
 		s, dsn := setup(t, key)
@@ -84,6 +117,25 @@ func exerciseAudit(t *testing.T, newDSN func(t *testing.T) string) {
 		appendN(4)
 		if err := s.CheckAnchors(ctx, wh.list); !errors.Is(err, refill.ErrVerification) || !strings.Contains(err.Error(), "is not the entry the warehouse anchored") {
 			t.Errorf("CheckAnchors of a log put back and grown = %v", err)
+		}
+		// A publish names the anchor it wrote; one the warehouse no
+		// longer holds is missed. A store whose log records publishes but
+		// that has no anchor at all (its id changed, its anchors deleted)
+		// is refused.
+		if err := s.Update(ctx, func(tx *store.Tx) error {
+			return tx.Append(ctx, &refill.Event{Kind: refill.EventPartitionPublished, Actor: "refill", PlanID: "p1", Dataset: "d", Partition: "2026-11-01",
+				Detail: refill.Detail(map[string]any{"anchor": second.Seq})})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CheckPublishesAnchored(ctx, wh.list); err != nil {
+			t.Errorf("CheckPublishesAnchored with the anchor there = %v", err)
+		}
+		if err := s.CheckPublishesAnchored(ctx, wh.list[:1]); !errors.Is(err, refill.ErrVerification) || !strings.Contains(err.Error(), "which the warehouse no longer holds") {
+			t.Errorf("CheckPublishesAnchored with it deleted = %v", err)
+		}
+		if err := s.CheckLatestAnchor(ctx, &anchors{}); !errors.Is(err, refill.ErrVerification) || !strings.Contains(err.Error(), "holds no audit anchor of this state store") {
+			t.Errorf("CheckLatestAnchor with none and publishes logged = %v", err)
 		}
 		forged := first
 		forged.MAC = "hmac-sha256:00"
@@ -654,7 +706,7 @@ func appendEntries(t *testing.T, s *store.Store, n int) {
 
 func entries(t *testing.T, s *store.Store) []refill.Event {
 	t.Helper()
-	got, err := s.Audit(t.Context(), store.AuditFilter{})
+	got, err := s.Audit(t.Context(), store.AuditFilter{Unchecked: true})
 	if err != nil {
 		t.Fatal(err)
 	}
