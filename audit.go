@@ -32,6 +32,15 @@ const (
 	EventSignoff            EventKind = "signoff"
 	EventExpired            EventKind = "expired"
 	EventSnapshotDropped    EventKind = "snapshot_dropped"
+	// EventRunWaiting records a partition that has waited a minute for the
+	// warehouse (or the state store) to come back: one notice per wait.
+	EventRunWaiting EventKind = "run_waiting"
+	// EventNeedsReview records a side_effects partition whose attempt's
+	// outcome is unknown: it waits for refill resolve. EventResolved is a
+	// person's word on it: it ran (it is recorded published) or it did not
+	// (it may run again).
+	EventNeedsReview EventKind = "partition_needs_review"
+	EventResolved    EventKind = "partition_resolved"
 )
 
 // GenesisHash is the previous hash of the first entry of the audit log.

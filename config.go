@@ -218,6 +218,11 @@ type RunConfig struct {
 	Tolerance float64 `json:"tolerance"`
 	// Path is the PATH of command jobs (run.path; DefaultJobPath).
 	Path string `json:"path,omitempty"`
+	// OutagePatience is how long a partition waits out the warehouse or
+	// the state store being unavailable (a connection refused or reset, a
+	// lock, a failover) before it fails: such waits do not use up
+	// Attempts, which count the job's own failures (default 2m).
+	OutagePatience Duration `json:"outage_patience,omitempty"`
 	// JobUser is run.job_user: command jobs (runs and proofs) run as this
 	// user rather than as refill's, so that a refill running as root does
 	// not hand every job the power to read its memory.

@@ -73,7 +73,7 @@ type SnapshotPart struct {
 // wait.
 func (s Status) Live() bool {
 	switch s {
-	case StatusPending, StatusReady, StatusApproved, StatusRunning, StatusFailed:
+	case StatusPending, StatusReady, StatusApproved, StatusRunning, StatusFailed, StatusNeedsReview:
 		return true
 	}
 	return false

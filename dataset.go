@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -360,6 +361,15 @@ type JobRun struct {
 	// Warehouse is the DSN an outside job is told to write to
 	// (REFILL_WAREHOUSE): the warehouse, or the proof warehouse in a proof.
 	Warehouse string
+	// AttemptKey names this partition of this run, the same for every
+	// retry (REFILL_ATTEMPT_KEY): a job with side effects may make its own
+	// writes idempotent with it (an upload's name, a request's id).
+	AttemptKey string
+}
+
+// AttemptKey is the key of a plan's partition in one of its runs.
+func AttemptKey(planID, dataset, partition string, run int) string {
+	return fmt.Sprintf("refill-%s-%s-%s-r%d", planID, dataset, partition, run)
 }
 
 // JobRunner rebuilds one partition of a dataset's job: one implementation

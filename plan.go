@@ -56,12 +56,18 @@ const (
 	// partition started after the request, partitions in flight finished
 	// and were published or rolled back, and it can no longer run.
 	StatusCancelled Status = "cancelled"
+	// StatusNeedsReview waits for a person: a side_effects job's attempt
+	// ended with its outcome unknown (it may have delivered, and its
+	// record did not commit; its process vanished), and refill never runs
+	// such a job again on its own. refill resolve says whether it ran; then
+	// refill apply resumes.
+	StatusNeedsReview Status = "needs_review"
 )
 
 // Statuses are every status a plan can have, in life order: the plans
 // list's filter accepts exactly these.
 var Statuses = []Status{StatusPending, StatusReady, StatusApproved, StatusRunning,
-	StatusApplied, StatusFailed, StatusBlocked, StatusRejected, StatusSuperseded,
+	StatusApplied, StatusFailed, StatusNeedsReview, StatusBlocked, StatusRejected, StatusSuperseded,
 	StatusRolledBack, StatusExpired, StatusCancelled}
 
 // Known reports whether s is one of Statuses.

@@ -21,7 +21,7 @@ const DefaultJobPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:
 
 func DefaultRunConfig() RunConfig {
 	return RunConfig{MaxActive: 3, MaxActiveTotal: 8, Attempts: 3,
-		Backoff: Duration(time.Second), RescueAfter: Duration(10 * time.Minute), Tolerance: 0.1, Path: DefaultJobPath}
+		Backoff: Duration(time.Second), RescueAfter: Duration(10 * time.Minute), Tolerance: 0.1, Path: DefaultJobPath, OutagePatience: Duration(2 * time.Minute)}
 }
 
 // Housekeeping keeps a team's state from silting up. Its keys sit under

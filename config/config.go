@@ -192,6 +192,7 @@ type rawRun struct {
 	Attempts       *int    `yaml:"attempts"`
 	Backoff        *string `yaml:"backoff"`
 	RescueAfter    *string `yaml:"rescue_after"`
+	OutagePatience *string `yaml:"outage_patience"`
 	// Path lists the directories of command jobs' PATH, in order.
 	Path      []string `yaml:"path"`
 	Tolerance *float64 `yaml:"tolerance"`

@@ -73,7 +73,7 @@ func TestLoadExample(t *testing.T) {
 		Warehouse:      "sqlite:warehouse.db",
 		State:          "sqlite:.refill/state.db",
 		ProofWarehouse: "sqlite:scratch.db",
-		Run:            refill.RunConfig{MaxActive: 3, MaxActiveTotal: 8, Attempts: 3, Backoff: refill.Duration(time.Second), RescueAfter: refill.Duration(10 * time.Minute), Tolerance: 0.1, Path: refill.DefaultJobPath},
+		Run:            refill.RunConfig{MaxActive: 3, MaxActiveTotal: 8, Attempts: 3, Backoff: refill.Duration(time.Second), RescueAfter: refill.Duration(10 * time.Minute), Tolerance: 0.1, Path: refill.DefaultJobPath, OutagePatience: refill.Duration(2 * time.Minute)},
 		Notify: refill.NotifyConfig{
 			Slack:    &refill.SlackConfig{WebhookURLEnv: "SLACK_WEBHOOK_URL", SigningSecretEnv: "SLACK_SIGNING_SECRET"},
 			Webhooks: []refill.WebhookConfig{{URL: "http://127.0.0.1:9000/hook", SecretEnv: "HOOK_SECRET"}},
@@ -189,7 +189,7 @@ datasets:
 	if cfg.State != "sqlite:.refill/state.db" {
 		t.Errorf("State = %q", cfg.State)
 	}
-	if want := (refill.RunConfig{MaxActive: 3, MaxActiveTotal: 8, Attempts: 3, Backoff: refill.Duration(time.Second), RescueAfter: refill.Duration(10 * time.Minute), Tolerance: 0.1, Path: refill.DefaultJobPath}); cfg.Run != want {
+	if want := (refill.RunConfig{MaxActive: 3, MaxActiveTotal: 8, Attempts: 3, Backoff: refill.Duration(time.Second), RescueAfter: refill.Duration(10 * time.Minute), Tolerance: 0.1, Path: refill.DefaultJobPath, OutagePatience: refill.Duration(2 * time.Minute)}); cfg.Run != want {
 		t.Errorf("Run = %+v, want %+v", cfg.Run, want)
 	}
 	if !reflect.DeepEqual(cfg.Policy, refill.DefaultPolicy()) {
@@ -277,7 +277,7 @@ run: {max_active: 2}
 	if cfg.MaxRangeDays != 400 {
 		t.Errorf("MaxRangeDays = %d", cfg.MaxRangeDays)
 	}
-	if cfg.Run != (refill.RunConfig{MaxActive: 2, MaxActiveTotal: 8, Attempts: 3, Backoff: refill.Duration(time.Second), RescueAfter: refill.Duration(10 * time.Minute), Tolerance: 0.1, Path: refill.DefaultJobPath}) {
+	if cfg.Run != (refill.RunConfig{MaxActive: 2, MaxActiveTotal: 8, Attempts: 3, Backoff: refill.Duration(time.Second), RescueAfter: refill.Duration(10 * time.Minute), Tolerance: 0.1, Path: refill.DefaultJobPath, OutagePatience: refill.Duration(2 * time.Minute)}) {
 		t.Errorf("Run = %+v", cfg.Run)
 	}
 }

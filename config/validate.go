@@ -217,6 +217,17 @@ func (c *converter) run(raw *rawRun) refill.RunConfig {
 			r.Path = strings.Join(raw.Path, ":")
 		}
 	}
+	if raw.OutagePatience != nil {
+		d, err := time.ParseDuration(*raw.OutagePatience)
+		switch {
+		case err != nil:
+			c.errorf("run.outage_patience", "%q is not a duration (e.g. 2m)", clip(*raw.OutagePatience))
+		case d < 0:
+			c.errorf("run.outage_patience", "must be 0 (fail at once) or more, got %s", d)
+		default:
+			r.OutagePatience = refill.Duration(d)
+		}
+	}
 	if raw.Tolerance != nil {
 		if *raw.Tolerance < 0 || math.IsNaN(*raw.Tolerance) || math.IsInf(*raw.Tolerance, 0) {
 			c.errorf("run.tolerance", "must be a fraction of 0 or more (0.1 is 10%%), got %v", *raw.Tolerance)

@@ -88,6 +88,10 @@ type State struct {
 	// it failed there: the plan passed the gate when it was made and was
 	// blocked at apply, so its own Gate still reads passed.
 	ApplyGate *refill.GateVerdict `json:"apply_gate,omitempty"`
+	// Reviews are the partitions waiting for refill resolve.
+	Reviews []store.Review `json:"reviews,omitempty"`
+	// Waits are the partitions waiting out an outage of the warehouse.
+	Waits []store.OutageWait `json:"waiting,omitempty"`
 }
 
 // RunHolder is who runs a running plan: the holder of its run lease.
@@ -128,6 +132,9 @@ type StateJSON struct {
 	RollbackPending *store.PendingOp `json:"rollback_pending,omitempty"`
 	// ApplyGate is State.ApplyGate.
 	ApplyGate *refill.GateVerdict `json:"apply_gate,omitempty"`
+	// Reviews and Waits are State's.
+	Reviews []store.Review     `json:"reviews,omitempty"`
+	Waits   []store.OutageWait `json:"waiting,omitempty"`
 }
 
 // JSON is the state as StateJSON.
@@ -136,7 +143,7 @@ func (s *State) JSON() StateJSON {
 	if stale == nil {
 		stale = []string{}
 	}
-	return StateJSON{s.Plan, s.Approvals, s.Checklist, stale, s.Unmet, len(s.Unmet) == 0, s.FourEyes, s.Freeze, s.Cancel, s.Run, s.RollbackPending, s.ApplyGate}
+	return StateJSON{s.Plan, s.Approvals, s.Checklist, stale, s.Unmet, len(s.Unmet) == 0, s.FourEyes, s.Freeze, s.Cancel, s.Run, s.RollbackPending, s.ApplyGate, s.Reviews, s.Waits}
 }
 
 // finalFromLog is the status the audit log makes final for a plan — it
@@ -235,6 +242,14 @@ func (c *Control) Load(ctx context.Context, id string) (*State, error) {
 			return nil, err
 		}
 		s.Run = &h
+		if s.Waits, err = c.Store.OutageWaits(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+	if p.Status.Live() {
+		if s.Reviews, err = c.Store.Reviews(ctx, id); err != nil {
+			return nil, err
+		}
 	}
 	s.Unmet = c.unmet(s)
 	return s, nil
@@ -354,6 +369,9 @@ func (c *Control) unmet(s *State) []string {
 	// which needs a plan (and approval) of its own.
 	if len(s.Stale) > 0 {
 		out = append(out, fmt.Sprintf("the plan is stale: the config changed in %d way(s) since it was sealed (listed above); plan again to run with the current config", len(s.Stale)))
+	}
+	for _, rv := range s.Reviews {
+		out = append(out, fmt.Sprintf("%s %s needs review: %s; say whether it ran: refill resolve %s --partition %s --ran|--not-ran --reason ...", rv.Dataset, rv.Partition, rv.Why, p.ID, rv.Partition))
 	}
 	if s.Cancel != nil && p.Status.Live() {
 		out = append(out, fmt.Sprintf("%s asked to cancel the plan: %s", s.Cancel.Actor, refill.OneLine(s.Cancel.Reason)))
@@ -495,7 +513,7 @@ func (c *Control) Reject(ctx context.Context, id, actor, note string) (*State, e
 	}
 	p := s.Plan
 	switch p.Status {
-	case refill.StatusPending, refill.StatusReady, refill.StatusApproved, refill.StatusFailed:
+	case refill.StatusPending, refill.StatusReady, refill.StatusApproved, refill.StatusFailed, refill.StatusNeedsReview:
 		// A failed run may be abandoned: its published partitions stay as
 		// they are (roll back first to undo them) and its lock is released.
 	default:

@@ -200,7 +200,7 @@ func (c *Control) Cancel(ctx context.Context, id, actor, reason string) (*State,
 	live := s.Run != nil && !s.Run.Orphaned
 	switch {
 	case p.Status == refill.StatusPending, p.Status == refill.StatusReady, p.Status == refill.StatusApproved,
-		p.Status == refill.StatusFailed, p.Status == refill.StatusRunning && !live:
+		p.Status == refill.StatusFailed, p.Status == refill.StatusNeedsReview, p.Status == refill.StatusRunning && !live:
 		err = c.Store.Update(ctx, func(tx *store.Tx) error {
 			if err := tx.RequestCancel(ctx, req); err != nil {
 				return err

@@ -157,13 +157,15 @@ func (n *Notifier) Install(ctx context.Context) error {
 // a new plan; a decision on it; its run starting, being asked to stop,
 // stopping, failing, being blocked when it began, or finishing (the worker
 // alerts on a finished run only when its report is out of tolerance); and
-// freezes. Partition-level entries are not: a run's failure is told once,
-// for the plan.
+// freezes. Partition-level entries are not, but for what needs a person
+// (a partition that needs review, and its resolution) and a wait for the
+// warehouse past a minute: a run's failure is told once, for the plan.
 func relevant(e *refill.Event) bool {
 	switch e.Kind {
 	case refill.EventPlanCreated, refill.EventApproval, refill.EventRejection,
 		refill.EventRunStarted, refill.EventCancelRequested, refill.EventRunCancelled,
-		refill.EventRunFinished, refill.EventFreeze, refill.EventUnfreeze:
+		refill.EventRunFinished, refill.EventFreeze, refill.EventUnfreeze,
+		refill.EventRunWaiting, refill.EventNeedsReview, refill.EventResolved:
 		return true
 	case refill.EventRunFailed:
 		return e.Partition == ""

@@ -89,6 +89,15 @@ func Outcome(e *refill.Event, s *control.State, publicURL string) []slack.Block 
 		text = fmt.Sprintf(":black_square_for_stop: *Plan %s cancelled* by %s%s", id, actor, colon(detail(e, "reason")))
 	case refill.EventRunFinished:
 		text = fmt.Sprintf(":heavy_check_mark: *Plan %s applied*", id)
+	case refill.EventResolved:
+		said := "it did not run, and runs again when the plan resumes"
+		var d struct {
+			Ran bool `json:"ran"`
+		}
+		if json.Unmarshal(e.Detail, &d) == nil && d.Ran {
+			said = "it ran, and counts as published"
+		}
+		text = fmt.Sprintf(":memo: *Plan %s*: %s said of `%s %s` that %s%s", id, actor, escape(e.Dataset), escape(e.Partition), said, colon(detail(e, "reason")))
 	default:
 		text = fmt.Sprintf("*Plan %s*: %s by %s", id, escape(string(e.Kind)), actor)
 	}
@@ -150,6 +159,15 @@ func Alert(e *refill.Event, s *control.State, rep *control.Report, publicURL str
 		}
 		text = fmt.Sprintf("The run finished, and its report finds %s further than ±%.0f%% from what the plan expected:\n%s\nLook at them, and roll back if they are wrong: `refill rollback %s`.",
 			plural(flagged, "partition"), 100*tol, strings.Join(lines, "\n"), escape(e.PlanID))
+	case refill.EventRunWaiting:
+		title = fmt.Sprintf(":hourglass_flowing_sand: Plan %s: waiting for the %s", e.PlanID, detail(e, "waiting_for"))
+		text = fmt.Sprintf("`%s %s` has waited for the %s since %s: ```%s```\nThe run goes on by itself when it answers, for up to `run.outage_patience`.",
+			escape(e.Dataset), escape(e.Partition), escape(detail(e, "waiting_for")), escape(detail(e, "since")),
+			strings.ReplaceAll(mrkdwn(refill.Visible(detail(e, "error"))), "```", "'''"))
+	case refill.EventNeedsReview:
+		title = fmt.Sprintf(":rotating_light: Plan %s: %s %s needs review", e.PlanID, e.Dataset, e.Partition)
+		text = fmt.Sprintf("%s\nSay whether it ran: `refill resolve %s --partition %s --ran|--not-ran --reason ...`; then `refill apply %s` resumes the run.",
+			escape(detail(e, "why")), escape(e.PlanID), escape(e.Partition), escape(e.PlanID))
 	case refill.EventFreeze:
 		title = ":rotating_light: refill is frozen"
 		text = fmt.Sprintf("*%s* froze automatic applies%s. Auto plans and the watcher wait until `refill unfreeze`; approved plans may still be applied by hand.",
@@ -355,6 +373,9 @@ func stateLines(s *control.State) []string {
 	}
 	if !s.FourEyes {
 		lines = append(lines, ":warning: refill.yaml names no users:, so four-eyes is not enforced.")
+	}
+	for _, rv := range s.Reviews {
+		lines = append(lines, fmt.Sprintf(":rotating_light: `%s %s` needs review: %s", escape(rv.Dataset), escape(rv.Partition), escape(rv.Why)))
 	}
 	switch p.Status {
 	case refill.StatusPending, refill.StatusApproved, refill.StatusReady:

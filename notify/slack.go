@@ -91,7 +91,7 @@ func (n *Notifier) sendSlack(ctx context.Context, nt *notice) error {
 			return n.st.SaveNotice(ctx, refill.Notice{PlanID: s.Plan.ID, Target: slackTargetName, Channel: channel, TS: ts})
 		}
 		return nil
-	case refill.EventApproval, refill.EventRejection, refill.EventRunStarted, refill.EventCancelRequested, refill.EventRunCancelled:
+	case refill.EventApproval, refill.EventRejection, refill.EventRunStarted, refill.EventCancelRequested, refill.EventRunCancelled, refill.EventResolved:
 		updated, err := n.refresh(ctx, e, s)
 		if err != nil || updated {
 			return err
@@ -105,7 +105,7 @@ func (n *Notifier) sendSlack(ctx context.Context, nt *notice) error {
 		if !nt.offTolerance {
 			return nil
 		}
-	case refill.EventRunFailed, refill.EventGateResult:
+	case refill.EventRunFailed, refill.EventGateResult, refill.EventNeedsReview:
 		if _, err := n.refresh(ctx, e, s); err != nil {
 			return err
 		}

@@ -181,10 +181,28 @@ func (r *Runner) Execute(ctx context.Context, p *refill.Plan, actor string) erro
 		if errors.As(err, &stop) {
 			return r.cancelled(ctx, p, holder, stop)
 		}
+		var review *awaitingReview
+		if errors.As(err, &review) {
+			return r.awaitReview(ctx, p, holder, review)
+		}
 		return r.fail(ctx, p, actor, holder, err)
 	}
 	stopRenew()
-	err = r.Store.Update(ctx, func(tx *store.Tx) error {
+	// The state store may be away for a while: the plan is applied when it
+	// answers, within the run's patience.
+	err = r.weather(PartitionArgs{PlanID: id}).do(ctx, "state store", func() error { return r.finish(ctx, p, actor, holder) })
+	if err != nil {
+		return err
+	}
+	r.logf("plan %s: applied", id)
+	return nil
+}
+
+// finish records plan p applied: its status, the schemas it ran on as the
+// accepted ones, and the run's end.
+func (r *Runner) finish(ctx context.Context, p *refill.Plan, actor, holder string) error {
+	id := p.ID
+	return r.Store.Update(ctx, func(tx *store.Tx) error {
 		if err := tx.SetStatus(ctx, id, refill.StatusRunning, refill.StatusApplied); err != nil {
 			return err
 		}
@@ -213,11 +231,26 @@ func (r *Runner) Execute(ctx context.Context, p *refill.Plan, actor string) erro
 		return tx.Append(ctx, &refill.Event{Kind: refill.EventRunFinished, Actor: actor, PlanID: id, At: r.Now.Now(),
 			Detail: refill.Detail(map[string]any{"schemas": accepted})})
 	})
+}
+
+// awaitReview ends a run whose side_effects partitions wait for a person:
+// the plan needs review (not failed), and its holder lets it go; refill
+// apply resumes it once each is resolved.
+func (r *Runner) awaitReview(ctx context.Context, p *refill.Plan, holder string, review *awaitingReview) error {
+	ctx = context.WithoutCancel(ctx)
+	err := r.weather(PartitionArgs{PlanID: p.ID}).do(ctx, "state store", func() error {
+		return r.Store.Update(ctx, func(tx *store.Tx) error {
+			if err := tx.SetStatus(ctx, p.ID, refill.StatusRunning, refill.StatusNeedsReview); err != nil {
+				return err
+			}
+			return tx.ReleaseLease(ctx, p.ID, holder)
+		})
+	})
 	if err != nil {
-		return err
+		return errors.Join(review, err)
 	}
-	r.logf("plan %s: applied", id)
-	return nil
+	r.logf("ALERT plan %s: %v", p.ID, review)
+	return refill.NotPermittedf("plan %s needs review: %v (then refill apply %s resumes it)", p.ID, review, p.ID)
 }
 
 // cancelled is a run stopped by refill cancel: nothing new starts, and
@@ -325,7 +358,16 @@ func failedFindings(fs []refill.Finding) string {
 // fail marks the run failed and raises the alert.
 func (r *Runner) fail(ctx context.Context, p *refill.Plan, actor, holder string, cause error) error {
 	ctx = context.WithoutCancel(ctx)
-	err := r.Store.Update(ctx, func(tx *store.Tx) error {
+	err := r.weather(PartitionArgs{PlanID: p.ID}).do(ctx, "state store", func() error { return r.markFailed(ctx, p, actor, holder, cause) })
+	if err != nil {
+		return errors.Join(cause, err)
+	}
+	r.logf("ALERT plan %s: run failed: %v; run refill apply %s again to resume", p.ID, cause, p.ID)
+	return fmt.Errorf("plan %s: run failed (published partitions are kept; apply again to resume): %w", p.ID, cause)
+}
+
+func (r *Runner) markFailed(ctx context.Context, p *refill.Plan, actor, holder string, cause error) error {
+	return r.Store.Update(ctx, func(tx *store.Tx) error {
 		if err := tx.SetStatus(ctx, p.ID, refill.StatusRunning, refill.StatusFailed); err != nil {
 			return err
 		}
@@ -335,11 +377,6 @@ func (r *Runner) fail(ctx context.Context, p *refill.Plan, actor, holder string,
 		return tx.Append(ctx, &refill.Event{Kind: refill.EventRunFailed, Actor: actor, PlanID: p.ID, At: r.Now.Now(),
 			Detail: refill.Detail(map[string]any{"error": cause.Error()})})
 	})
-	if err != nil {
-		return errors.Join(cause, err)
-	}
-	r.logf("ALERT plan %s: run failed: %v; run refill apply %s again to resume", p.ID, cause, p.ID)
-	return fmt.Errorf("plan %s: run failed (published partitions are kept; apply again to resume): %w", p.ID, cause)
 }
 
 // runs counts the plan's earlier apply invocations.
@@ -369,7 +406,8 @@ func (r *Runner) execute(ctx context.Context, p *refill.Plan, runNo int) (runErr
 		// context ends (a server's shutdown grace): then they too are
 		// cancelled and roll back.
 		var stop *cancelled
-		graceful := runErr == nil || errors.As(runErr, &stop) || errors.Is(runErr, errDrained)
+		var review *awaitingReview
+		graceful := runErr == nil || errors.As(runErr, &stop) || errors.As(runErr, &review) || errors.Is(runErr, errDrained)
 		base := context.WithoutCancel(ctx)
 		if graceful {
 			base = ctx
@@ -385,11 +423,12 @@ func (r *Runner) execute(ctx context.Context, p *refill.Plan, runNo int) (runErr
 	events, cancel := q.subscribe()
 	defer cancel()
 
+	w := r.weather(PartitionArgs{PlanID: p.ID})
 	for level := 1; ; level++ {
 		var todo []PartitionArgs
 		any := false
-		published, err := r.published(ctx, p.ID)
-		if err != nil {
+		var published map[string]bool
+		if err := w.do(ctx, "state store", func() (err error) { published, err = r.published(ctx, p.ID); return err }); err != nil {
 			return err
 		}
 		for _, st := range p.Steps {
@@ -409,14 +448,14 @@ func (r *Runner) execute(ctx context.Context, p *refill.Plan, runNo int) (runErr
 		if len(todo) == 0 {
 			continue
 		}
-		if err := r.cancelRequested(ctx, p.ID); err != nil {
+		if err := w.do(ctx, "state store", func() error { return r.cancelRequested(ctx, p.ID) }); err != nil {
 			return err
 		}
 		if r.drained() {
 			return errDrained
 		}
 		r.logf("order %d: %d partition(s) to build", level, len(todo))
-		if err := q.insert(ctx, todo, attempts); err != nil {
+		if err := w.do(ctx, "state store", func() error { return q.insert(ctx, todo, attempts) }); err != nil {
 			return fmt.Errorf("queueing order %d: %w", level, err)
 		}
 		if err := r.wait(ctx, q, p.ID, runNo, todo, events); err != nil {
@@ -444,48 +483,23 @@ func (r *Runner) published(ctx context.Context, planID string) (map[string]bool,
 func (r *Runner) wait(ctx context.Context, q queue, planID string, runNo int, todo []PartitionArgs, events <-chan *river.Event) error {
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
+	// An outage of the state store pauses the wait (within the run's
+	// patience): the partitions go on where their workers can reach it.
+	w := r.weather(PartitionArgs{PlanID: planID})
 	for {
-		published, err := r.published(ctx, planID)
-		if err != nil {
+		var outcome error
+		done := false
+		err := w.do(ctx, "state store", func() (err error) {
+			done, outcome, err = r.look(ctx, q, planID, runNo, todo)
 			return err
-		}
-		done := true
-		for _, t := range todo {
-			if !published[key(t.Dataset, t.Partition)] {
-				done = false
-				break
-			}
-		}
-		if done {
+		})
+		switch {
+		case err != nil:
+			return err
+		case outcome != nil:
+			return outcome
+		case done:
 			return nil
-		}
-		if err := r.cancelRequested(ctx, planID); err != nil {
-			return err
-		}
-		if failure, err := r.exhausted(ctx, planID); err != nil || failure != "" {
-			if err != nil {
-				return err
-			}
-			return errors.New(failure)
-		}
-		// A job River gave up on without a recorded failure (discarded by
-		// its rescuer, say, after a worker died on its last attempt) must
-		// end the run too: nothing will ever publish its partition.
-		gone, err := q.givenUp(ctx, planID, runNo)
-		if err != nil {
-			return err
-		}
-		for _, g := range gone {
-			if !published[key(g.Dataset, g.Partition)] {
-				// A job that gave up on its last attempt records why
-				// before River marks it: if that happened since the look
-				// above, the recorded failure says more.
-				if failure, err := r.exhausted(ctx, planID); err == nil && failure != "" {
-					return errors.New(failure)
-				}
-				return fmt.Errorf("%s %s: River %s its job after %d attempt(s) without publishing it (last error: %s)",
-					g.Dataset, g.Partition, g.State, g.Attempts, orUnknown(g.LastError))
-			}
 		}
 		select {
 		case <-ctx.Done():
@@ -496,6 +510,94 @@ func (r *Runner) wait(ctx context.Context, q queue, planID string, runNo int, to
 		case <-events:
 		}
 	}
+}
+
+// look is one look at a run's partitions: whether todo are all
+// published, or what ended the run (outcome: a partition that failed for
+// good, partitions that wait for review once the rest are done, a
+// cancel); err is the state store's.
+func (r *Runner) look(ctx context.Context, q queue, planID string, runNo int, todo []PartitionArgs) (done bool, outcome, err error) {
+	published, err := r.published(ctx, planID)
+	if err != nil {
+		return false, nil, err
+	}
+	reviews, err := r.Store.Reviews(ctx, planID)
+	if err != nil {
+		return false, nil, err
+	}
+	review := map[string]bool{}
+	for _, rv := range reviews {
+		review[key(rv.Dataset, rv.Partition)] = true
+	}
+	// A partition waiting for review is not run again, but the others go
+	// on: the run waits for a person only once they are done.
+	done, left := true, 0
+	for _, t := range todo {
+		k := key(t.Dataset, t.Partition)
+		if !published[k] {
+			done = false
+			if !review[k] {
+				left++
+			}
+		}
+	}
+	if done {
+		return true, nil, nil
+	}
+	if left == 0 {
+		return false, &awaitingReview{reviews: reviews}, nil
+	}
+	if err := r.cancelRequested(ctx, planID); err != nil {
+		var stop *cancelled
+		if errors.As(err, &stop) {
+			return false, err, nil
+		}
+		return false, nil, err
+	}
+	if failure, err := r.exhausted(ctx, planID); err != nil || failure != "" {
+		if err != nil {
+			return false, nil, err
+		}
+		return false, errors.New(failure), nil
+	}
+	// A job River gave up on without a recorded failure (discarded by
+	// its rescuer, say, after a worker died on its last attempt) must
+	// end the run too: nothing will ever publish its partition.
+	gone, err := q.givenUp(ctx, planID, runNo)
+	if err != nil {
+		return false, nil, err
+	}
+	for _, g := range gone {
+		k := key(g.Dataset, g.Partition)
+		if published[k] || review[k] {
+			continue
+		}
+		// A job that gave up on its last attempt records why before
+		// River marks it: if that happened since the look above, the
+		// recorded failure (or review) says more.
+		if failure, err := r.exhausted(ctx, planID); err == nil && failure != "" {
+			return false, errors.New(failure), nil
+		}
+		if reviews, err := r.Store.Reviews(ctx, planID); err == nil {
+			if slices.ContainsFunc(reviews, func(rv store.Review) bool { return key(rv.Dataset, rv.Partition) == k }) {
+				continue
+			}
+		}
+		return false, fmt.Errorf("%s %s: River %s its job after %d attempt(s) without publishing it (last error: %s)",
+			g.Dataset, g.Partition, g.State, g.Attempts, orUnknown(g.LastError)), nil
+	}
+	return false, nil, nil
+}
+
+// awaitingReview ends a run whose partitions wait for refill resolve.
+type awaitingReview struct{ reviews []store.Review }
+
+func (e *awaitingReview) Error() string {
+	var parts []string
+	for _, rv := range e.reviews {
+		parts = append(parts, rv.Dataset+" "+rv.Partition)
+	}
+	return fmt.Sprintf("%d partition(s) need review before the run can go on (%s): refill resolve says whether each ran", len(e.reviews), strings.Join(parts, ", "))
 }
 
 // exhausted returns the first partition failure of this run recorded after
@@ -534,6 +636,10 @@ func (r *Runner) work(ctx context.Context, a PartitionArgs, attempt, maxAttempts
 	var done *alreadyPublished
 	if errors.As(err, &done) {
 		return nil
+	}
+	if errors.Is(err, errNeedsReview) {
+		// Recorded: the run ends waiting for a person, not failed.
+		return river.JobCancel(err)
 	}
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
@@ -585,10 +691,15 @@ type alreadyPublished struct{}
 
 func (*alreadyPublished) Error() string { return "already published" }
 
-// build rebuilds one partition and records it published, once.
+// build rebuilds one partition and records it published, once. Each
+// step waits out an outage of the warehouse or the state store (weather)
+// instead of failing: a transactional publish is simply tried again, and
+// a job outside refill's transactions runs once, its outcome recorded
+// when the state store answers.
 func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error {
-	ok, err := r.mayStart(ctx, a)
-	if err != nil {
+	w := r.weather(a)
+	var ok bool
+	if err := w.do(ctx, "state store", func() (err error) { ok, err = r.mayStart(ctx, a); return err }); err != nil {
 		return err
 	}
 	if !ok {
@@ -596,31 +707,35 @@ func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error 
 	}
 	// The job is the one the plan sealed, whatever this process's config
 	// says: a worker started with another config cannot change it.
-	d, err := r.sealed(ctx, a.PlanID, a.Dataset)
-	if err != nil {
+	var d *refill.Dataset
+	if err := w.do(ctx, "state store", func() (err error) { d, err = r.sealed(ctx, a.PlanID, a.Dataset); return err }); err != nil {
 		return err
 	}
-	if err := r.sameWarehouse(ctx, a.PlanID); err != nil {
+	if err := w.do(ctx, "state store", func() error { return r.sameWarehouse(ctx, a.PlanID) }); err != nil {
 		return err
 	}
 	jr, err := jobs.For(d.Job.Kind, r.jobDeps())
 	if err != nil {
 		return err
 	}
-	jrun := refill.JobRun{PlanID: a.PlanID, Run: a.Run, Partition: a.Partition, Warehouse: r.jobWarehouse()}
+	jrun := refill.JobRun{PlanID: a.PlanID, Run: a.Run, Partition: a.Partition, Warehouse: r.jobWarehouse(),
+		AttemptKey: refill.AttemptKey(a.PlanID, a.Dataset, a.Partition, a.Run)}
 	rec := refill.Published{PlanID: a.PlanID, Dataset: a.Dataset, Partition: a.Partition, Attempt: attempt}
 	start := time.Now()
 	if jr.Transactional() {
-		err = r.publish(ctx, jr, d, jrun, &rec)
+		err = w.do(ctx, "warehouse", func() error {
+			rec = refill.Published{PlanID: a.PlanID, Dataset: a.Dataset, Partition: a.Partition, Attempt: attempt}
+			return r.publish(ctx, jr, d, jrun, &rec)
+		})
 	} else {
 		// A command or a DAG run writes outside refill's transactions: its
 		// digests are taken before and after, and its output kept.
-		err = r.outside(ctx, a.PlanID, d, a.Partition, &rec, func() (string, error) { return jr.Build(ctx, nil, d, jrun) })
+		err = r.outside(ctx, w, a, d, &rec, func() (string, error) { return jr.Build(ctx, nil, d, jrun) })
 	}
 	if err != nil {
 		return err
 	}
-	if err := r.record(ctx, &rec); err != nil {
+	if err := w.do(ctx, "state store", func() error { return r.record(ctx, &rec) }); err != nil {
 		return err
 	}
 	took := time.Since(start)
@@ -792,6 +907,9 @@ func (r *Runner) record(ctx context.Context, rec *refill.Published) error {
 		if rec.After != nil {
 			detail["rows_after"], detail["checksum_after"] = rec.After.Rows, rec.After.Checksum
 		}
+		if err := tx.EndAttempt(ctx, rec.PlanID, rec.Dataset, rec.Partition, store.AttemptPublished); err != nil {
+			return err
+		}
 		return tx.Append(ctx, &refill.Event{Kind: refill.EventPartitionPublished, Actor: "refill", PlanID: rec.PlanID,
 			Dataset: rec.Dataset, Partition: rec.Partition, At: rec.At, Detail: refill.Detail(detail)})
 	})
@@ -826,47 +944,117 @@ func (r *Runner) digest(ctx context.Context, d *refill.Dataset, partition string
 // back whatever the job kinds. A mark found before the job starts is an
 // earlier attempt that succeeded and did not live to record it: that
 // partition is adopted, not run again.
-func (r *Runner) outside(ctx context.Context, planID string, d *refill.Dataset, partition string, rec *refill.Published, job func() (string, error)) error {
+//
+// The job runs at most once per call, and its attempt is recorded before
+// it starts (store.BeginAttempt). An earlier attempt whose outcome is
+// unknown — its job may have written, and its record never committed —
+// is run again only when the job has no side effects; a side_effects job
+// waits for a person instead (needs review): a second delivery to a
+// partner cannot be taken back.
+func (r *Runner) outside(ctx context.Context, w *weather, a PartitionArgs, d *refill.Dataset, rec *refill.Published, job func() (string, error)) error {
 	tr, ok := r.Warehouse.(refill.Transactor)
 	if !ok {
 		return fmt.Errorf("the %s warehouse cannot write", r.Warehouse.Driver())
 	}
 	var marked bool
-	if err := tr.Transact(ctx, func(tx refill.WarehouseTx) (err error) {
-		if marked, err = tx.MarkPublished(ctx, planID, d.Name, partition); err != nil {
-			return err
+	if err := w.do(ctx, "warehouse", func() error {
+		err := tr.Transact(ctx, func(tx refill.WarehouseTx) (err error) {
+			if marked, err = tx.MarkPublished(ctx, a.PlanID, d.Name, a.Partition); err != nil {
+				return err
+			}
+			return errLookOnly
+		})
+		if errors.Is(err, errLookOnly) {
+			return nil
 		}
-		return errLookOnly
-	}); err != nil && !errors.Is(err, errLookOnly) {
+		return err
+	}); err != nil {
 		return err
 	}
 	if marked {
-		return r.adopt(ctx, d, partition, rec)
+		return w.do(ctx, "warehouse", func() error { return r.adopt(ctx, d, a.Partition, rec) })
 	}
-	var err error
-	if rec.Before, err = r.digest(ctx, d, partition); err != nil {
+	var unknown *store.Attempt
+	if err := w.do(ctx, "state store", func() (err error) {
+		unknown, err = r.Store.BeginAttempt(ctx, store.Attempt{PlanID: a.PlanID, Dataset: a.Dataset, Partition: a.Partition, Run: a.Run,
+			Key: refill.AttemptKey(a.PlanID, a.Dataset, a.Partition, a.Run), Holder: workerID, Started: time.Now()})
+		return err
+	}); err != nil {
 		return err
 	}
-	if rec.Output, err = job(); err != nil {
+	if unknown != nil {
+		if d.Job.SideEffects {
+			why := fmt.Sprintf("an attempt of run %d (key %s, by %s at %s) ended with its outcome unknown: its job may have had its effect, and its record never committed; refill never runs a side_effects job again on its own",
+				unknown.Run, unknown.Key, unknown.Holder, unknown.Started.UTC().Format(time.RFC3339))
+			return w.do(ctx, "state store", func() error { return r.needsReview(ctx, a, why) })
+		}
+		r.logf("%s %s: an earlier attempt (run %d) ended with its outcome unknown; the job has no side effects, so it runs again", a.Dataset, a.Partition, unknown.Run)
+		if err := w.do(ctx, "state store", func() error {
+			return r.Store.Update(ctx, func(tx *store.Tx) error {
+				return tx.EndAttempt(ctx, a.PlanID, a.Dataset, a.Partition, store.AttemptFailed)
+			})
+		}); err != nil {
+			return err
+		}
+		if err := w.do(ctx, "state store", func() (err error) {
+			unknown, err = r.Store.BeginAttempt(ctx, store.Attempt{PlanID: a.PlanID, Dataset: a.Dataset, Partition: a.Partition, Run: a.Run,
+				Key: refill.AttemptKey(a.PlanID, a.Dataset, a.Partition, a.Run), Holder: workerID, Started: time.Now()})
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	if err := w.do(ctx, "warehouse", func() (err error) { rec.Before, err = r.digest(ctx, d, a.Partition); return err }); err != nil {
 		return err
 	}
-	if rec.After, err = r.digest(ctx, d, partition); err != nil {
+	var jobErr error
+	if rec.Output, jobErr = job(); jobErr != nil {
+		// The job's own failure: its outcome is known, and a retry may run
+		// it again (when the state store answers to say so).
+		bg := context.WithoutCancel(ctx)
+		_ = w.do(bg, "state store", func() error {
+			return r.Store.Update(bg, func(tx *store.Tx) error {
+				return tx.EndAttempt(bg, a.PlanID, a.Dataset, a.Partition, store.AttemptFailed)
+			})
+		})
+		return jobErr
+	}
+	if err := w.do(ctx, "warehouse", func() (err error) { rec.After, err = r.digest(ctx, d, a.Partition); return err }); err != nil {
 		return err
 	}
-	head, err := r.anchor(ctx)
+	return w.do(ctx, "warehouse", func() error {
+		head, err := r.anchor(ctx)
+		if err != nil {
+			return err
+		}
+		return tr.Transact(ctx, func(tx refill.WarehouseTx) error {
+			if _, err := tx.MarkPublished(ctx, a.PlanID, d.Name, a.Partition); err != nil {
+				return err
+			}
+			if head.Seq > 0 {
+				rec.Anchor = head.Seq
+				return tx.Anchor(ctx, head)
+			}
+			return nil
+		})
+	})
+}
+
+// errNeedsReview ends a partition that waits for a person (refill
+// resolve): it is neither retried nor failed.
+var errNeedsReview = errors.New("needs review")
+
+// needsReview records that a partition waits for refill resolve.
+func (r *Runner) needsReview(ctx context.Context, a PartitionArgs, why string) error {
+	err := r.Store.Update(ctx, func(tx *store.Tx) error {
+		return tx.Append(ctx, &refill.Event{Kind: refill.EventNeedsReview, Actor: "refill", PlanID: a.PlanID, Dataset: a.Dataset, Partition: a.Partition,
+			At: r.Now.Now(), Detail: refill.Detail(map[string]any{"why": why, "run": a.Run})})
+	})
 	if err != nil {
 		return err
 	}
-	return tr.Transact(ctx, func(tx refill.WarehouseTx) error {
-		if _, err := tx.MarkPublished(ctx, planID, d.Name, partition); err != nil {
-			return err
-		}
-		if head.Seq > 0 {
-			rec.Anchor = head.Seq
-			return tx.Anchor(ctx, head)
-		}
-		return nil
-	})
+	r.logf("ALERT %s %s: needs review: %s; refill resolve %s --partition %s --ran|--not-ran --reason ... says what happened", a.Dataset, a.Partition, why, a.PlanID, a.Partition)
+	return fmt.Errorf("%s %s: %w: %s", a.Dataset, a.Partition, errNeedsReview, why)
 }
 
 // errLookOnly rolls back a transaction that only looked.

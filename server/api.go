@@ -44,6 +44,7 @@ func (s *Server) api() {
 	h("POST /api/v1/plans/{id}/cancel", s.decide(func(c *control.Control, r *http.Request, id, user, reason string) (*control.State, error) {
 		return c.Cancel(r.Context(), id, user, reason)
 	}))
+	h("POST /api/v1/plans/{id}/resolve", s.resolve)
 	h("POST /api/v1/plans/{id}/rollback", s.rollback)
 	h("POST /api/v1/plans/{id}/apply", s.apply)
 	h("GET /api/v1/plans/{id}/report", s.report)
@@ -286,6 +287,34 @@ func (s *Server) decide(act func(c *control.Control, r *http.Request, id, user, 
 		}
 		writeJSON(w, http.StatusOK, s.withProgress(r, st))
 	}
+}
+
+// resolveBody is a person's word on a partition that needs review.
+type resolveBody struct {
+	Dataset   string `json:"dataset"`
+	Partition string `json:"partition"`
+	Ran       *bool  `json:"ran"`
+	Reason    string `json:"reason"`
+}
+
+// resolve says whether a side_effects partition whose outcome was unknown
+// ran (refill resolve).
+func (s *Server) resolve(w http.ResponseWriter, r *http.Request, user string) {
+	var b resolveBody
+	if err := decode(w, r, &b); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if b.Partition == "" || b.Ran == nil {
+		s.writeError(w, r, refill.BadInputf(`resolve needs "partition" and "ran" (true: its job had its effect; false: it did not, and runs again), with a "reason"`))
+		return
+	}
+	st, err := s.ctl().Resolve(r.Context(), user, control.ResolveRequest{PlanID: r.PathValue("id"), Dataset: b.Dataset, Partition: b.Partition, Ran: *b.Ran, Reason: b.Reason})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.withProgress(r, st))
 }
 
 func (s *Server) rollback(w http.ResponseWriter, r *http.Request, user string) {

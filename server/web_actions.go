@@ -48,6 +48,17 @@ func (ui *webUI) decide(w http.ResponseWriter, r *http.Request, v *view) {
 				msg = "The run was asked to stop: no new partition starts, and those in flight finish first."
 			}
 		}
+	case "resolve":
+		ran := r.PostForm.Get("ran")
+		if ran != "yes" && ran != "no" {
+			err = refill.BadInputf("say whether the job ran: yes or no")
+			break
+		}
+		_, err = c.Resolve(ctx, user, control.ResolveRequest{PlanID: id, Dataset: r.PostForm.Get("dataset"), Partition: r.PostForm.Get("partition"), Ran: ran == "yes", Reason: note})
+		msg = "Recorded: it did not run, and runs again when the plan resumes."
+		if ran == "yes" {
+			msg = "Recorded: it ran, and counts as published."
+		}
 	case "rollback":
 		var parts []refill.SnapshotPart
 		_, parts, err = c.Rollback(ctx, id, user, control.RollbackOptions{Force: r.PostForm.Get("force") != "", Reason: note})
@@ -61,7 +72,7 @@ func (ui *webUI) decide(w http.ResponseWriter, r *http.Request, v *view) {
 		}
 		msg = "The run started."
 	default:
-		ui.fail(w, r, v, refill.NotFoundf("no action %q on a plan (approve, reject, apply, cancel, snapshot, scope, signoff, rollback)", act))
+		ui.fail(w, r, v, refill.NotFoundf("no action %q on a plan (approve, reject, apply, cancel, snapshot, scope, signoff, resolve, rollback)", act))
 		return
 	}
 	if err != nil {

@@ -140,6 +140,8 @@ type planData struct {
 // them; control still decides every press.
 type mayDo struct {
 	Approve, Reject, Apply, Cancel, Snapshot, Scope, Signoff bool
+	// Resolve says whether a side_effects partition of unknown outcome ran.
+	Resolve bool
 	// Rollback restores the snapshot after a run; Force is a lead's
 	// rollback over partitions another plan wrote since.
 	Rollback, Force bool
@@ -240,7 +242,7 @@ func (ui *webUI) renderPlan(w http.ResponseWriter, r *http.Request, v *view, st 
 	}
 	v.Refresh = d.Running
 	switch p.Status {
-	case refill.StatusRunning, refill.StatusApplied, refill.StatusFailed, refill.StatusCancelled, refill.StatusRolledBack:
+	case refill.StatusRunning, refill.StatusApplied, refill.StatusFailed, refill.StatusNeedsReview, refill.StatusCancelled, refill.StatusRolledBack:
 		d.ShowProgress = true
 	default:
 		d.ShowProgress = d.Running || d.Progress.Published > 0
@@ -272,9 +274,10 @@ func (ui *webUI) mayDo(st *control.State, user string, rep *control.Report) mayD
 	m.Reject = p.Status == refill.StatusPending && reviewer
 	m.Apply = len(st.Unmet) == 0 && p.Status != refill.StatusRunning && p.Status.Live()
 	switch p.Status {
-	case refill.StatusPending, refill.StatusApproved, refill.StatusReady, refill.StatusRunning:
+	case refill.StatusPending, refill.StatusApproved, refill.StatusReady, refill.StatusRunning, refill.StatusNeedsReview:
 		m.Cancel = st.Cancel == nil && ui.s.ctl().MayCancel(st, user)
 	}
+	m.Resolve = len(st.Reviews) > 0 && ui.s.ctl().MayCancel(st, user)
 	switch p.Status {
 	case refill.StatusApplied, refill.StatusFailed, refill.StatusCancelled:
 		// Only a plan with a snapshot can be rolled back: control says

@@ -13,7 +13,7 @@ import (
 // partitions (refill.Status.Live).
 var liveStatuses = func() string {
 	var out []string
-	for _, s := range []refill.Status{refill.StatusPending, refill.StatusReady, refill.StatusApproved, refill.StatusRunning, refill.StatusFailed} {
+	for _, s := range []refill.Status{refill.StatusPending, refill.StatusReady, refill.StatusApproved, refill.StatusRunning, refill.StatusFailed, refill.StatusNeedsReview} {
 		out = append(out, "'"+string(s)+"'")
 	}
 	return strings.Join(out, ", ")

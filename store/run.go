@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 
 	"github.com/refill-dev/refill"
 )
@@ -151,4 +152,158 @@ func (s *Store) PublishedSince(ctx context.Context, planID string) ([]refill.Pub
 		out = append(out, p)
 	}
 	return out, rows.Err()
+}
+
+// OutageWait is a partition waiting out an outage: what for, since when.
+type OutageWait struct {
+	PlanID    string    `json:"plan_id"`
+	Dataset   string    `json:"dataset"`
+	Partition string    `json:"partition"`
+	For       string    `json:"waiting_for"`
+	Since     time.Time `json:"since"`
+}
+
+// SetOutageWait records a partition waiting (w.For set), or that its wait
+// ended (w.For "").
+func (s *Store) SetOutageWait(ctx context.Context, w OutageWait) error {
+	var err error
+	if w.For == "" {
+		_, err = s.db.ExecContext(ctx, s.d.rebind(`DELETE FROM outage_waits WHERE plan_id = ? AND dataset = ? AND partition = ?`), w.PlanID, w.Dataset, w.Partition)
+	} else {
+		_, err = s.db.ExecContext(ctx, s.d.rebind(`INSERT INTO outage_waits (plan_id, dataset, partition, waiting_for, since) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (plan_id, dataset, partition) DO UPDATE SET waiting_for = excluded.waiting_for, since = excluded.since`),
+			w.PlanID, w.Dataset, w.Partition, w.For, s.d.timestamp(w.Since))
+	}
+	if err != nil {
+		return fmt.Errorf("plan %s: outage wait: %w", w.PlanID, err)
+	}
+	return nil
+}
+
+// OutageWaits lists a plan's partitions waiting out an outage, by dataset
+// and partition.
+func (s *Store) OutageWaits(ctx context.Context, planID string) ([]OutageWait, error) {
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT dataset, partition, waiting_for, since FROM outage_waits WHERE plan_id = ? ORDER BY dataset, partition`), planID)
+	if err != nil {
+		return nil, fmt.Errorf("plan %s: outage waits: %w", planID, err)
+	}
+	defer rows.Close()
+	var out []OutageWait
+	for rows.Next() {
+		w := OutageWait{PlanID: planID}
+		var since timestamp
+		if err := rows.Scan(&w.Dataset, &w.Partition, &w.For, &since); err != nil {
+			return nil, fmt.Errorf("plan %s: outage waits: %w", planID, err)
+		}
+		w.Since = since.Time
+		out = append(out, w)
+	}
+	return out, rows.Err()
+}
+
+// Attempt is one run's attempt at a partition of a job that writes
+// outside refill's transactions.
+type Attempt struct {
+	PlanID    string    `json:"plan_id"`
+	Dataset   string    `json:"dataset"`
+	Partition string    `json:"partition"`
+	Run       int       `json:"run"`
+	Key       string    `json:"key"`
+	Holder    string    `json:"holder"`
+	Started   time.Time `json:"started_at"`
+	// Outcome is "" while unknown, then published, failed or not_ran.
+	Outcome string `json:"outcome"`
+}
+
+// Attempt outcomes.
+const (
+	AttemptPublished = "published"
+	AttemptFailed    = "failed"
+	AttemptNotRan    = "not_ran"
+)
+
+// BeginAttempt records a before its job starts, and returns an earlier
+// attempt at the same partition, of any run, whose outcome is unknown —
+// its job may have had its effect, or not — if there is one.
+func (s *Store) BeginAttempt(ctx context.Context, a Attempt) (unknown *Attempt, err error) {
+	err = s.Update(ctx, func(tx *Tx) error {
+		rows, err := tx.tx.QueryContext(ctx, tx.d.rebind(`SELECT run, key, holder, started_at FROM job_attempts
+			WHERE plan_id = ? AND dataset = ? AND partition = ? AND outcome = '' ORDER BY run DESC`), a.PlanID, a.Dataset, a.Partition)
+		if err != nil {
+			return err
+		}
+		for rows.Next() && unknown == nil {
+			u := Attempt{PlanID: a.PlanID, Dataset: a.Dataset, Partition: a.Partition}
+			var at timestamp
+			if err := rows.Scan(&u.Run, &u.Key, &u.Holder, &at); err != nil {
+				rows.Close()
+				return err
+			}
+			u.Started = at.Time
+			unknown = &u
+		}
+		rows.Close()
+		if unknown != nil {
+			return nil
+		}
+		_, err = tx.tx.ExecContext(ctx, tx.d.rebind(`INSERT INTO job_attempts (plan_id, dataset, partition, run, key, holder, started_at, outcome)
+			VALUES (?, ?, ?, ?, ?, ?, ?, '') ON CONFLICT (plan_id, dataset, partition, run)
+			DO UPDATE SET holder = excluded.holder, started_at = excluded.started_at, outcome = ''`),
+			a.PlanID, a.Dataset, a.Partition, a.Run, a.Key, a.Holder, tx.d.timestamp(a.Started))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: record the attempt: %w", a.Dataset, a.Partition, err)
+	}
+	return unknown, nil
+}
+
+// EndAttempt records the outcome of every attempt at a partition whose
+// outcome is unknown: the job's, once known, or a person's word on it.
+func (t *Tx) EndAttempt(ctx context.Context, planID, dataset, partition, outcome string) error {
+	_, err := t.tx.ExecContext(ctx, t.d.rebind(`UPDATE job_attempts SET outcome = ? WHERE plan_id = ? AND dataset = ? AND partition = ? AND outcome = ''`),
+		outcome, planID, dataset, partition)
+	if err != nil {
+		return fmt.Errorf("%s %s: record the attempt's outcome: %w", dataset, partition, err)
+	}
+	return nil
+}
+
+// Review is a partition waiting for a person's word (refill resolve).
+type Review struct {
+	Dataset   string    `json:"dataset"`
+	Partition string    `json:"partition"`
+	Why       string    `json:"why"`
+	At        time.Time `json:"at"`
+}
+
+// Reviews returns a plan's partitions waiting for refill resolve, as the
+// audit log records them: needs_review entries no resolution followed.
+func (s *Store) Reviews(ctx context.Context, planID string) ([]Review, error) {
+	evs, err := entriesOf(ctx, s.db, s.d, s.auditKey(), []refill.EventKind{refill.EventNeedsReview, refill.EventResolved}, planID, "")
+	if err != nil {
+		return nil, err
+	}
+	open := map[string]Review{}
+	var order []string
+	for i := range evs {
+		e := &evs[i]
+		k := key(e.Dataset, e.Partition)
+		if e.Kind == refill.EventResolved {
+			delete(open, k)
+			continue
+		}
+		if _, ok := open[k]; !ok {
+			order = append(order, k)
+		}
+		open[k] = Review{Dataset: e.Dataset, Partition: e.Partition, Why: str(detailOf(e), "why"), At: e.At}
+	}
+	var out []Review
+	for _, k := range order {
+		if r, ok := open[k]; ok {
+			out = append(out, r)
+			delete(open, k) // a review raised again after a resolution is in order twice
+		}
+	}
+	return out, nil
 }

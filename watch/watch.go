@@ -402,7 +402,7 @@ func (w *Watcher) decide(ctx context.Context, g Gap, frozen bool) (Decision, err
 		}
 	}
 	switch status {
-	case refill.StatusPending, refill.StatusApproved, refill.StatusReady, refill.StatusRunning:
+	case refill.StatusPending, refill.StatusApproved, refill.StatusReady, refill.StatusRunning, refill.StatusNeedsReview:
 		if t.Status == refill.StatusReady && t.Tier == refill.TierAuto && !frozen && t.RequestedBy == refill.Watcher {
 			// The watcher's own auto plan that never ran (a tick that
 			// stopped between planning and applying): run it.

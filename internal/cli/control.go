@@ -145,6 +145,16 @@ func renderState(s *control.State) string {
 			fmt.Fprintf(&b, "\nRunning: held by %s (lease renewed until %s).\n", h.Holder, h.Expires.UTC().Format("15:04:05 UTC"))
 		}
 	}
+	for _, wt := range s.Waits {
+		fmt.Fprintf(&b, "\n%s %s: waiting for the %s (since %s)\n", wt.Dataset, wt.Partition, wt.For, wt.Since.UTC().Format("15:04:05 UTC"))
+	}
+	if len(s.Reviews) > 0 {
+		fmt.Fprintf(&b, "\nNeeds review: %d partition(s) of jobs with side effects ended with their outcome unknown; refill will not run them again on its own:\n", len(s.Reviews))
+		for _, rv := range s.Reviews {
+			fmt.Fprintf(&b, "  - %s %s: %s\n", rv.Dataset, rv.Partition, rv.Why)
+		}
+		fmt.Fprintf(&b, "Say whether each ran: refill resolve %s --partition P --ran|--not-ran --reason ...; then refill apply %s resumes the run.\n", s.Plan.ID, s.Plan.ID)
+	}
 	if op := s.RollbackPending; op != nil {
 		fmt.Fprintf(&b, "\nA rollback was begun by %s at %s and not finished: the warehouse may already be restored while the plan still says %s. refill rollback %s finishes it.\n", op.Actor, op.Started.UTC().Format("2006-01-02 15:04:05 UTC"), s.Plan.Status, s.Plan.ID)
 	}

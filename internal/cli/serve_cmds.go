@@ -3,6 +3,7 @@ package cli
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/control"
 )
 
@@ -99,6 +100,54 @@ published stays; refill rollback undoes it.`,
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why the plan stops (required; kept in the audit log)")
+	cmd.Flags().StringVar(&a.as, "as", "", "who is acting (default $REFILL_USER)")
+	return cmd
+}
+
+func (a *app) resolveCmd() *cobra.Command {
+	var reason, dataset, partition string
+	var ran, notRan bool
+	cmd := &cobra.Command{
+		Use:   "resolve PLAN --partition P (--ran | --not-ran) --reason TEXT [--dataset D] [--as USER]",
+		Short: "Say whether a side_effects job whose outcome is unknown ran",
+		Long: `A job with side_effects (a partner upload, an email) is never run twice on
+refill's own: when one of its attempts ends with its outcome unknown — the
+job finished but its record did not commit, or its process vanished — the
+partition needs review and the plan waits (status needs_review). Find out
+whether it ran (the partner's receipt, the job's log, REFILL_ATTEMPT_KEY in
+what it wrote) and say so, as the plan's requester, an approver or a lead:
+
+  --ran      it had its effect: the partition is recorded published and
+             never runs again
+  --not-ran  it did not: it runs again when the plan resumes
+
+Both are audited with your reason. Once every partition is resolved,
+refill apply PLAN resumes the run.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if ran == notRan {
+				return refill.BadInputf("say either --ran (its job had its effect) or --not-ran (it did not, and runs again)")
+			}
+			if partition == "" {
+				return refill.BadInputf("--partition is required: the partition that needs review (refill show %s lists them)", args[0])
+			}
+			e, c, actor, err := a.openControl(cmd.Context(), false)
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			s, err := c.Resolve(cmd.Context(), actor, control.ResolveRequest{PlanID: args[0], Dataset: dataset, Partition: partition, Ran: ran, Reason: reason})
+			if err != nil {
+				return err
+			}
+			return a.printState(s, e.cfg)
+		},
+	}
+	cmd.Flags().StringVar(&partition, "partition", "", "the partition that needs review (required)")
+	cmd.Flags().StringVar(&dataset, "dataset", "", "its dataset, when the plan has the partition in more than one")
+	cmd.Flags().BoolVar(&ran, "ran", false, "the job had its effect: record the partition published")
+	cmd.Flags().BoolVar(&notRan, "not-ran", false, "the job did not have its effect: run it again on resume")
+	cmd.Flags().StringVar(&reason, "reason", "", "how you know (required; kept in the audit log)")
 	cmd.Flags().StringVar(&a.as, "as", "", "who is acting (default $REFILL_USER)")
 	return cmd
 }

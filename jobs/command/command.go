@@ -47,6 +47,9 @@ type Runner struct {
 	// EnvKey is the key of the plan's digests of the values the job's env
 	// passes through (EnvSeal); nil skips the check.
 	EnvKey []byte
+	// AttemptKey names the partition's attempt, the same for every retry
+	// in one run (REFILL_ATTEMPT_KEY; refill.AttemptKey).
+	AttemptKey string
 	// Withheld holds variables refill dropped from its own environment
 	// that a job is given when its env: names them (secret.Withheld).
 	Withheld map[string]string
@@ -155,6 +158,7 @@ func (c Runner) Build(ctx context.Context, _ refill.WarehouseTx, d *refill.Datas
 	if run.Warehouse != "" {
 		c.Warehouse = run.Warehouse
 	}
+	c.AttemptKey = run.AttemptKey
 	res, err := c.Run(ctx, d, run.Partition)
 	return res.Output, err
 }
@@ -220,6 +224,9 @@ func (c Runner) Run(ctx context.Context, d *refill.Dataset, partition string) (R
 	cmd.Env = append(cmd.Env, "REFILL_DATASET="+d.Name, "REFILL_PARTITION="+partition, "REFILL_FROM="+partition, "REFILL_TO="+partition)
 	if c.Warehouse != "" {
 		cmd.Env = append(cmd.Env, "REFILL_WAREHOUSE="+c.Warehouse)
+	}
+	if c.AttemptKey != "" {
+		cmd.Env = append(cmd.Env, "REFILL_ATTEMPT_KEY="+c.AttemptKey)
 	}
 	cmd.Env = withEnv(cmd.Env, extra)
 	setProcessGroup(cmd)

@@ -674,6 +674,7 @@ func Exercise(t *testing.T, newDSN func(t *testing.T) string) {
 	exerciseAccept(t, setup)
 	exerciseLineage(t, setup)
 	exerciseLedger(t, setup)
+	exerciseAttempts(t, setup)
 	t.Run("NewerSchemaRefused", func(t *testing.T) {
 		t.Parallel()
 		s, dsn := setup(t)

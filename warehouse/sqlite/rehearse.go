@@ -37,6 +37,11 @@ func (w *Warehouse) Rehearse(ctx context.Context, fn func(tx refill.WarehouseTx)
 		return fmt.Errorf("rehearsal: %w", err)
 	}
 	defer discard(conn)
+	release, err := w.turn(ctx)
+	if err != nil {
+		return fmt.Errorf("rehearsal: %w", err)
+	}
+	defer release()
 	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return fmt.Errorf("rehearsal: begin: %w", err)
 	}

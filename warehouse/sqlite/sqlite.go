@@ -12,7 +12,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -33,6 +35,33 @@ const queryBatch = 100
 type Warehouse struct {
 	db        *sql.DB
 	ownTables atomic.Bool // refill_published and refill_audit_anchor are known to exist
+	// writer is the file's turn to write, shared by every Warehouse of the
+	// same file in this process (see writers).
+	writer chan struct{}
+}
+
+// writers hands out one turn per SQLite file and process: SQLite lets
+// one transaction write a file at a time, and refill's own partitions
+// queue here, each for as long as the others take, rather than in
+// SQLite's busy handler, which gives up after its timeout (slow
+// partitions, three at a time, used to fail on the lock).
+var writers = struct {
+	sync.Mutex
+	byFile map[string]chan struct{}
+}{byFile: map[string]chan struct{}{}}
+
+func writerOf(path string) chan struct{} {
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	writers.Lock()
+	defer writers.Unlock()
+	w := writers.byFile[path]
+	if w == nil {
+		w = make(chan struct{}, 1)
+		writers.byFile[path] = w
+	}
+	return w
 }
 
 var _ refill.Warehouse = (*Warehouse)(nil)
@@ -57,7 +86,7 @@ func Open(path string) (*Warehouse, error) {
 		}
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
-	return &Warehouse{db: db}, nil
+	return &Warehouse{db: db, writer: writerOf(path)}, nil
 }
 
 // DB returns the underlying database, for tests and the demo to load data.

@@ -40,6 +40,11 @@ func (w *Warehouse) Transact(ctx context.Context, fn func(tx refill.WarehouseTx)
 	if err := w.createTables(ctx, conn); err != nil {
 		return err
 	}
+	release, err := w.turn(ctx)
+	if err != nil {
+		return fmt.Errorf("transaction: %w", err)
+	}
+	defer release()
 	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return fmt.Errorf("transaction: begin: %w", err)
 	}
@@ -70,6 +75,20 @@ func (w *Warehouse) Transact(ctx context.Context, fn func(tx refill.WarehouseTx)
 	}
 	committed = true
 	return nil
+}
+
+// turn waits for this process's turn to write the file (writers): one
+// writing transaction at a time, however long the others take.
+func (w *Warehouse) turn(ctx context.Context) (release func(), err error) {
+	if w.writer == nil {
+		return func() {}, nil
+	}
+	select {
+	case w.writer <- struct{}{}:
+		return func() { <-w.writer }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for its turn to write: %w", ctx.Err())
+	}
 }
 
 // CopyPartitions creates dst as a copy of t's rows in [from, to].

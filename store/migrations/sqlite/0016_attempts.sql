@@ -1,0 +1,17 @@
+-- Attempts of jobs that write outside refill's transactions (command,
+-- Airflow): recorded before the job starts, with the key it is told, and
+-- their outcome once known ('published', 'failed', or 'not_ran' when a
+-- person resolved it so). An attempt left without an outcome is one whose
+-- job may or may not have had its effect: a side_effects job is then never
+-- started again on its own.
+CREATE TABLE job_attempts (
+    plan_id    TEXT NOT NULL,
+    dataset    TEXT NOT NULL,
+    partition  TEXT NOT NULL,
+    run        INTEGER NOT NULL,
+    key        TEXT NOT NULL,
+    holder     TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    outcome    TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (plan_id, dataset, partition, run)
+) STRICT;
