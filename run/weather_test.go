@@ -272,7 +272,7 @@ func TestSideEffectsOfUnknownOutcomeWaitForAPerson(t *testing.T) {
 		}
 		// Bad words change nothing.
 		for _, req := range []control.ResolveRequest{
-			{PlanID: pl.ID, Partition: "2026-11-02", Ran: false},                          // no reason
+			{PlanID: pl.ID, Partition: "2026-11-02", Ran: false},                         // no reason
 			{PlanID: pl.ID, Partition: "2026-11-03", Ran: false, Reason: "not this one"}, // no review of it
 		} {
 			if _, err := b.c.Resolve(ctx, "alice", req); !errors.Is(err, refill.ErrBadInput) {
