@@ -831,3 +831,53 @@ func (r racing) Start(ctx context.Context, p *refill.Plan, actor string) (contro
 	}
 	return r.Executor.Start(ctx, p, actor)
 }
+
+// deadHolder names a process on this host that does not exist, as a
+// killed apply leaves its lease.
+func deadHolder(t *testing.T) string {
+	t.Helper()
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return host + ":2147483646"
+}
+
+// TestHolderSaysLapsedOrGone: an orphaned run says why — its lease lapsed
+// (an expiry past), or its holder's process is gone while the lease still
+// runs (an expiry to come) — so no door calls an expiry to come a lapse.
+func TestHolderSaysLapsedOrGone(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	p := b.plan(t, "alice", "sessions", 14, 12, refill.TierSemiAuto)
+	b.must(b.c.Approve(b.ctx, p.ID, "bob", ""))
+	expires := time.Now().Add(10 * time.Minute)
+	take := func(holder string) {
+		t.Helper()
+		err := b.st.Update(b.ctx, func(tx *store.Tx) error {
+			return tx.TakeLease(b.ctx, p.ID, holder, expires, func(store.Lease) bool { return false })
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.st.Update(b.ctx, func(tx *store.Tx) error {
+		return tx.SetStatus(b.ctx, p.ID, refill.StatusApproved, refill.StatusRunning)
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	take(deadHolder(t))
+	h := b.load(t, p.ID).Run
+	if h == nil || !h.Orphaned || !h.Gone || h.Lapsed || !h.Expires.After(time.Now()) {
+		t.Errorf("a killed holder's lease, still running: %+v, want orphaned, gone, not lapsed", h)
+	}
+	take("other-host:1")
+	if h := b.load(t, p.ID).Run; h == nil || h.Orphaned || h.Gone || h.Lapsed {
+		t.Errorf("a live holder elsewhere: %+v, want held", h)
+	}
+	b.later = 11 * time.Minute
+	if h := b.load(t, p.ID).Run; h == nil || !h.Orphaned || h.Gone || !h.Lapsed {
+		t.Errorf("a lease past its expiry: %+v, want orphaned, lapsed", h)
+	}
+}
