@@ -2,6 +2,7 @@ package refill
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -25,8 +26,17 @@ type Range struct {
 	Hourly bool
 }
 
+// MinYear and MaxYear bound the years a range may name. Anything outside
+// is a typo (9999 for 2026, 0000), and would fail late and obscurely: a
+// partition before year 1 does not print as a date.
+const (
+	MinYear = 1900
+	MaxYear = 2999
+)
+
 // ParsePoint parses a partition boundary: YYYY-MM-DD or YYYY-MM-DDTHH, in UTC.
-// Impossible dates such as 2026-02-30 are rejected, not normalised.
+// Impossible dates such as 2026-02-30 are rejected, not normalised, and so
+// are years outside MinYear..MaxYear.
 func ParsePoint(s string) (t time.Time, hourly bool, err error) {
 	s = strings.TrimSpace(s)
 	switch len(s) {
@@ -40,6 +50,9 @@ func ParsePoint(s string) (t time.Time, hourly bool, err error) {
 	}
 	if err != nil {
 		return time.Time{}, false, BadInputf("%q is not a valid date: want YYYY-MM-DD (a real calendar day) or YYYY-MM-DDTHH", s)
+	}
+	if y := t.Year(); y < MinYear || y > MaxYear {
+		return time.Time{}, false, BadInputf("%q is in the year %04d: refill takes years %d to %d", s, y, MinYear, MaxYear)
 	}
 	return t, hourly, nil
 }
@@ -77,6 +90,58 @@ func ParseRange(from, to string, maxDays int) (Range, error) {
 		return Range{}, BadInputf("range %s..%s is %d days, over the maximum of %d (max_range_days)", from, to, d, maxDays)
 	}
 	return r, nil
+}
+
+// FitGrains refuses a range given in hours for datasets that are all
+// partitioned by day (grains maps each dataset asked for to its grain): a
+// day partition is rebuilt whole, so the hours would silently become
+// their whole days — more than was asked for, and more than a person
+// approving the plan may expect. With any hour-grain dataset among them
+// the hours say what to rebuild, and are kept.
+func (r Range) FitGrains(grains map[string]Grain) error {
+	if !r.Hourly || len(grains) == 0 {
+		return nil
+	}
+	var names []string
+	for name, g := range grains {
+		if g == GrainHour {
+			return nil
+		}
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	is := " is"
+	if len(names) > 1 {
+		is = " are all"
+	}
+	days := r.Partitions(GrainDay)
+	return BadInputf("--from %s and --to %s are hours, but %s%s partitioned by day: each day is rebuilt whole, so this would rebuild %s..%s; give dates (--from %s --to %s)",
+		r.FromString(), r.ToString(), strings.Join(names, ", "), is, days[0], days[len(days)-1], days[0], days[len(days)-1])
+}
+
+// LastPartition is the last partition that could exist at now, in the
+// range's form: today, or for a range given in hours, this hour.
+func (r Range) LastPartition(now time.Time) string {
+	return formatPoint(r.lastStart(now), r.Hourly)
+}
+
+// lastStart is when the last partition that could exist at now began.
+func (r Range) lastStart(now time.Time) time.Time {
+	if r.Hourly {
+		return now.UTC().Truncate(time.Hour)
+	}
+	return now.UTC().Truncate(24 * time.Hour)
+}
+
+// CouldExist refuses a range that starts after the last partition that
+// could exist at now (LastPartition): none of its partitions has begun,
+// so a plan of it would rebuild nothing that is there, and count and
+// approve what is not.
+func (r Range) CouldExist(now time.Time) error {
+	if r.From.After(r.lastStart(now)) {
+		return BadInputf("--from %s is after %s, the last partition that could exist yet: a plan rebuilds partitions that have begun", r.FromString(), r.LastPartition(now))
+	}
+	return nil
 }
 
 // Days counts the calendar days the range touches, both ends included

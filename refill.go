@@ -41,6 +41,19 @@ func (c Clock) Passed() time.Time {
 	return now
 }
 
+// Latest is the later of the clock and the real clock: the time a check
+// that refuses a request for what cannot exist yet compares with (a range
+// that starts after the last partition that could exist), so that neither
+// clock makes it refuse what the other would take. A plan made on a clock
+// set ahead records both and is never auto (Ahead).
+func (c Clock) Latest() time.Time {
+	now, real := c.Now(), time.Now().UTC()
+	if real.After(now) {
+		return real
+	}
+	return now
+}
+
 // Ahead reports whether the clock is set later than the real clock (by
 // more than a second of drift): a plan made on such a clock records both
 // (PlanClock) and is never auto.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/gate"
@@ -12,12 +13,26 @@ import (
 	"github.com/refill-dev/refill/store"
 )
 
-// Executor runs a plan that may run — re-checking the gate, holding the
-// run's lease, rebuilding partitions in lineage order — or resumes one. The
-// run package implements it; control decides whether it may be called.
+// Executor runs a plan that may run, or resumes one, in two steps: Start
+// re-checks the source gate and takes the run (its lease), marking the
+// plan running, and the HeldRun it returns rebuilds the partitions in
+// lineage order. The run package implements it; control decides whether
+// it may be called.
 type Executor interface {
-	Execute(ctx context.Context, p *refill.Plan, actor string) error
+	// Start takes plan p's run for this process as actor. It refuses
+	// (ErrLocked) when another process holds the run, or took it first:
+	// the store's lease decides, in one transaction, which of two
+	// starts at once wins. A source gate that fails now blocks the plan
+	// (ErrBlocked) and nothing is taken.
+	Start(ctx context.Context, p *refill.Plan, actor string) (HeldRun, error)
 }
+
+// HeldRun is a plan's run that this process holds: Start took its lease,
+// and calling it carries the run to its end — applied, failed or
+// cancelled — renewing the lease meanwhile and releasing it then. Nothing
+// renews the lease before it is called, so it is called at once: a run
+// left uncalled lapses (its lease runs out) and apply resumes it.
+type HeldRun func(ctx context.Context) error
 
 // BeforeWrite is what every change starts with, whichever door it came
 // through: the audit log is verified from its last checkpoint (nothing is
@@ -115,36 +130,57 @@ func (c *Control) Prove(ctx context.Context, dataset, partition, actor string) (
 	return c.Prover.Prove(ctx, dataset, partition, actor)
 }
 
-// Apply runs plan id as actor, or resumes it. It refuses (ErrNotPermitted)
-// while anything is unmet — the same list `refill show` prints — and stops
-// (ErrBlocked) for a blocked plan or a gate that fails now.
+// Apply runs plan id as actor, or resumes it, to its end: Start, then the
+// run it holds.
 func (c *Control) Apply(ctx context.Context, id, actor string) error {
-	if c.Executor == nil {
-		return errors.New("control: no executor to run plans")
-	}
-	if err := c.BeforeWrite(ctx); err != nil {
-		return err
-	}
-	s, err := c.Load(ctx, id)
+	run, err := c.Start(ctx, id, actor)
 	if err != nil {
 		return err
 	}
-	if err := s.MayApply(); err != nil {
-		return err
-	}
-	return c.Executor.Execute(ctx, s.Plan, actor)
+	return run(ctx)
 }
 
-// MayApply is the answer to "may this plan run now?" as one classified
-// error, or nil: ErrBlocked for a plan the source gate blocked, ErrLocked
-// when only other plans' holds stand in the way (that clears when they are
-// done), ErrNotPermitted for anything else unmet. Apply asks it, and so
-// does a door that starts a run in the background, so its caller hears
-// the refusal at once.
+// Start takes plan id's run for this process as actor, or resumes it, and
+// returns once this process holds it; the HeldRun carries it on. It
+// refuses whatever MayApply refuses — anything unmet (ErrNotPermitted),
+// the same list `refill show` prints; a run alive elsewhere (ErrLocked) —
+// and a run another process took first (ErrLocked), and stops
+// (ErrBlocked) for a blocked plan or a gate that fails now. A door that
+// runs the plan in the background calls it before it answers, so its
+// caller hears every refusal, and "started" means started here.
+func (c *Control) Start(ctx context.Context, id, actor string) (HeldRun, error) {
+	if c.Executor == nil {
+		return nil, errors.New("control: no executor to run plans")
+	}
+	if err := c.BeforeWrite(ctx); err != nil {
+		return nil, err
+	}
+	s, err := c.Load(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.MayApply(); err != nil {
+		return nil, err
+	}
+	return c.Executor.Start(ctx, s.Plan, actor)
+}
+
+// MayApply is the answer to "may this plan start here now?" as one
+// classified error, or nil: ErrBlocked for a plan the source gate blocked;
+// ErrLocked when a live process runs it (it clears when that run ends, or
+// its holder dies) or when only other plans' holds stand in the way (that
+// clears when they are done); ErrNotPermitted for anything else unmet.
+// Start asks it, and every door shows its apply button by it. It is read
+// from the state as loaded: two starts at once are decided by Start, which
+// takes the run's lease.
 func (s *State) MayApply() error {
 	id := s.Plan.ID
 	if s.Plan.Status == refill.StatusBlocked {
 		return fmt.Errorf("plan %s: %w: it can never run; repair the source and plan again", id, refill.ErrBlocked)
+	}
+	if h := s.Run; h != nil && !h.Orphaned {
+		return refill.Lockedf("plan %s is running now in another process: %s holds its run, its lease expiring at %s unless renewed; its progress shows in refill show %s",
+			id, h.Holder, h.Expires.UTC().Format(time.RFC3339), id)
 	}
 	if len(s.Unmet) > 0 {
 		if len(s.Holders) > 0 && len(s.Holders) == len(s.Unmet) {

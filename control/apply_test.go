@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/store"
@@ -19,21 +20,25 @@ func TestMayApply(t *testing.T) {
 		status refill.Status
 		tier   refill.Tier
 		hold   bool
-		want   error // nil: may run
+		run    *RunHolder // a running plan's
+		want   error      // nil: may run
 		words  string
 	}{
-		{"ready auto", refill.StatusReady, refill.TierAuto, false, nil, ""},
-		{"blocked", refill.StatusBlocked, refill.TierAuto, false, refill.ErrBlocked, "it can never run"},
-		{"only held by an older plan", refill.StatusReady, refill.TierAuto, true, refill.ErrLocked, "plan p0 (pending) holds 2 partition(s) of agg"},
-		{"unapproved", refill.StatusPending, refill.TierSemiAuto, false, refill.ErrNotPermitted, "needs one approval"},
-		{"unapproved and held", refill.StatusPending, refill.TierSemiAuto, true, refill.ErrNotPermitted, "needs one approval"},
-		{"applied", refill.StatusApplied, refill.TierAuto, false, refill.ErrNotPermitted, "already been applied"},
+		{"ready auto", refill.StatusReady, refill.TierAuto, false, nil, nil, ""},
+		{"blocked", refill.StatusBlocked, refill.TierAuto, false, nil, refill.ErrBlocked, "it can never run"},
+		{"only held by an older plan", refill.StatusReady, refill.TierAuto, true, nil, refill.ErrLocked, "plan p0 (pending) holds 2 partition(s) of agg"},
+		{"unapproved", refill.StatusPending, refill.TierSemiAuto, false, nil, refill.ErrNotPermitted, "needs one approval"},
+		{"unapproved and held", refill.StatusPending, refill.TierSemiAuto, true, nil, refill.ErrNotPermitted, "needs one approval"},
+		{"applied", refill.StatusApplied, refill.TierAuto, false, nil, refill.ErrNotPermitted, "already been applied"},
+		{"running in another process", refill.StatusRunning, refill.TierAuto, false, &RunHolder{Holder: "other:7", Expires: time.Now().Add(time.Minute)},
+			refill.ErrLocked, "is running now in another process: other:7 holds its run"},
+		{"running, its holder dead", refill.StatusRunning, refill.TierAuto, false, &RunHolder{Holder: "other:7", Expires: time.Now().Add(-time.Minute), Orphaned: true}, nil, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p, cfg := sealedFixture()
 			p.Tier, p.Status = c.tier, c.status
 			p.Request.RequestedBy = "alice"
-			s := &State{Plan: p}
+			s := &State{Plan: p, Run: c.run}
 			if c.hold {
 				s.Holders = []store.Holder{holder}
 			}

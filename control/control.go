@@ -95,13 +95,21 @@ type State struct {
 }
 
 // RunHolder is who runs a running plan: the holder of its run lease.
-// Orphaned means nobody does — the process that ran it died and its lease
-// lapsed (or none was ever recorded) — so the plan says running while
-// nothing runs it, until `refill apply` resumes it.
+// Orphaned means nobody does — the process that ran it died, or its lease
+// lapsed, or none was ever recorded — so the plan says running while
+// nothing runs it, until `refill apply` resumes it. Lapsed and Gone say
+// which, so a door never calls an expiry still to come a lapse: a holder
+// killed a moment ago is gone while its lease still runs.
 type RunHolder struct {
 	Holder   string    `json:"holder,omitempty"`
 	Expires  time.Time `json:"lease_expires,omitempty"`
 	Orphaned bool      `json:"orphaned"`
+	// Lapsed is true when the lease's expiry has passed by the real
+	// clock: nobody renewed it.
+	Lapsed bool `json:"lease_lapsed,omitempty"`
+	// Gone is true when the holder was a process on this host that no
+	// longer exists, whatever its lease's expiry says.
+	Gone bool `json:"holder_gone,omitempty"`
 }
 
 // Holder returns who runs plan id now (see RunHolder), by the real clock.
@@ -111,7 +119,12 @@ func (c *Control) Holder(ctx context.Context, id string) (RunHolder, error) {
 		return RunHolder{}, err
 	}
 	h := RunHolder{Holder: l.Holder, Expires: l.Expires}
-	h.Orphaned = !held || !l.Alive(c.Clock.Now())
+	if held {
+		h.Lapsed = !l.Expires.After(c.Clock.Now())
+		h.Gone = !l.HolderAlive()
+	}
+	// As store.Lease.Alive decides, and TakeLease with it.
+	h.Orphaned = !held || h.Lapsed || h.Gone
 	return h, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -742,4 +743,141 @@ func (b *bundle) entries(t *testing.T, f store.AuditFilter) []refill.Event {
 		t.Fatal(err)
 	}
 	return evs
+}
+
+// TestStartTakesTheRun: Start returns once this process holds the plan's
+// run — its lease taken, the plan running, the start recorded — before
+// anything is built, and the run it returns carries the plan to its end.
+// A plan another process is running is refused as locked before the gate
+// is asked again, and so is one another process takes just before this
+// one does: the lease decides, never a look taken earlier.
+func TestStartTakesTheRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	elsewhere := func(id string) error {
+		return b.st.Update(b.ctx, func(tx *store.Tx) error {
+			return tx.TakeLease(b.ctx, id, "cli-host:4242", time.Now().Add(time.Minute), store.Lease.HolderAlive)
+		})
+	}
+
+	// Taken just before this process takes it.
+	raced := b.plan(t, "alice", "sessions", 14, 12, refill.TierSemiAuto)
+	b.must(b.c.Approve(b.ctx, raced.ID, "bob", ""))
+	c := *b.c
+	c.Executor = racing{Executor: b.c.Executor, first: elsewhere}
+	_, err := c.Start(b.ctx, raced.ID, "bob")
+	refused(t, err, refill.ErrLocked, "cli-host:4242 holds its run")
+	if s := b.load(t, raced.ID); s.Plan.Status != refill.StatusApproved || len(b.events(t, raced.ID, refill.EventRunStarted)) != 0 {
+		t.Errorf("a start that lost the race: %s, %d start(s) recorded", s.Plan.Status, len(b.events(t, raced.ID, refill.EventRunStarted)))
+	}
+
+	// Started here: held before it runs.
+	p := b.plan(t, "alice", "sessions", 11, 10, refill.TierSemiAuto)
+	b.must(b.c.Approve(b.ctx, p.ID, "bob", ""))
+	run, err := b.c.Start(b.ctx, p.ID, "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, held, err := b.st.Lease(b.ctx, p.ID)
+	if err != nil || !held || !strings.HasSuffix(l.Holder, fmt.Sprintf(":%d", os.Getpid())) {
+		t.Fatalf("after Start the lease is %+v (held %v, %v), want this process's", l, held, err)
+	}
+	s := b.load(t, p.ID)
+	if s.Plan.Status != refill.StatusRunning || s.Run == nil || s.Run.Orphaned || len(b.events(t, p.ID, refill.EventRunStarted)) != 1 {
+		t.Fatalf("after Start: %s, holder %+v, %d start(s)", s.Plan.Status, s.Run, len(b.events(t, p.ID, refill.EventRunStarted)))
+	}
+	// Another process sees it running and is refused before any work.
+	refused(t, s.MayApply(), refill.ErrLocked, "is running now in another process")
+	if err := run(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := b.load(t, p.ID); s.Plan.Status != refill.StatusApplied {
+		t.Errorf("after the run: %s, want applied", s.Plan.Status)
+	}
+	if _, held, _ := b.st.Lease(b.ctx, p.ID); held {
+		t.Error("the run ended and kept its lease")
+	}
+
+	// Running in another process: refused at once, nothing recorded.
+	other := b.plan(t, "alice", "sessions", 16, 15, refill.TierSemiAuto)
+	b.must(b.c.Approve(b.ctx, other.ID, "bob", ""))
+	err = b.st.Update(b.ctx, func(tx *store.Tx) error {
+		if err := tx.TakeLease(b.ctx, other.ID, "cli-host:4242", time.Now().Add(time.Minute), store.Lease.HolderAlive); err != nil {
+			return err
+		}
+		return tx.SetStatus(b.ctx, other.ID, refill.StatusApproved, refill.StatusRunning)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := len(b.entries(t, store.AuditFilter{}))
+	_, err = b.c.Start(b.ctx, other.ID, "bob")
+	refused(t, err, refill.ErrLocked, "plan "+other.ID+" is running now in another process: cli-host:4242 holds its run")
+	if after := len(b.entries(t, store.AuditFilter{})); after != before {
+		t.Errorf("a refused start recorded %d audit entries", after-before)
+	}
+}
+
+// racing is an executor with another process's start slipped in just
+// before it takes the run.
+type racing struct {
+	control.Executor
+	first func(id string) error
+}
+
+func (r racing) Start(ctx context.Context, p *refill.Plan, actor string) (control.HeldRun, error) {
+	if err := r.first(p.ID); err != nil {
+		return nil, err
+	}
+	return r.Executor.Start(ctx, p, actor)
+}
+
+// deadHolder names a process on this host that does not exist, as a
+// killed apply leaves its lease.
+func deadHolder(t *testing.T) string {
+	t.Helper()
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return host + ":2147483646"
+}
+
+// TestHolderSaysLapsedOrGone: an orphaned run says why — its lease lapsed
+// (an expiry past), or its holder's process is gone while the lease still
+// runs (an expiry to come) — so no door calls an expiry to come a lapse.
+func TestHolderSaysLapsedOrGone(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	p := b.plan(t, "alice", "sessions", 14, 12, refill.TierSemiAuto)
+	b.must(b.c.Approve(b.ctx, p.ID, "bob", ""))
+	expires := time.Now().Add(10 * time.Minute)
+	take := func(holder string) {
+		t.Helper()
+		err := b.st.Update(b.ctx, func(tx *store.Tx) error {
+			return tx.TakeLease(b.ctx, p.ID, holder, expires, func(store.Lease) bool { return false })
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.st.Update(b.ctx, func(tx *store.Tx) error {
+		return tx.SetStatus(b.ctx, p.ID, refill.StatusApproved, refill.StatusRunning)
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	take(deadHolder(t))
+	h := b.load(t, p.ID).Run
+	if h == nil || !h.Orphaned || !h.Gone || h.Lapsed || !h.Expires.After(time.Now()) {
+		t.Errorf("a killed holder's lease, still running: %+v, want orphaned, gone, not lapsed", h)
+	}
+	take("other-host:1")
+	if h := b.load(t, p.ID).Run; h == nil || h.Orphaned || h.Gone || h.Lapsed {
+		t.Errorf("a live holder elsewhere: %+v, want held", h)
+	}
+	b.later = 11 * time.Minute
+	if h := b.load(t, p.ID).Run; h == nil || !h.Orphaned || h.Gone || !h.Lapsed {
+		t.Errorf("a lease past its expiry: %+v, want orphaned, lapsed", h)
+	}
 }

@@ -128,6 +128,23 @@ func (p *Planner) assemble(ctx context.Context, r Request, seen *gate.Result) (*
 	if err != nil {
 		return nil, err
 	}
+	// Hours for datasets that are all partitioned by day would be widened
+	// to whole days without a word; a range that starts after the last
+	// partition that could exist rebuilds nothing. That is judged by the
+	// later of the real clock and REFILL_NOW, so that neither refuses
+	// what the other would take (refill check asks no such thing: it
+	// only reads).
+	grains := map[string]refill.Grain{}
+	for _, name := range targets {
+		grains[name] = p.Config.Datasets[name].Ref().Grain
+	}
+	if err := rng.FitGrains(grains); err != nil {
+		return nil, err
+	}
+	latest := refill.Clock(p.Now).Latest()
+	if err := rng.CouldExist(latest); err != nil {
+		return nil, fmt.Errorf("%w (now is %s, the later of the real clock and REFILL_NOW)", err, latest.Format(time.RFC3339))
+	}
 	if len(closure.Steps) == 0 {
 		return nil, refill.BadInputf("nothing to rebuild: %s has no datasets downstream with a job", strings.Join(targets, ", "))
 	}

@@ -397,3 +397,71 @@ func TestHourExpectationsKnowTheWeek(t *testing.T) {
 		}
 	}
 }
+
+// TestRangeRules: what a plan's range may be, beyond parsing it. Hours
+// for targets all partitioned by day are refused, naming the grain and
+// the dataset, rather than widened to whole days; a range that starts
+// after the last partition that could exist — by the later of the real
+// clock and the "as of" one — is refused, naming that partition; years
+// out of bounds are refused before anything is asked of the warehouse.
+func TestRangeRules(t *testing.T) {
+	datasets := map[string]*refill.Dataset{
+		"src": {Table: "src", Partition: refill.PartitionSpec{Column: "day"}},
+		"agg": {Table: "agg", Partition: refill.PartitionSpec{Column: "day"}, Upstream: []string{"src"},
+			Job: &refill.Job{Kind: refill.JobQuery, Query: "SELECT day, v FROM src WHERE day = :partition"}},
+		"clicks": {Table: "clicks", Partition: refill.PartitionSpec{Column: "hour", Grain: refill.GrainHour}, Upstream: []string{"src"},
+			Job: &refill.Job{Kind: refill.JobQuery, Query: "SELECT hour, v FROM clicks WHERE hour = :partition"}},
+	}
+	fixtures := []string{
+		"CREATE TABLE src (day TEXT, v INTEGER)",
+		"CREATE TABLE agg (day TEXT, v INTEGER)",
+		"CREATE TABLE clicks (hour TEXT, v INTEGER)",
+	}
+	each(t, datasets, fixtures, func(t *testing.T, b *bundle) {
+		ctx := context.Background()
+		refused := func(t *testing.T, r Request, want ...string) {
+			t.Helper()
+			_, err := b.p.Build(ctx, r)
+			if refill.ExitCode(err) != refill.ExitBadInput {
+				t.Fatalf("%v..%v of %v: %v, want bad input", r.From, r.To, r.Targets, err)
+			}
+			for _, w := range want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%v..%v of %v: %v, want it to say %q", r.From, r.To, r.Targets, err, w)
+				}
+			}
+		}
+		refused(t, req("agg", "2026-11-01T05", "2026-11-01T07"), "agg is partitioned by day", "would rebuild 2026-11-01..2026-11-01")
+		refused(t, req("agg", "9999-12-30", "9999-12-31"), "in the year 9999")
+		refused(t, req("agg", "0000-01-01", "0000-01-05"), "in the year 0000")
+		// An hour-grain target keeps its hours, a day-grain one beside it
+		// too: the hours say what to rebuild.
+		for _, targets := range []string{"clicks", "agg,clicks"} {
+			if _, err := b.p.Build(ctx, req(targets, "2026-11-01T05", "2026-11-01T07")); err != nil {
+				t.Errorf("hours for %s: %v", targets, err)
+			}
+		}
+
+		// The "as of" clock is days behind the real one: a range to
+		// come by it but begun by the real clock is planned.
+		real := time.Now().UTC()
+		today, tomorrow := real.Format("2006-01-02"), real.AddDate(0, 0, 1).Format("2006-01-02")
+		b.p.Now = func() time.Time { return real.AddDate(0, 0, -3) }
+		if _, err := b.p.Build(ctx, req("agg", today, today)); err != nil {
+			t.Errorf("today by the real clock, as of three days ago: %v", err)
+		}
+		refused(t, req("agg", tomorrow, tomorrow), "--from "+tomorrow+" is after "+today+", the last partition that could exist yet", "the later of the real clock and REFILL_NOW")
+		hour := real.Add(time.Hour).Format("2006-01-02T15")
+		refused(t, req("clicks", hour, hour), "after "+real.Format("2006-01-02T15")+", the last partition")
+		// Ahead of the real clock, the "as of" clock decides: the plan
+		// records both clocks (and is never auto).
+		ahead := real.AddDate(0, 0, 10)
+		b.p.Now = func() time.Time { return ahead }
+		plan, err := b.p.Build(ctx, req("agg", tomorrow, tomorrow))
+		if err != nil || plan.Clock == nil {
+			t.Errorf("tomorrow, as of ten days ahead: %v (clock %+v)", err, plan)
+		}
+		later := ahead.AddDate(0, 0, 1).Format("2006-01-02")
+		refused(t, req("agg", later, later), "after "+ahead.Format("2006-01-02")+", the last partition")
+	})
+}

@@ -49,6 +49,9 @@ type Runner struct {
 	// published, with its rows after and how long it took (progress
 	// displays, benchmarks).
 	OnPublished func(dataset, partition string, rows *int64, took time.Duration)
+	// OnBlocked, when set, hears of every plan whose run the source gate
+	// stopped as it began (metrics: the run was never started).
+	OnBlocked func(planID string)
 	// EnvKey is the key of the plans' digests of the values command jobs
 	// pass through (refill.Job.EnvSeal); nil skips that check.
 	EnvKey []byte
@@ -123,17 +126,19 @@ func key(dataset, partition string) string { return dataset + "\x00" + partition
 
 var _ control.Executor = (*Runner)(nil)
 
-// Execute runs plan p as actor, or resumes it: control.Apply calls it once
-// everything the plan needs is met. It stops (ErrBlocked) when the source
-// gate now fails.
-func (r *Runner) Execute(ctx context.Context, p *refill.Plan, actor string) error {
+// Start takes plan p's run for this process as actor, or resumes it:
+// control.Start calls it once everything the plan needs is met. It stops
+// (ErrBlocked) when the source gate now fails, and refuses (ErrLocked)
+// when another process holds the run or takes it first; the HeldRun it
+// returns runs the plan.
+func (r *Runner) Start(ctx context.Context, p *refill.Plan, actor string) (control.HeldRun, error) {
 	id := p.ID
 	// The source may have broken again since the plan was made. It is
 	// judged by the checks the plan sealed, against the columns the plan
 	// saw, never by what the config or the store say now.
 	rng, err := refill.ParseRange(p.Request.From, p.Request.To, refill.NoRangeLimit)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	g := *r.Gate
 	g.Config = p.Sealed(r.Config)
@@ -145,14 +150,14 @@ func (r *Runner) Execute(ctx context.Context, p *refill.Plan, actor string) erro
 	}
 	res, err := g.Check(ctx, p.Gate.Checked, rng)
 	if err != nil {
-		return fmt.Errorf("source gate: %w", err)
+		return nil, fmt.Errorf("source gate: %w", err)
 	}
 	if !res.Passed {
-		return r.block(ctx, p, actor, res)
+		return nil, r.block(ctx, p, actor, res)
 	}
 	runs, err := r.runs(ctx, id)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// A run holds a lease while it lives: a second apply never resumes a
 	// run that is still alive, and resumes one whose holder died.
@@ -170,12 +175,18 @@ func (r *Runner) Execute(ctx context.Context, p *refill.Plan, actor string) erro
 			Detail: refill.Detail(map[string]any{"run": runs + 1, "resumed_from": p.Status, "holder": holder})})
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
+	return func(ctx context.Context) error { return r.held(ctx, p, actor, holder, runs+1) }, nil
+}
+
+// held runs plan p, whose run this process holds as holder, to its end.
+func (r *Runner) held(ctx context.Context, p *refill.Plan, actor, holder string, runNo int) error {
+	id := p.ID
 	runCtx, stopRenew := r.renew(ctx, id, holder)
 	defer stopRenew()
-	r.logf("plan %s: run %d, %d datasets (%s..%s)", id, runs+1, len(p.Steps), p.Request.From, p.Request.To)
-	if err := r.execute(runCtx, p, runs+1); err != nil {
+	r.logf("plan %s: run %d, %d datasets (%s..%s)", id, runNo, len(p.Steps), p.Request.From, p.Request.To)
+	if err := r.execute(runCtx, p, runNo); err != nil {
 		stopRenew()
 		var stop *cancelled
 		if errors.As(err, &stop) {
@@ -190,7 +201,7 @@ func (r *Runner) Execute(ctx context.Context, p *refill.Plan, actor string) erro
 	stopRenew()
 	// The state store may be away for a while: the plan is applied when it
 	// answers, within the run's patience.
-	err = r.weather(PartitionArgs{PlanID: id}).do(ctx, "state store", func() error { return r.finish(ctx, p, actor, holder) })
+	err := r.weather(PartitionArgs{PlanID: id}).do(ctx, "state store", func() error { return r.finish(ctx, p, actor, holder) })
 	if err != nil {
 		return err
 	}
@@ -328,6 +339,9 @@ func (r *Runner) block(ctx context.Context, p *refill.Plan, actor string, res ga
 		return err
 	}
 	r.logf("ALERT plan %s: the source gate failed when the run began (%d findings); nothing was written and the plan is blocked", p.ID, failed)
+	if r.OnBlocked != nil {
+		r.OnBlocked(p.ID)
+	}
 	return fmt.Errorf("plan %s: %w: %d check(s) failed when the run began; nothing was written:%s", p.ID, refill.ErrBlocked, failed, failedFindings(res.Findings))
 }
 

@@ -331,39 +331,22 @@ func (s *Server) rollback(w http.ResponseWriter, r *http.Request, user string) {
 	writeJSON(w, http.StatusOK, map[string]any{"plan": st.JSON(), "restored": parts})
 }
 
-// apply checks that the plan may run now, then starts (or resumes) its run
-// in the background: 202, and the plan's progress shows on GET.
+// apply starts (or resumes) the plan's run and answers 202 once this
+// server holds it: the run goes on in the server, and the plan's progress
+// shows on GET. A run another process holds, or takes first, is 409.
 func (s *Server) apply(w http.ResponseWriter, r *http.Request, user string) {
 	id := r.PathValue("id")
+	if err := s.startApply(r.Context(), id, user); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	st, err := s.ctl().Load(r.Context(), id)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if err := s.mayStart(r.Context(), st); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if err := s.startApply(id, user); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	w.Header().Set("Location", "/api/v1/plans/"+id)
 	writeJSON(w, http.StatusAccepted, s.withProgress(r, st))
-}
-
-// mayStart refuses at once what Apply would refuse in the background, so
-// the caller hears it: the same unmet list.
-func (s *Server) mayStart(ctx context.Context, st *control.State) error {
-	p := st.Plan
-	// A run alive in another process (a second replica, the CLI) would
-	// refuse this one at once, after the 202: say so now.
-	if l, held, err := s.Store.Lease(ctx, p.ID); err != nil {
-		return err
-	} else if held && l.Expires.After(time.Now()) && !s.Running(p.ID) {
-		return refill.Lockedf("plan %s is running in another process (%s); its progress shows here", p.ID, l.Holder)
-	}
-	return st.MayApply()
 }
 
 func (s *Server) report(w http.ResponseWriter, r *http.Request, _ string) {

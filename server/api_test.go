@@ -409,6 +409,38 @@ func TestAPIAirflowTrigger(t *testing.T) {
 	}
 }
 
+// TestAPIRangeRules: POST /plans and the DAG-run trigger refuse, as the
+// CLI does (400, code 2), hours for a dataset partitioned by day — naming
+// its grain and the dataset — a range that starts after the last partition
+// that could exist, naming it, and a year out of bounds; nothing is
+// planned.
+func TestAPIRangeRules(t *testing.T) {
+	t.Parallel()
+	e := apiServe(t, "")
+	before := e.auditLen()
+	tomorrow := time.Now().UTC().AddDate(0, 0, 1).Format("2006-01-02")
+	after := time.Now().UTC().AddDate(0, 0, 2).Format("2006-01-02")
+	today := time.Now().UTC().Format("2006-01-02")
+	hour := e.sc.Day(12) + "T05"
+	for _, c := range []struct{ what, path, body, says string }{
+		{"hours for a day dataset", "/api/v1/plans", `{"targets":["sessions"],"from":"` + hour + `","to":"` + hour + `","reason":"r"}`, "sessions is partitioned by day"},
+		{"hours for a day DAG", "/api/v1/dags/sessions/dagRuns", `{"conf":{"start_date":"` + hour + `","end_date":"` + hour + `"},"note":"r"}`, "sessions is partitioned by day"},
+		{"a range to come", "/api/v1/plans", `{"targets":["sessions"],"from":"` + tomorrow + `","to":"` + tomorrow + `","reason":"r"}`, "is after " + today + ", the last partition that could exist yet"},
+		{"a DAG run to come", "/api/v1/dags/sessions/dagRuns", `{"data_interval_start":"` + tomorrow + `T00:00:00Z","data_interval_end":"` + after + `T00:00:00Z","note":"r"}`, "is after " + today},
+		{"year 9999", "/api/v1/plans", `{"targets":["sessions"],"from":"9999-12-30","to":"9999-12-31","reason":"r"}`, "in the year 9999"},
+		{"year 0000", "/api/v1/dags/sessions/dagRuns", `{"conf":{"start_date":"0000-01-01","end_date":"0000-01-05"},"note":"r"}`, "in the year 0000"},
+	} {
+		st, res := e.call("alice", "POST", c.path, c.body)
+		wantError(t, c.what, st, res, http.StatusBadRequest, refill.ExitBadInput)
+		if msg, _ := res["error"].(string); !strings.Contains(msg, c.says) {
+			t.Errorf("%s: %q, want it to say %q", c.what, msg, c.says)
+		}
+	}
+	if n := e.auditLen(); n != before {
+		t.Errorf("refused ranges changed the audit log: %d -> %d entries", before, n)
+	}
+}
+
 func TestAPICancelAndFreeze(t *testing.T) {
 	t.Parallel()
 	e := apiServe(t, "")

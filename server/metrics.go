@@ -47,10 +47,19 @@ func newMetrics(s *Server) *metrics {
 	return m
 }
 
-// watch times the partitions runner publishes.
+// watch times the partitions runner publishes, and counts the runs the
+// source gate stopped as they began.
 func (m *metrics) watch(r *run.Runner) {
 	if r == nil {
 		return
+	}
+	prevBlocked := r.OnBlocked
+	r.OnBlocked = func(planID string) {
+		m.runs.WithLabelValues("blocked").Inc()
+		m.gate.WithLabelValues("apply").Inc()
+		if prevBlocked != nil {
+			prevBlocked(planID)
+		}
 	}
 	prev := r.OnPublished
 	r.OnPublished = func(dataset, partition string, rows *int64, took time.Duration) {
@@ -65,14 +74,12 @@ func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
 }
 
-// run counts a run's outcome.
+// run counts the outcome of a run this server started (one the gate
+// stopped as it began is counted by watch).
 func (m *metrics) run(err error) {
 	outcome := "applied"
 	switch refill.ExitCode(err) {
 	case refill.ExitOK:
-	case refill.ExitBlocked:
-		outcome = "blocked"
-		m.gate.WithLabelValues("apply").Inc()
 	case refill.ExitNotPermitted:
 		outcome = "not_permitted"
 	default:

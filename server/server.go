@@ -346,29 +346,40 @@ func (s *Server) authed(next func(w http.ResponseWriter, r *http.Request, user s
 
 // Background applies.
 
-// startApply runs plan id as user in the background: the run outlives the
-// request that started it. A second start of a plan this server is
-// already running is refused as locked.
-func (s *Server) startApply(id, user string) error {
+// startApply starts (or resumes) plan id's run as user and returns once
+// this server holds it (control.Start: the run's lease is taken); the run
+// then goes on in the background, outliving the request that started it.
+// Every refusal comes back here, before any answer: a plan this server
+// already runs, one another process runs or takes first (ErrLocked), a
+// gate that fails now (ErrBlocked), anything unmet.
+func (s *Server) startApply(ctx context.Context, id, user string) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.applying[id] {
+		s.mu.Unlock()
 		return refill.Lockedf("plan %s is already running on this server", id)
 	}
 	if s.closing {
+		s.mu.Unlock()
 		return fmt.Errorf("the server is shutting down and starts no new runs")
 	}
 	s.applying[id] = true
 	s.applies.Add(1)
+	s.mu.Unlock()
+	done := func() {
+		s.mu.Lock()
+		delete(s.applying, id)
+		s.mu.Unlock()
+		s.applies.Done()
+	}
+	run, err := s.ctl().Start(ctx, id, user)
+	if err != nil {
+		done()
+		return err
+	}
+	s.Log.Info("apply started", slog.String("plan", id), slog.String("user", user))
 	go func() {
-		defer s.applies.Done()
-		defer func() {
-			s.mu.Lock()
-			delete(s.applying, id)
-			s.mu.Unlock()
-		}()
-		s.Log.Info("apply started", slog.String("plan", id), slog.String("user", user))
-		err := s.ctl().Apply(s.base, id, user)
+		defer done()
+		err := run(s.base)
 		s.metrics.run(err)
 		if err != nil {
 			s.Log.Warn("apply ended", slog.String("plan", id), slog.String("user", user), slog.String("error", err.Error()),
@@ -413,6 +424,9 @@ func (s *Server) Shutdown(ctx context.Context) {
 	s.stop()
 }
 
-// StartApply starts (or resumes) plan id as user in the background, as the
-// API's apply does: the watcher in refill serve runs its auto plans so.
-func (s *Server) StartApply(id, user string) error { return s.startApply(id, user) }
+// StartApply starts (or resumes) plan id as user, as the API's apply does:
+// it returns once this server holds the run, which goes on in the
+// background. The watcher in refill serve runs its auto plans so.
+func (s *Server) StartApply(ctx context.Context, id, user string) error {
+	return s.startApply(ctx, id, user)
+}

@@ -64,12 +64,7 @@ func (ui *webUI) decide(w http.ResponseWriter, r *http.Request, v *view) {
 		_, parts, err = c.Rollback(ctx, id, user, control.RollbackOptions{Force: r.PostForm.Get("force") != "", Reason: note})
 		msg = fmt.Sprintf("Rolled back: %d partition(s) restored from the snapshot.", len(parts))
 	case "apply":
-		var st *control.State
-		if st, err = c.Load(ctx, id); err == nil {
-			if err = ui.s.mayStart(ctx, st); err == nil {
-				err = ui.s.startApply(id, user)
-			}
-		}
+		err = ui.s.startApply(ctx, id, user)
 		msg = "The run started."
 	default:
 		ui.fail(w, r, v, refill.NotFoundf("no action %q on a plan (approve, reject, apply, cancel, snapshot, scope, signoff, resolve, rollback)", act))

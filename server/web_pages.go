@@ -257,7 +257,8 @@ func (ui *webUI) isLead(user string) bool {
 }
 
 // mayDo mirrors control's rules for the buttons (control.Approve, Reject,
-// Snapshot, Scope, Signoff, Cancel and Server.mayStart).
+// Snapshot, Scope, Signoff, Cancel); apply is offered by control's own
+// answer (State.MayApply) to a plan this server is not running already.
 func (ui *webUI) mayDo(st *control.State, user string, rep *control.Report) mayDo {
 	p := st.Plan
 	_, snapped := st.Done(refill.ChecklistSnapshot)
@@ -272,7 +273,7 @@ func (ui *webUI) mayDo(st *control.State, user string, rep *control.Report) mayD
 	reviewer := user != p.Request.RequestedBy && (!manual || (len(ui.s.conf().Users) > 0 && ui.isLead(user)))
 	m.Approve = p.Status == refill.StatusPending && reviewer && clear && (!manual || (snapped && scoped))
 	m.Reject = p.Status == refill.StatusPending && reviewer
-	m.Apply = len(st.Unmet) == 0 && p.Status != refill.StatusRunning && p.Status.Live()
+	m.Apply = st.MayApply() == nil && p.Status.Live() && !ui.s.Running(p.ID)
 	switch p.Status {
 	case refill.StatusPending, refill.StatusApproved, refill.StatusReady, refill.StatusRunning, refill.StatusNeedsReview:
 		m.Cancel = st.Cancel == nil && ui.s.ctl().MayCancel(st, user)

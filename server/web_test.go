@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"github.com/refill-dev/refill/planner"
 	"github.com/refill-dev/refill/project"
 	"github.com/refill-dev/refill/server"
+	"github.com/refill-dev/refill/store"
 )
 
 // webEnv is a served demo project: the demo's warehouse and refill.yaml
@@ -702,5 +704,59 @@ func TestWebDatasetShowsAcceptances(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("accepted section lacks %q:\n%s", want, got)
 		}
+	}
+}
+
+// TestWebShowsWhoRunsThePlan: a running plan's page says who holds its
+// run and when the lease expires, and never that a lease "lapsed" at a
+// time still to come: a holder killed a moment ago is gone, its lease
+// still running, and the page offers to resume the run. A run alive in
+// another process is not offered.
+func TestWebShowsWhoRunsThePlan(t *testing.T) {
+	t.Parallel()
+	e := webSetup(t)
+	p := e.semiAuto(t)
+	path := "/plans/" + p.ID
+	if _, err := e.ctl.Approve(e.ctx, p.ID, "bob", ""); err != nil {
+		t.Fatal(err)
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := e.ctl.Store
+	hold := func(holder string, from refill.Status) {
+		t.Helper()
+		err := st.Update(e.ctx, func(tx *store.Tx) error {
+			if err := tx.TakeLease(e.ctx, p.ID, holder, time.Now().Add(10*time.Minute), func(store.Lease) bool { return false }); err != nil {
+				return err
+			}
+			if from != refill.StatusRunning {
+				return tx.SetStatus(e.ctx, p.ID, from, refill.StatusRunning)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	hold(host+":2147483646", refill.StatusApproved) // a process that no longer exists
+	page := e.get(t, path, "alice")
+	got := text(page.body, "run-holder")
+	if !strings.Contains(got, "is no longer running on its host, though its lease expires only at") || strings.Contains(got, "lapsed") {
+		t.Errorf("#run-holder of a killed holder's run = %q", got)
+	}
+	if !has(page.body, "apply") || !strings.Contains(page.body, "Resume the run") {
+		t.Error("a run nobody runs is not offered to be resumed")
+	}
+
+	hold("other-host:1", refill.StatusRunning)
+	page = e.get(t, path, "alice")
+	if got := text(page.body, "run-holder"); !strings.HasPrefix(got, "Held by other-host:1; its lease expires at ") {
+		t.Errorf("#run-holder of a live run = %q", got)
+	}
+	if has(page.body, "apply") {
+		t.Error("apply offered on a run alive in another process")
 	}
 }

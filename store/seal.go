@@ -57,17 +57,18 @@ func lease(ctx context.Context, q querier, d dialect, planID string) (Lease, boo
 }
 
 // TakeLease gives the plan's run to holder until expires, inside the
-// transaction that starts (or resumes) the run. It fails with
-// ErrNotPermitted while another holder's lease is alive: alive(l) decides,
-// beyond the expiry, whether a holder is still there (its process on this
-// host, say).
+// transaction that starts (or resumes) the run. It fails with ErrLocked
+// (which is ErrNotPermitted too) while another holder's lease is alive:
+// alive(l) decides, beyond the expiry, whether a holder is still there
+// (its process on this host, say). Of two takes at once, Update's write
+// lock decides: the second sees the first's lease.
 func (t *Tx) TakeLease(ctx context.Context, planID, holder string, expires time.Time, alive func(Lease) bool) error {
 	cur, ok, err := lease(ctx, t.tx, t.d, planID)
 	if err != nil {
 		return err
 	}
 	if ok && cur.Holder != holder && time.Now().Before(cur.Expires) && alive(cur) {
-		return refill.NotPermittedf("plan %s is running now: %s holds its run until %s (renewed while it lives); wait for it, or run refill apply again once it has stopped",
+		return refill.Lockedf("plan %s is running now: %s holds its run until %s (renewed while it lives); wait for it, or run refill apply again once it has stopped",
 			planID, cur.Holder, cur.Expires.UTC().Format(time.RFC3339))
 	}
 	_, err = t.tx.ExecContext(ctx, t.d.rebind(`INSERT INTO run_leases (plan_id, holder, expires_at) VALUES (?, ?, ?)

@@ -136,13 +136,19 @@ func renderState(s *control.State) string {
 		renderGate(&b, *g)
 	}
 	if h := s.Run; h != nil {
+		// A lease lapsed at a time past, and expires at one to come:
+		// control says which (RunHolder.Lapsed), by the clock it decided
+		// by.
+		at := h.Expires.UTC().Format("2006-01-02 15:04:05 UTC")
 		switch {
+		case h.Orphaned && h.Holder != "" && h.Lapsed:
+			fmt.Fprintf(&b, "\nNothing is running this plan: its run's holder (%s) stopped renewing its lease, which lapsed at %s. refill apply %s resumes it.\n", h.Holder, at, s.Plan.ID)
 		case h.Orphaned && h.Holder != "":
-			fmt.Fprintf(&b, "\nNothing is running this plan: its run's holder (%s) stopped renewing its lease, which lapsed at %s. refill apply %s resumes it.\n", h.Holder, h.Expires.UTC().Format("2006-01-02 15:04:05 UTC"), s.Plan.ID)
+			fmt.Fprintf(&b, "\nNothing is running this plan: its run's holder (%s) is no longer running on this host, though its lease expires only at %s. refill apply %s resumes it now.\n", h.Holder, at, s.Plan.ID)
 		case h.Orphaned:
 			fmt.Fprintf(&b, "\nNothing is running this plan: no process holds its run. refill apply %s resumes it.\n", s.Plan.ID)
 		default:
-			fmt.Fprintf(&b, "\nRunning: held by %s (lease renewed until %s).\n", h.Holder, h.Expires.UTC().Format("15:04:05 UTC"))
+			fmt.Fprintf(&b, "\nRunning: held by %s; its lease expires at %s unless renewed, as it is while the holder lives.\n", h.Holder, at)
 		}
 	}
 	for _, wt := range s.Waits {

@@ -32,7 +32,7 @@ func (a *app) serveWorkers(ctx context.Context, e *env, c *control.Control, r *r
 		return nil, err
 	}
 	w := &watch.Watcher{Config: e.cfg, Store: e.st, Warehouse: e.wh, Control: c, Now: now, DAGRuns: watch.AirflowRuns(&airflow.Client{}, e.cfg.Dir),
-		Apply: func(_ context.Context, id string) error { return srv.StartApply(id, refill.Watcher) },
+		Apply: func(ctx context.Context, id string) error { return srv.StartApply(ctx, id, refill.Watcher) },
 		Core: func(ctx context.Context) (*refill.Config, *control.Control, error) {
 			core, err := srv.Current(ctx)
 			if err != nil {

@@ -420,7 +420,7 @@ func exerciseControl(t *testing.T, setup func(t *testing.T) (*store.Store, strin
 		if err := take("host:1", time.Now().Add(time.Minute), alive); err != nil {
 			t.Fatal(err)
 		}
-		if err := take("host:2", time.Now().Add(time.Minute), alive); !errors.Is(err, refill.ErrNotPermitted) {
+		if err := take("host:2", time.Now().Add(time.Minute), alive); !errors.Is(err, refill.ErrLocked) {
 			t.Errorf("a second holder while the first lives: %v", err)
 		}
 		if err := take("host:2", time.Now().Add(time.Minute), func(store.Lease) bool { return false }); err != nil {
