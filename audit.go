@@ -41,6 +41,10 @@ const (
 	// (it may run again).
 	EventNeedsReview EventKind = "partition_needs_review"
 	EventResolved    EventKind = "partition_resolved"
+	// EventRunPaused records a run its process let go of as it shut down
+	// (a restart's drain): the plan stays running with nobody holding it,
+	// and the next refill serve or worker, or the watcher, resumes it.
+	EventRunPaused EventKind = "run_paused"
 )
 
 // GenesisHash is the previous hash of the first entry of the audit log.

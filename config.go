@@ -328,8 +328,8 @@ func (c *Config) Actor(as, fallback string) (string, error) {
 	if name == "" && len(c.Users) == 0 {
 		name = fallback
 	}
-	if name == Watcher {
-		return "", NotPermittedf("%q is refill's own identity (the watcher plans and applies as it): nobody may act as it", Watcher)
+	if Reserved(name) {
+		return "", NotPermittedf("%q is refill's own identity (the watcher, or refill resuming runs nobody holds, acts as it): nobody may act as it", name)
 	}
 	if name == "" {
 		if len(c.Users) > 0 {

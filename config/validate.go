@@ -389,8 +389,8 @@ func (c *converter) user(name string, raw *rawUser) refill.User {
 	if strings.TrimSpace(name) == "" {
 		c.errorf(path, "a user needs a name")
 	}
-	if name == refill.Watcher {
-		c.errorf(path, "%q is refill's own identity (the watcher plans and applies as it) and cannot be a user", name)
+	if refill.Reserved(name) {
+		c.errorf(path, "%q is refill's own identity (the watcher, or refill resuming runs nobody holds, acts as it) and cannot be a user", name)
 	}
 	if len(raw.Roles) == 0 {
 		c.errorf(path, "user %s has no roles: give roles: [engineer] or [lead]", name)

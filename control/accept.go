@@ -133,7 +133,7 @@ func (c *Control) vouch(ctx context.Context, req *AcceptRequest, actor, doing, w
 		return err
 	}
 	req.Reason, req.Column = strings.TrimSpace(req.Reason), strings.TrimSpace(req.Column)
-	if actor == "" || actor == refill.Watcher {
+	if actor == "" || refill.Reserved(actor) {
 		return refill.NotPermittedf("%s needs a person's identity: pass --as USER or set REFILL_USER", doing)
 	}
 	if len(c.Config.Users) > 0 {

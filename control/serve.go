@@ -51,7 +51,7 @@ func (c *Control) CreateToken(ctx context.Context, user string, expires time.Dur
 	if err := c.BeforeWrite(ctx); err != nil {
 		return "", refill.Token{}, err
 	}
-	if user == refill.Watcher {
+	if refill.Reserved(user) {
 		return "", refill.Token{}, refill.NotPermittedf("%q is refill's own identity: nobody may act as it, with a token or otherwise", user)
 	}
 	if len(c.Config.Users) > 0 {

@@ -165,7 +165,7 @@ func relevant(e *refill.Event) bool {
 	case refill.EventPlanCreated, refill.EventApproval, refill.EventRejection,
 		refill.EventRunStarted, refill.EventCancelRequested, refill.EventRunCancelled,
 		refill.EventRunFinished, refill.EventFreeze, refill.EventUnfreeze,
-		refill.EventRunWaiting, refill.EventNeedsReview, refill.EventResolved:
+		refill.EventRunWaiting, refill.EventNeedsReview, refill.EventResolved, refill.EventRunPaused:
 		return true
 	case refill.EventRunFailed:
 		return e.Partition == ""

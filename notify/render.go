@@ -89,6 +89,8 @@ func Outcome(e *refill.Event, s *control.State, publicURL string) []slack.Block 
 		text = fmt.Sprintf(":black_square_for_stop: *Plan %s cancelled* by %s%s", id, actor, colon(detail(e, "reason")))
 	case refill.EventRunFinished:
 		text = fmt.Sprintf(":heavy_check_mark: *Plan %s applied*", id)
+	case refill.EventRunPaused:
+		text = fmt.Sprintf(":pause_button: *Plan %s paused for a restart*: the partitions in flight finished; the next `refill serve` or `refill worker` resumes it", id)
 	case refill.EventResolved:
 		said := "it did not run, and runs again when the plan resumes"
 		var d struct {

@@ -15,6 +15,7 @@ import (
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/control"
 	"github.com/refill-dev/refill/notify"
+	"github.com/refill-dev/refill/store"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -121,6 +122,19 @@ func TestGoldenMessages(t *testing.T) {
 			After: &refill.Digest{Rows: 1433}, Published: true, Deviation: &dev, Flagged: true}}}
 	golden(t, "alert-off-tolerance", notify.Alert(&refill.Event{Kind: refill.EventRunFinished, Actor: "alice", PlanID: "3fa9c2d1"},
 		fixedPlan(refill.StatusApplied, refill.TierSemiAuto), rep, "https://refill.example.com"))
+
+	review := fixedPlan(refill.StatusNeedsReview, refill.TierManual)
+	review.Reviews = []store.Review{{Dataset: "partner_feed", Partition: "2026-11-02", Why: "an attempt of run 1 ended with its outcome unknown"}}
+	golden(t, "alert-needs-review", notify.Alert(&refill.Event{Kind: refill.EventNeedsReview, Actor: "refill", PlanID: "3fa9c2d1", Dataset: "partner_feed", Partition: "2026-11-02",
+		Detail: refill.Detail(map[string]any{"why": "an attempt of run 1 ended with its outcome unknown"})}, review, nil, "https://refill.example.com"))
+	golden(t, "plan-needs-review", notify.Message(review, "https://refill.example.com"))
+	golden(t, "alert-waiting", notify.Alert(&refill.Event{Kind: refill.EventRunWaiting, Actor: "refill", PlanID: "3fa9c2d1", Dataset: "orders_daily", Partition: "2026-11-03",
+		Detail: refill.Detail(map[string]any{"waiting_for": "warehouse", "since": "2026-11-30T12:03:11Z", "error": "dial tcp 10.0.0.5:5432: connect: connection refused"})},
+		fixedPlan(refill.StatusRunning, refill.TierSemiAuto), nil, "https://refill.example.com"))
+	golden(t, "outcome-paused", notify.Outcome(&refill.Event{Kind: refill.EventRunPaused, Actor: "refill", PlanID: "3fa9c2d1"},
+		fixedPlan(refill.StatusRunning, refill.TierSemiAuto), "https://refill.example.com"))
+	golden(t, "outcome-resolved", notify.Outcome(&refill.Event{Kind: refill.EventResolved, Actor: "carol", PlanID: "3fa9c2d1", Dataset: "partner_feed", Partition: "2026-11-02",
+		Detail: refill.Detail(map[string]any{"ran": true, "reason": "the partner's receipt 8812"})}, review, "https://refill.example.com"))
 
 	golden(t, "alert-freeze", notify.Alert(&refill.Event{Kind: refill.EventFreeze, Actor: "carol",
 		Detail: refill.Detail(map[string]any{"reason": "warehouse migration"})}, nil, nil, ""))

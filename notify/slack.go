@@ -91,7 +91,7 @@ func (n *Notifier) sendSlack(ctx context.Context, nt *notice) error {
 			return n.st.SaveNotice(ctx, refill.Notice{PlanID: s.Plan.ID, Target: slackTargetName, Channel: channel, TS: ts})
 		}
 		return nil
-	case refill.EventApproval, refill.EventRejection, refill.EventRunStarted, refill.EventCancelRequested, refill.EventRunCancelled, refill.EventResolved:
+	case refill.EventApproval, refill.EventRejection, refill.EventRunStarted, refill.EventCancelRequested, refill.EventRunCancelled, refill.EventResolved, refill.EventRunPaused:
 		updated, err := n.refresh(ctx, e, s)
 		if err != nil || updated {
 			return err

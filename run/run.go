@@ -75,7 +75,8 @@ type Runner struct {
 
 // Drain tells the runner its process is shutting down: runs in progress
 // start no new partition, let the ones in flight finish and publish, and
-// then stop, leaving their plans failed for refill apply to resume.
+// then let go of their plans, still running and held by nobody, for the
+// next process to resume (pause).
 func (r *Runner) Drain() {
 	r.drainOnce.Do(func() {
 		r.mu.Lock()
@@ -98,7 +99,7 @@ func (r *Runner) drainC() <-chan struct{} {
 }
 
 // errDrained ends a run whose process is shutting down.
-var errDrained = errors.New("refill stopped (its process is shutting down) before the run finished: the partitions in flight finished and were published; refill apply resumes the rest")
+var errDrained = errors.New("refill paused the run (its process is shutting down) before it finished: the partitions in flight finished and were published; the next refill serve or worker resumes the rest, as refill apply does")
 
 func (r *Runner) drained() bool {
 	select {
@@ -187,7 +188,15 @@ func (r *Runner) held(ctx context.Context, p *refill.Plan, actor, holder string,
 	defer stopRenew()
 	r.logf("plan %s: run %d, %d datasets (%s..%s)", id, runNo, len(p.Steps), p.Request.From, p.Request.To)
 	if err := r.execute(runCtx, p, runNo); err != nil {
+		// The run's context ends on its own only when its lease passed to
+		// another process (renew): that process carries the run on, and
+		// this one must not mark it failed under it.
+		lost := runCtx.Err() != nil && ctx.Err() == nil
 		stopRenew()
+		if lost {
+			r.logf("plan %s: another process took over the run while this one could not renew its lease; it goes on there", id)
+			return refill.Lockedf("plan %s: another process took over its run (this one could not renew its lease in time); it goes on there: refill show %s", id, id)
+		}
 		var stop *cancelled
 		if errors.As(err, &stop) {
 			return r.cancelled(ctx, p, holder, stop)
@@ -195,6 +204,11 @@ func (r *Runner) held(ctx context.Context, p *refill.Plan, actor, holder string,
 		var review *awaitingReview
 		if errors.As(err, &review) {
 			return r.awaitReview(ctx, p, holder, review)
+		}
+		if errors.Is(err, errDrained) || (r.drained() && ctx.Err() != nil) {
+			// Drained, or cut off when the drain's grace ran out: the
+			// partitions in flight rolled back, and the run is paused.
+			return r.pause(ctx, p, holder)
 		}
 		return r.fail(ctx, p, actor, holder, err)
 	}
@@ -262,6 +276,33 @@ func (r *Runner) awaitReview(ctx context.Context, p *refill.Plan, holder string,
 	}
 	r.logf("ALERT plan %s: %v", p.ID, review)
 	return refill.NotPermittedf("plan %s needs review: %v (then refill apply %s resumes it)", p.ID, review, p.ID)
+}
+
+// pause lets go of a run as its process shuts down (Drain): the plan
+// stays running, its lease released so that the next refill serve or
+// worker, or the watcher, resumes it at once (control.Orphans). A restart
+// is no failure: nothing is marked failed and no alert is raised, only
+// one notice that the run is paused.
+func (r *Runner) pause(ctx context.Context, p *refill.Plan, holder string) error {
+	ctx = context.WithoutCancel(ctx)
+	pubs, err := r.Store.Published(ctx, p.ID)
+	if err == nil {
+		err = r.Store.Update(ctx, func(tx *store.Tx) error {
+			if err := tx.ReleaseLease(ctx, p.ID, holder); err != nil {
+				return err
+			}
+			return tx.Append(ctx, &refill.Event{Kind: refill.EventRunPaused, Actor: "refill", PlanID: p.ID, At: r.Now.Now(),
+				Detail: refill.Detail(map[string]any{"reason": "its process is shutting down (a restart)", "holder": holder, "published": len(pubs)})})
+		})
+	}
+	if err != nil {
+		// The lease lapses by itself within LeaseTTL; the plan is resumed
+		// then.
+		r.logf("plan %s: paused for a restart; its lease could not be released (%v) and lapses within %s", p.ID, err, LeaseTTL)
+		return errDrained
+	}
+	r.logf("plan %s: paused for a restart with %d partition(s) published; the next refill serve or worker resumes it", p.ID, len(pubs))
+	return errDrained
 }
 
 // cancelled is a run stopped by refill cancel: nothing new starts, and
@@ -1023,6 +1064,11 @@ func (r *Runner) outside(ctx context.Context, w *weather, a PartitionArgs, d *re
 	}
 	var jobErr error
 	if rec.Output, jobErr = job(); jobErr != nil {
+		if ctx.Err() != nil {
+			// refill stopped the job (a cancel, a shutdown past its
+			// grace): what it did before it died is unknown.
+			return jobErr
+		}
 		// The job's own failure: its outcome is known, and a retry may run
 		// it again (when the state store answers to say so).
 		bg := context.WithoutCancel(ctx)

@@ -135,8 +135,8 @@ func (w *weather) do(ctx context.Context, party string, step func() error) error
 				w.since = now
 			}
 			w.what = party
-			w.r.logf("%s: waiting for the %s (since %s): %v", w.label(), party, w.since.UTC().Format("15:04:05"), err)
 			w.r.waiting(ctx, w.a, party, w.since)
+			w.r.logf("%s: waiting for the %s (since %s): %v", w.label(), party, w.since.UTC().Format("15:04:05"), err)
 		}
 		waited := w.spent + now.Sub(w.since)
 		if waited >= w.patience {

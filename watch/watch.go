@@ -379,9 +379,11 @@ func (w *Watcher) decide(ctx context.Context, g Gap, frozen bool) (Decision, err
 		return dec, err
 	}
 	stale := control.Stale(p, w.Config)
-	// A plan that says running while nothing runs it (its run's holder died
-	// and its lease lapsed) is treated as failed: waiting on it would wait
-	// for ever.
+	// A plan that says running while nothing runs it (its holder paused
+	// it for a restart, or died and its lease lapsed) is resumed: it was
+	// approved and began, and waiting on it would wait for ever. One that
+	// may not run as it is (stale, or auto while frozen) is treated as
+	// failed.
 	status, failed := t.Status, "failed"
 	if status == refill.StatusRunning {
 		h, err := w.Control.Holder(ctx, t.PlanID)
@@ -389,6 +391,9 @@ func (w *Watcher) decide(ctx context.Context, g Gap, frozen bool) (Decision, err
 			return dec, err
 		}
 		if h.Orphaned {
+			if len(stale) == 0 && !(frozen && t.Tier == refill.TierAuto) {
+				return w.run(ctx, dec, Resumed, fmt.Sprintf("plan %s says running but nobody runs it (its holder paused it for a restart, or died): resuming it", t.PlanID))
+			}
 			status, failed = refill.StatusFailed, "says running but nothing runs it (its run's holder is gone)"
 		}
 	}

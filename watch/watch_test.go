@@ -475,7 +475,7 @@ func TestRunningPlanThatNothingRunsIsResumed(t *testing.T) {
 		t.Fatalf("holder of a run nobody holds: %+v, %v", h, err)
 	}
 	d2 := one(t, wd.tick())
-	if d2.Action != watch.Resumed || !strings.Contains(d2.Why, "nothing runs it") || d2.Status != refill.StatusApplied {
+	if d2.Action != watch.Resumed || !strings.Contains(d2.Why, "nobody runs it") || d2.Status != refill.StatusApplied {
 		t.Fatalf("tick over a running plan nothing runs: %+v, want it resumed and applied", d2)
 	}
 	if n := wd.rows("2026-11-26"); n == 0 {

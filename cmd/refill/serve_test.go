@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -254,8 +255,9 @@ func TestServeRunsWhatTheBrowserApproves(t *testing.T) {
 
 // TestServeShutdownDrainsRuns: SIGTERM in the middle of a run started in
 // the browser lets the partition in flight finish and publish, starts no
-// new one, and leaves the plan for refill apply to resume — which builds
-// only what is left.
+// new one, and pauses the plan — still running, held by nobody, neither
+// failed nor alerted — for the next refill serve to resume at once,
+// building only what is left.
 func TestServeShutdownDrainsRuns(t *testing.T) {
 	dir := smallProject(t, `version: 1
 warehouse: sqlite:wh.db
@@ -296,21 +298,64 @@ datasets:
 		t.Fatalf("serve did not stop\n%s", s.logs)
 	}
 	first := built()
-	shown := decode[struct {
-		Status string `json:"status"`
-	}](t, step(t, dir, 0, "", "show", p.ID, "-o", "json").stdout)
-	if shown.Status != "failed" || len(first) == 0 || len(first) >= 6 {
-		t.Fatalf("after shutdown: plan %s with %d of 6 built, want failed with some built\n%s", shown.Status, len(first), s.logs)
+	type shownJSON struct {
+		Status    string `json:"status"`
+		RunHolder *struct {
+			Orphaned bool `json:"orphaned"`
+		} `json:"run_holder"`
+	}
+	shown := decode[shownJSON](t, step(t, dir, 0, "", "show", p.ID, "-o", "json").stdout)
+	if shown.Status != "running" || shown.RunHolder == nil || !shown.RunHolder.Orphaned || len(first) == 0 || len(first) >= 6 {
+		t.Fatalf("after shutdown: plan %s (holder %+v) with %d of 6 built, want running, held by nobody, with some built\n%s", shown.Status, shown.RunHolder, len(first), s.logs)
 	}
 	pubs := countPublished(t, dir, p.ID)
 	if pubs != len(first) {
 		t.Errorf("%d partitions built but %d published: a partition in flight was lost or half-done", len(first), pubs)
 	}
-	step(t, dir, 0, "", "apply", p.ID, "--as", "alice")
+	kinds := auditKinds(t, dir, p.ID)
+	paused := len(slices.DeleteFunc(slices.Clone(kinds), func(k string) bool { return k != "run_paused" }))
+	if slices.Contains(kinds, "run_failed") || paused != 1 {
+		t.Errorf("a restart's drain should pause the run once and fail nothing: %v", kinds)
+	}
+	// The next serve resumes it by itself.
+	s2 := serve(t, dir)
+	deadline = time.Now().Add(60 * time.Second)
+	for shown.Status != "applied" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the next serve did not resume the paused plan: %s\n%s", shown.Status, s2.logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+		shown = decode[shownJSON](t, step(t, dir, 0, "", "show", p.ID, "-o", "json").stdout)
+	}
 	all := built()
-	if len(all) != 6 {
+	slices.Sort(all)
+	if len(all) != 6 || len(slices.Compact(slices.Clone(all))) != 6 {
 		t.Errorf("after resuming: %d builds %v, want each of 6 partitions built once", len(all), all)
 	}
+}
+
+// auditKinds lists the kinds of a plan's audit entries, in order.
+func auditKinds(t *testing.T, dir, id string) []string {
+	t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(dir, ".refill", "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT event FROM audit_log WHERE plan_id = ? ORDER BY seq`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, k)
+	}
+	return out
 }
 
 // countPublished counts a plan's published partitions in the state store.

@@ -8,8 +8,10 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
@@ -147,7 +149,8 @@ func checksums(r control.PartitionReport) string {
 }
 
 func (a *app) workerCmd() *cobra.Command {
-	return &cobra.Command{
+	var grace time.Duration
+	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Serve partition jobs of runs on a PostgreSQL state store, until interrupted",
 		Long: `More hands for runs: with state: on PostgreSQL, any number of refill worker
@@ -181,9 +184,40 @@ its jobs return to the queue, and a partition is recorded published once.`,
 			go func() {
 				notified <- e.notifier.Run(ctx, c, slog.New(slog.NewTextHandler(a.stderr, nil)).With(slog.String("component", "notify")))
 			}()
+			// Runs nobody holds (paused by a restart, their holder dead)
+			// are resumed here too. They go on past a SIGTERM until their
+			// partitions in flight are done (Drain), for up to --grace.
+			base, stopRuns := context.WithCancel(context.WithoutCancel(ctx))
+			defer stopRuns()
+			var runs sync.WaitGroup
+			go run.Adopt(ctx, c, func(ctx context.Context, id string) error {
+				held, err := c.Start(ctx, id, refill.Adopter)
+				if err != nil {
+					return err
+				}
+				runs.Add(1)
+				go func() {
+					defer runs.Done()
+					if err := held(base); err != nil {
+						fmt.Fprintf(a.stderr, "plan %s: %v\n", id, err)
+					}
+				}()
+				return nil
+			}, func(format string, args ...any) { fmt.Fprintf(a.stderr, format+"\n", args...) })
 			err = r.Work(ctx)
 			stop()
+			r.Drain()
+			drained := make(chan struct{})
+			go func() { runs.Wait(); close(drained) }()
+			select {
+			case <-drained:
+			case <-time.After(grace):
+				stopRuns()
+				<-drained
+			}
 			return errors.Join(err, <-notified)
 		},
 	}
+	cmd.Flags().DurationVar(&grace, "grace", 30*time.Second, "how long runs this worker resumed may finish their partitions in flight on shutdown")
+	return cmd
 }

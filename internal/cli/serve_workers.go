@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 
@@ -46,6 +47,15 @@ func (a *app) serveWorkers(ctx context.Context, e *env, c *control.Control, r *r
 		if err := w.Serve(ctx, log.With(slog.String("component", "watch"))); err != nil {
 			log.Error("watcher stopped", slog.String("error", err.Error()))
 		}
+	}()
+	// Runs nobody holds (paused by a restart, their holder dead) are
+	// resumed here, at once and as they appear.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		adopt := log.With(slog.String("component", "adopt"))
+		run.Adopt(ctx, c, func(ctx context.Context, id string) error { return srv.StartApply(ctx, id, refill.Adopter) },
+			func(format string, args ...any) { adopt.Info(fmt.Sprintf(format, args...)) })
 	}()
 	wg.Add(1)
 	go func() {

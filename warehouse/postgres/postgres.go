@@ -19,6 +19,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -41,6 +42,7 @@ type Warehouse struct {
 	pool      *pgxpool.Pool
 	db        *sql.DB
 	ownTables atomic.Bool // refill_published and refill_audit_anchor are known to exist
+	creating  sync.Mutex  // one createTables at a time
 }
 
 var _ refill.Warehouse = (*Warehouse)(nil)

@@ -2,8 +2,11 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/warehouse/sqltext"
@@ -259,20 +262,43 @@ func (w *Warehouse) anchors(ctx context.Context, clause string, args ...any) ([]
 // createTables makes sure refill's own tables, refill_published and
 // refill_audit_anchor, exist: once per process and outside any transaction,
 // so that a rolled-back publish cannot take a table with it.
+//
+// Two sessions creating the same table at once can collide in
+// PostgreSQL's catalog (a unique violation on pg_type, though IF NOT
+// EXISTS): this process creates them one at a time, and a collision with
+// another process is tried again, finding the table there.
 func (w *Warehouse) createTables(ctx context.Context) error {
 	if w.ownTables.Load() {
 		return nil
 	}
-	if _, err := w.pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS refill_published (
+	w.creating.Lock()
+	defer w.creating.Unlock()
+	if w.ownTables.Load() {
+		return nil
+	}
+	create := func(what, stmt string) error {
+		for try := 0; ; try++ {
+			_, err := w.pool.Exec(ctx, stmt)
+			var pgErr *pgconn.PgError
+			if err != nil && try < 3 && errors.As(err, &pgErr) && (pgErr.Code == "23505" || pgErr.Code == "42P07") {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("%s: %w", what, err)
+			}
+			return nil
+		}
+	}
+	if err := create("publish mark", `CREATE TABLE IF NOT EXISTS refill_published (
 		plan_id text NOT NULL, dataset text NOT NULL, partition text NOT NULL, published_at timestamptz NOT NULL DEFAULT now(),
 		PRIMARY KEY (plan_id, dataset, partition))`); err != nil {
-		return fmt.Errorf("publish mark: %w", err)
+		return err
 	}
-	if _, err := w.pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS refill_audit_anchor (
+	if err := create("audit anchor", `CREATE TABLE IF NOT EXISTS refill_audit_anchor (
 		store text NOT NULL, seq bigint NOT NULL, hash text NOT NULL, written_at timestamptz NOT NULL DEFAULT now(),
 		keyed boolean, mac text,
 		PRIMARY KEY (store, seq))`); err != nil {
-		return fmt.Errorf("audit anchor: %w", err)
+		return err
 	}
 	// A table from before anchors recorded keyed and mac gains them; its
 	// old rows keep NULL, read as unkeyed. The ALTER runs only then: its
