@@ -36,6 +36,7 @@ func normalise(out, dir string, ids []string) string {
 	out = regexp.MustCompile(`(sha256|hmac-sha256):[0-9a-f]{8,64}…?`).ReplaceAllString(out, "$1:HASH")
 	out = regexp.MustCompile(`anchor at entry \d+`).ReplaceAllString(out, "anchor at entry N")
 	out = regexp.MustCompile(`"seq": \d+`).ReplaceAllString(out, `"seq": N`)
+	out = regexp.MustCompile(`"anchor": \d+`).ReplaceAllString(out, `"anchor": N`)
 	out = regexp.MustCompile(`"(worker|holder)": "[^"]*:\d+"`).ReplaceAllString(out, `"$1": "HOST:PID"`)
 	for _, day := range []time.Time{started, time.Now().UTC()} {
 		out = regexp.MustCompile(day.Format("2006-01-02")+`[ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?( UTC|Z)?`).ReplaceAllString(out, "REAL-TIME")
