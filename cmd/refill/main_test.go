@@ -18,6 +18,10 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	if path := os.Getenv(lockEnv); path != "" {
+		lockSQLite(path) // the other process of a test, not the tests
+		os.Exit(0)
+	}
 	dir, err := os.MkdirTemp("", "refill-bin")
 	if err != nil {
 		panic(err)

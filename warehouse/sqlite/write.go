@@ -37,14 +37,15 @@ func (w *Warehouse) Transact(ctx context.Context, fn func(tx refill.WarehouseTx)
 			conn.Close()
 		}
 	}()
-	if err := w.createTables(ctx, conn); err != nil {
-		return err
-	}
+	// The turn comes first: creating refill's own tables writes too.
 	release, err := w.turn(ctx)
 	if err != nil {
 		return fmt.Errorf("transaction: %w", err)
 	}
 	defer release()
+	if err := w.createTables(ctx, conn); err != nil {
+		return err
+	}
 	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return fmt.Errorf("transaction: begin: %w", err)
 	}
