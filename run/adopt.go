@@ -11,7 +11,7 @@ import (
 
 // AdoptEvery is how often refill serve and refill worker look for running
 // plans nobody runs (control.Orphans), besides once as they start.
-var AdoptEvery = 15 * time.Second
+var AdoptEvery = 5 * time.Second
 
 // Adopt resumes the running plans nobody runs — their holder paused them
 // for a restart, died, or lost the state store past its patience — at

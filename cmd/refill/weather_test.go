@@ -539,3 +539,47 @@ datasets:
 		t.Errorf("after resolve and apply: delivered %v, want each of 3 once", got)
 	}
 }
+
+// TestWorkerFinishesARunWhoseApplyDied: refill apply is killed with
+// SIGKILL mid-run; a refill worker sharing the PostgreSQL state store
+// finds the run nobody holds and finishes the plan, every partition
+// published once, without anyone running apply again.
+func TestWorkerFinishesARunWhoseApplyDied(t *testing.T) {
+	t.Parallel()
+	stateDSN := pgtest.Schema(t)
+	dir := smallProject(t, `version: 1
+warehouse: sqlite:wh.db
+state: "`+stateDSN+`"
+run: {max_active: 2, attempts: 2}
+policy: {manual_over_days: 100}
+datasets:
+  feed:
+    job:
+      command: ["sh", "-c", "sleep 0.3"]
+`)
+	id := decode[planJSON](t, step(t, dir, 0, "", "plan", "feed", "--from", "2026-09-01", "--to", "2026-09-12", "--reason", "orphan", "--as", "alice", "-o", "json").stdout).ID
+	step(t, dir, 0, "", "approve", id, "--as", "bob")
+	worker := startRefill(t, dir, "worker")
+	apply := startRefill(t, dir, "apply", id, "--as", "alice")
+	apply.until(t, "first partition published", time.Minute, func() bool { return publishedIn(t, "pgx", stateDSN, id) >= 1 })
+	_ = apply.cmd.Process.Kill()
+	apply.wait(t, time.Minute)
+	db, err := sql.Open("pgx", stateDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	status := func() string {
+		var s string
+		_ = db.QueryRow(`SELECT status FROM plans WHERE id = $1`, id).Scan(&s)
+		return s
+	}
+	worker.until(t, "the worker finishing the plan", 2*time.Minute, func() bool { return status() == "applied" })
+	var parts, dup int
+	if err := db.QueryRow(`SELECT count(DISTINCT partition), count(*) - count(DISTINCT partition) FROM audit_log WHERE plan_id = $1 AND event = 'partition_published'`, id).Scan(&parts, &dup); err != nil || parts != 12 || dup != 0 {
+		t.Errorf("published %d partitions, %d twice (%v)", parts, dup, err)
+	}
+	if !strings.Contains(worker.output(), "nobody was running it; resumed here") {
+		t.Errorf("the worker never said it resumed the plan:\n%s", worker.output())
+	}
+}
