@@ -10,7 +10,7 @@ import (
 )
 
 // Audit event kinds: every change to a plan's life, and every
-// partition-level action, leaves one (DESIGN.md §2, issue "audit log").
+// partition-level action, leaves one (docs/design.md §2, issue "audit log").
 // EventKind names what an audit entry records.
 type EventKind string
 

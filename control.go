@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Roles a user may hold (DESIGN.md §9). A lead may approve manual plans.
+// Roles a user may hold (docs/design.md §10). A lead may approve manual plans.
 const (
 	RoleEngineer = "engineer"
 	RoleLead     = "lead"

@@ -165,7 +165,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // JobKind names how a dataset's partition is rebuilt.
 type JobKind string
 
-// Job kinds (DESIGN.md §5).
+// Job kinds (docs/design.md §6).
 const (
 	JobQuery   JobKind = "query"
 	JobSQL     JobKind = "sql"
@@ -282,7 +282,7 @@ func (j *Job) Fingerprint() string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// Checks are the source gate's rules for a dataset (DESIGN.md §8).
+// Checks are the source gate's rules for a dataset (docs/design.md §9).
 type Checks struct {
 	NotNull   *NotNullCheck    `json:"not_null,omitempty"`
 	Volume    *VolumeCheck     `json:"volume,omitempty"`
@@ -316,7 +316,7 @@ type AcceptedValues struct {
 }
 
 // DriftCheck flags partitions whose column profiles are outliers against
-// same-slot history, scored like volume (DESIGN.md §8): for numeric
+// same-slot history, scored like volume (docs/design.md §9): for numeric
 // columns the mean and the share of zeros, for every column the distinct
 // count and the share of the most frequent value.
 type DriftCheck struct {

@@ -145,7 +145,7 @@ func (r Range) CouldExist(now time.Time) error {
 }
 
 // Days counts the calendar days the range touches, both ends included
-// (DESIGN.md §4).
+// (docs/design.md §4).
 func (r Range) Days() int {
 	f := r.From.Truncate(24 * time.Hour)
 	t := r.To.Truncate(24 * time.Hour)

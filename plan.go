@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Tier is how far a plan may run on its own (DESIGN.md §4).
+// Tier is how far a plan may run on its own (docs/design.md §4).
 type Tier string
 
 // Tiers, from most to least autonomous.

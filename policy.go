@@ -2,7 +2,7 @@ package refill
 
 import "time"
 
-// Policy is the tier policy (DESIGN.md §4).
+// Policy is the tier policy (docs/design.md §4).
 type Policy struct {
 	AutoMaxDays    int      `json:"auto_max_days"`
 	ManualOverDays int      `json:"manual_over_days"`
@@ -11,7 +11,7 @@ type Policy struct {
 	Rules          []Rule   `json:"rules,omitempty"`
 }
 
-// DefaultRunConfig is DESIGN.md §5's run defaults: three partitions of a
+// DefaultRunConfig is docs/design.md §6's run defaults: three partitions of a
 // dataset at a time, eight in a process, three attempts backing off from a
 // second, a dead worker's job rescued after ten minutes, and a 10%
 // tolerance in reports. The config loader and the runner both start here.
@@ -40,7 +40,7 @@ func DefaultHousekeeping() Housekeeping {
 	return Housekeeping{PlanTTL: Duration(7 * 24 * time.Hour), SnapshotTTL: Duration(14 * 24 * time.Hour)}
 }
 
-// DefaultPolicy is DESIGN.md §4's defaults.
+// DefaultPolicy is docs/design.md §4's defaults.
 func DefaultPolicy() Policy {
 	return Policy{
 		AutoMaxDays:    7,

@@ -4,7 +4,7 @@
 // JobRunner), and the records the state store (package store, one concrete
 // store behind a dialect per engine) keeps.
 //
-// It imports nothing else of refill's, so that the flow of DESIGN.md §3 —
+// It imports nothing else of refill's, so that the flow of docs/design.md §3 —
 // request, plan, approval, run, report, audit — reads the same in every
 // package that builds on it.
 package refill
@@ -63,7 +63,7 @@ func (c Clock) Ahead() (asOf, real time.Time, ahead bool) {
 }
 
 // Sentinel errors classify failures so the command line can map them to the
-// exit codes of DESIGN.md §6 in one place. Wrap them with context; callers
+// exit codes of docs/design.md §7 in one place. Wrap them with context; callers
 // branch with errors.Is.
 var (
 	// ErrBadInput is wrong configuration, arguments, dates or names (exit 2).
@@ -84,7 +84,7 @@ var (
 	ErrLocked = errors.New("partitions locked by another plan")
 )
 
-// Exit codes of DESIGN.md §6.
+// Exit codes of docs/design.md §7.
 const (
 	ExitOK           = 0
 	ExitInternal     = 1
@@ -94,7 +94,7 @@ const (
 	ExitVerification = 5
 )
 
-// ExitCode maps an error to the process exit code of DESIGN.md §6. Anything
+// ExitCode maps an error to the process exit code of docs/design.md §7. Anything
 // not classified is an internal or infrastructure error.
 func ExitCode(err error) int {
 	switch {

@@ -129,7 +129,7 @@ type Duplicates struct {
 
 // Digest is a partition's row count and content checksum: the sum modulo
 // 2^64 of a 64-bit hash of every row, so it ignores row order but counts
-// duplicates (DESIGN.md §8). It is only comparable within one warehouse,
+// duplicates (docs/design.md §9). It is only comparable within one warehouse,
 // and with a digest of the same checksum version (digest.go).
 type Digest struct {
 	Rows     int64  `json:"rows"`

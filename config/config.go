@@ -1,4 +1,4 @@
-// Package config reads refill.yaml (DESIGN.md §5) into a refill.Config.
+// Package config reads refill.yaml (docs/design.md §6) into a refill.Config.
 //
 // The file is the one place where people describe their warehouse, datasets
 // and policy, and a mistake in it decides what gets rewritten, so the package
@@ -139,7 +139,7 @@ func nodeLine(n ast.Node) int {
 	return 1
 }
 
-// The raw types mirror DESIGN.md §5 key for key. Pointers mark the keys whose
+// The raw types mirror docs/design.md §6 key for key. Pointers mark the keys whose
 // absence means "use the default" while an explicit zero or empty list must be
 // kept (or rejected) as written.
 type rawConfig struct {

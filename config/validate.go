@@ -19,7 +19,7 @@ import (
 	"github.com/refill-dev/refill/warehouse/sqltext"
 )
 
-// Defaults of DESIGN.md §5 and §8 that are not policy (policy defaults come
+// Defaults of docs/design.md §6 and §9 that are not policy (policy defaults come
 // from refill.DefaultPolicy and run defaults from refill.DefaultRunConfig, so
 // the planner, the runner and this package cannot disagree).
 const (
@@ -37,7 +37,7 @@ const (
 	defaultAirflowAPI    = "v1"
 )
 
-// knownRoles are the roles DESIGN.md §9 gives meaning to: anyone may approve a
+// knownRoles are the roles docs/design.md §10 gives meaning to: anyone may approve a
 // semi-auto plan that is not their own, only a lead a manual one. Any other
 // role name would be a typo that silently grants nothing.
 var knownRoles = []string{"engineer", "lead"}
@@ -867,7 +867,7 @@ func (c *converter) partitionParam(path, text, why string) {
 // jobEnv accepts a command's extra environment either as a mapping
 // {NAME: value}, the natural YAML, or as a list whose entries are NAME=value
 // (a fixed value) or a bare NAME (passed through from refill's own
-// environment when the job runs: DESIGN.md §5). Command jobs see nothing
+// environment when the job runs: docs/design.md §6). Command jobs see nothing
 // else of refill's environment but PATH, HOME and REFILL_*. The mapping is
 // sorted so the job fingerprint does not depend on map order.
 func (c *converter) jobEnv(path string, raw any) []string {

@@ -4,7 +4,7 @@
 // One function, Unmet, answers "may this plan run now?" with every
 // requirement not yet met; `refill show` prints that list and `refill
 // apply` refuses while it is not empty (atlantis's apply requirements,
-// DESIGN.md §4 and §9).
+// docs/design.md §4 and §10).
 package control
 
 import (
@@ -128,7 +128,7 @@ func (c *Control) Holder(ctx context.Context, id string) (RunHolder, error) {
 	return h, nil
 }
 
-// StateJSON is the plan of DESIGN.md §6 with its state beside it: what
+// StateJSON is the plan of docs/design.md §7 with its state beside it: what
 // `refill show -o json` prints and the API answers.
 type StateJSON struct {
 	*refill.Plan

@@ -8,7 +8,7 @@ import (
 	"github.com/refill-dev/refill"
 )
 
-// Drift metrics are scored like volume (DESIGN.md §8): a robust z of the
+// Drift metrics are scored like volume (docs/design.md §9): a robust z of the
 // partition's value against the median and MAD of same-slot history, with a
 // floor under the scale so that small, ordinary changes never alert.
 //

@@ -4,7 +4,7 @@
 // is blocked.
 //
 // Per partition it checks null ratios, volume against history (a robust
-// score, DESIGN.md §8), timestamp inversions and future timestamps, all from
+// score, docs/design.md §9), timestamp inversions and future timestamps, all from
 // one scan of the range in the warehouse; per dataset it checks the schema
 // against the one recorded with the previous plan.
 package gate

@@ -41,7 +41,7 @@ const (
 	headerSlackTimestamp = "X-Slack-Request-Timestamp"
 )
 
-// VerifySlack checks that a request comes from Slack (DESIGN.md §9): its
+// VerifySlack checks that a request comes from Slack (docs/design.md §10): its
 // X-Slack-Request-Timestamp is within five minutes of now, and its
 // X-Slack-Signature is "v0=" + hex(HMAC-SHA256(secret, "v0:" + timestamp +
 // ":" + body)) over the raw body, compared in constant time. Errors are

@@ -2,8 +2,8 @@
 // a Slack message for every new plan, with Approve and Reject buttons while
 // it waits and a Cancel button while it runs; alerts when a run is blocked,
 // fails or lands off its expectation, and when refill is frozen; and a
-// signed JSON POST to any generic webhook (notify: in refill.yaml, DESIGN.md
-// §5).
+// signed JSON POST to any generic webhook (notify: in refill.yaml, docs/design.md
+// §6).
 //
 // Notices leave through an outbox. Install hooks the state store so that
 // every audit entry worth telling is turned, inside the transaction that
@@ -15,7 +15,7 @@
 //
 // Interactions is the other direction: Slack's POST /slack/interactions,
 // verified (HMAC-SHA256 over "v0:ts:body", five-minute window, constant-time
-// compare, DESIGN.md §9), refused when replayed, and applied through
+// compare, docs/design.md §10), refused when replayed, and applied through
 // control with the same rules as every other door.
 package notify
 

@@ -257,7 +257,7 @@ func (p *Planner) assemble(ctx context.Context, r Request, seen *gate.Result) (*
 
 // RehearsalBudget bounds how many partitions a plan rebuilds in its
 // rolled-back rehearsal to count downstream expectations; past it, those
-// expectations are shown as depending on the upstream (DESIGN.md: a dry run
+// expectations are shown as depending on the upstream (docs/design.md: a dry run
 // never shows "no change" where the run will change rows).
 var RehearsalBudget = 10000
 

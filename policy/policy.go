@@ -1,4 +1,4 @@
-// Package policy decides a plan's tier (DESIGN.md §4): the fixed rules for
+// Package policy decides a plan's tier (docs/design.md §4): the fixed rules for
 // manual and auto, then the configured CEL rules, which may only raise it.
 // Every rule that decided the tier leaves a reason in plain words with its
 // numbers.
@@ -169,7 +169,7 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// Decide returns the tier of DESIGN.md §4 for in, with one reason per rule
+// Decide returns the tier of docs/design.md §4 for in, with one reason per rule
 // that decided it.
 func (p *Policy) Decide(in Input) (Decision, error) {
 	var manual, notAuto []string

@@ -16,7 +16,7 @@ import (
 	"github.com/refill-dev/refill/planner"
 )
 
-// api registers /api/v1 (DESIGN.md §6a). Every route needs a bearer token
+// api registers /api/v1 (docs/design.md §7a). Every route needs a bearer token
 // and acts as its user, through control: the same rules as the CLI.
 func (s *Server) api() {
 	h := func(pattern string, fn func(w http.ResponseWriter, r *http.Request, user string)) {
@@ -76,7 +76,7 @@ func (s *Server) api() {
 			writeJSON(w, http.StatusMethodNotAllowed, apiError{Error: fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, strings.Join(allow, " or ")), Code: refill.ExitBadInput})
 			return
 		}
-		writeJSON(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("no route %s %s (see DESIGN.md §6a)", r.Method, r.URL.Path), Code: refill.ExitBadInput})
+		writeJSON(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("no route %s %s (see docs/design.md §7a)", r.Method, r.URL.Path), Code: refill.ExitBadInput})
 	})
 }
 

@@ -31,7 +31,7 @@ type matchedDataset struct {
 	Datasets []string `json:"datasets"`
 }
 
-// postLineage takes an OpenLineage RunEvent (DESIGN.md §6a) and records
+// postLineage takes an OpenLineage RunEvent (docs/design.md §7a) and records
 // its input → output edges. The event is validated first (400 naming the
 // field by its JSON pointer) and nothing is recorded unless it is valid.
 // Recording is idempotent: the same event again adds nothing.

@@ -2,7 +2,7 @@
 // under /api/v1, its web UI, Slack's interactions endpoint, health and
 // metrics. It is a thin adapter over the same core the command line calls
 // (control.Control): every rule is control's, and the server only maps
-// HTTP to it and its errors back to HTTP (DESIGN.md §6a).
+// HTTP to it and its errors back to HTTP (docs/design.md §7a).
 package server
 
 import (
@@ -209,7 +209,7 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 // Errors.
 
 // apiError is the body of every error: the message and the CLI's exit
-// code for the same failure (DESIGN.md §6a).
+// code for the same failure (docs/design.md §7a).
 type apiError struct {
 	Error string `json:"error"`
 	Code  int    `json:"code"`

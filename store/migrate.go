@@ -14,7 +14,7 @@ import (
 
 // migrationFiles holds the schema of every dialect, one directory each. The
 // binary carries its own schema so that a state store is ready the moment it
-// is opened, with nothing to install (DESIGN.md §7).
+// is opened, with nothing to install (docs/design.md §8).
 //
 //go:embed migrations
 var migrationFiles embed.FS

@@ -1,6 +1,6 @@
 // Package store is refill's own state: the plans it made and what happened
-// to them, in SQLite for one engineer or PostgreSQL for a team (DESIGN.md
-// §7). It is refill's one state store: the same statements on both engines,
+// to them, in SQLite for one engineer or PostgreSQL for a team (docs/design.md
+// §8). It is refill's one state store: the same statements on both engines,
 // their differences confined to a dialect (goose's pattern), and one
 // conformance suite (store/storetest) over every operation.
 //
@@ -10,7 +10,7 @@
 //
 // A plan is immutable once saved. Its body is stored with the hash it was
 // saved under and checked against that hash on every load, so a plan edited
-// behind refill's back (DESIGN.md §9: an approval is bound to the hash) is
+// behind refill's back (docs/design.md §10: an approval is bound to the hash) is
 // refused rather than applied.
 package store
 

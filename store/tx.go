@@ -13,7 +13,7 @@ import (
 // Tx is one state-store transaction. Every change to refill's state goes
 // through one together with the audit entries that record it, so a crash
 // can never leave a change without its entry, or an entry without its
-// change (DESIGN.md §9).
+// change (docs/design.md §10).
 type Tx struct {
 	tx     *sql.Tx
 	d      dialect

@@ -484,3 +484,19 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("json error = %+v", e)
 	}
 }
+
+// TestVersion: refill --version prints one line from the binary's build
+// information, and refill version -o json the same as a document.
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	line := step(t, dir, 0, "refill ", "--version").stdout
+	v := decode[struct {
+		Version string `json:"version"`
+		Go      string `json:"go"`
+		Module  string `json:"module"`
+	}](t, step(t, dir, 0, "", "version", "-o", "json").stdout)
+	if v.Module != "github.com/refill-dev/refill" || !strings.HasPrefix(v.Go, "go") || !strings.HasPrefix(line, "refill "+v.Version) || strings.Count(line, "\n") != 1 {
+		t.Errorf("--version %q, version -o json %+v", line, v)
+	}
+}

@@ -92,7 +92,9 @@ manual.
 Start with:  refill demo`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       Build().String(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.configPath, "config", "", "path to refill.yaml (default ./refill.yaml or $REFILL_CONFIG)")
@@ -106,7 +108,7 @@ Start with:  refill demo`,
 	root.AddCommand(a.planCmd(), a.showCmd(), a.plansCmd(), a.lineageCmd(), a.checkCmd(), a.proveCmd(),
 		a.approveCmd(), a.rejectCmd(), a.snapshotCmd(), a.scopeCmd(), a.signoffCmd(), a.rollbackCmd(),
 		a.applyCmd(), a.reportCmd(), a.workerCmd(), a.historyCmd(), a.auditCmd(), a.schemaCmd(), a.acceptCmd(), a.demoCmd(),
-		a.tokenCmd(), a.cancelCmd(), a.resolveCmd(), a.freezeCmd(false), a.freezeCmd(true), a.serveCmd(), a.watchCmd(), a.importCmd())
+		a.tokenCmd(), a.cancelCmd(), a.resolveCmd(), a.freezeCmd(false), a.freezeCmd(true), a.serveCmd(), a.watchCmd(), a.importCmd(), a.versionCmd())
 	for _, c := range root.Commands() {
 		c.Args = wrapArgs(c.Args)
 	}

@@ -99,7 +99,7 @@ func (a *app) printState(s *control.State, cfg *refill.Config) error {
 	return a.view().State(s, cfg)
 }
 
-// stateJSON is the plan of DESIGN.md §6 with its state beside it.
+// stateJSON is the plan of docs/design.md §7 with its state beside it.
 func stateJSON(s *control.State) any { return s.JSON() }
 
 func nonNil(s []string) []string {

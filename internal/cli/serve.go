@@ -24,8 +24,6 @@ import (
 	"github.com/refill-dev/refill/server"
 )
 
-// Version is the binary's version, shown on /healthz.
-var Version = "dev"
 
 func (a *app) serveCmd() *cobra.Command {
 	var addr, logFormat string
@@ -80,7 +78,7 @@ and refill apply resumes them.`,
 			if err != nil {
 				return err
 			}
-			srv = server.New(&server.Server{Config: e.cfg, Store: e.st, Control: c, Runner: r, Log: log, Version: Version,
+			srv = server.New(&server.Server{Config: e.cfg, Store: e.st, Control: c, Runner: r, Log: log, Version: Build().Version,
 				Slack: e.notifier.InteractionsWith(current, log.With(slog.String("component", "slack"))), Reload: reload})
 			workers, err := a.serveWorkers(ctx, e, c, r, srv, log)
 			if err != nil {

@@ -113,7 +113,7 @@ type Result struct {
 	Elapsed  time.Duration `json:"elapsed"`
 }
 
-// Environment is what a command job sees (DESIGN.md §5): PATH, HOME and
+// Environment is what a command job sees (docs/design.md §6): PATH, HOME and
 // refill's REFILL_* variables from base, less hidden ones; each bare NAME
 // the job declares, passed through from withheld or else base; and each
 // NAME=value it declares, as written. Nothing else of refill's environment

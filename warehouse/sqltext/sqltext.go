@@ -22,7 +22,7 @@ import (
 )
 
 // PartitionParam is the named parameter a job's SQL uses for the partition
-// being rebuilt (DESIGN.md §5).
+// being rebuilt (docs/design.md §6).
 const PartitionParam = ":partition"
 
 // QuoteIdent quotes a name exactly as the engine stores it, such as a
