@@ -255,8 +255,10 @@ func (c *Control) Load(ctx context.Context, id string) (*State, error) {
 			return nil, err
 		}
 		s.Run = &h
-		if s.Waits, err = c.Store.OutageWaits(ctx, id); err != nil {
-			return nil, err
+		if !h.Orphaned { // a run nobody holds waits for nothing
+			if s.Waits, err = c.Store.OutageWaits(ctx, id); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if p.Status.Live() {

@@ -44,6 +44,12 @@ func (c *Control) Resolve(ctx context.Context, actor string, req ResolveRequest)
 		return nil, err
 	}
 	p := s.Plan
+	if p.Status == refill.StatusRunning {
+		// Its other partitions are still being built: the run ends
+		// needs_review once they are done, and a word on one partition
+		// now would race the run that is looking at it.
+		return nil, refill.Lockedf("plan %s is still running its other partitions: once they are done it waits (needs_review), and then you say whether %s ran", p.ID, req.Partition)
+	}
 	if len(s.Reviews) == 0 {
 		return nil, refill.BadInputf("plan %s has no partition waiting for review (it is %s)", p.ID, p.Status)
 	}
@@ -59,7 +65,7 @@ func (c *Control) Resolve(ctx context.Context, actor string, req ResolveRequest)
 		for _, rv := range s.Reviews {
 			open = append(open, rv.Dataset+" "+rv.Partition)
 		}
-		return nil, refill.BadInputf("plan %s has no review of %s %s; waiting: %s", p.ID, req.Dataset, req.Partition, strings.Join(open, ", "))
+		return nil, refill.BadInputf("plan %s has no review of %s; waiting: %s", p.ID, strings.TrimSpace(req.Dataset+" "+req.Partition), strings.Join(open, ", "))
 	case len(match) > 1:
 		return nil, refill.BadInputf("plan %s has reviews of %s in several datasets: name one with --dataset", p.ID, req.Partition)
 	}

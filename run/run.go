@@ -67,6 +67,9 @@ type Runner struct {
 	// draining is closed by Drain: the process is shutting down.
 	drainOnce sync.Once
 	draining  chan struct{}
+	// spent is each partition's time spent waiting out outages in this
+	// process, across its attempts (weather.spentBefore).
+	spent sync.Map
 	// beforeCommit, when set (by tests), is called in a publish after its
 	// last look at the run, with the look still held, just before the
 	// warehouse commits.
@@ -172,6 +175,9 @@ func (r *Runner) Start(ctx context.Context, p *refill.Plan, actor string) (contr
 				return err
 			}
 		}
+		if err := tx.ClearOutageWaits(ctx, id); err != nil {
+			return err
+		}
 		return tx.Append(ctx, &refill.Event{Kind: refill.EventRunStarted, Actor: actor, PlanID: id, At: r.Now.Now(),
 			Detail: refill.Detail(map[string]any{"run": runs + 1, "resumed_from": p.Status, "holder": holder})})
 	})
@@ -231,6 +237,9 @@ func (r *Runner) finish(ctx context.Context, p *refill.Plan, actor, holder strin
 		if err := tx.SetStatus(ctx, id, refill.StatusRunning, refill.StatusApplied); err != nil {
 			return err
 		}
+		if err := tx.ClearOutageWaits(ctx, id); err != nil {
+			return err
+		}
 		if err := tx.ReleaseLease(ctx, id, holder); err != nil {
 			return err
 		}
@@ -268,6 +277,9 @@ func (r *Runner) awaitReview(ctx context.Context, p *refill.Plan, holder string,
 			if err := tx.SetStatus(ctx, p.ID, refill.StatusRunning, refill.StatusNeedsReview); err != nil {
 				return err
 			}
+			if err := tx.ClearOutageWaits(ctx, p.ID); err != nil {
+				return err
+			}
 			return tx.ReleaseLease(ctx, p.ID, holder)
 		})
 	})
@@ -289,6 +301,9 @@ func (r *Runner) pause(ctx context.Context, p *refill.Plan, holder string) error
 	if err == nil {
 		err = r.Store.Update(ctx, func(tx *store.Tx) error {
 			if err := tx.ReleaseLease(ctx, p.ID, holder); err != nil {
+				return err
+			}
+			if err := tx.ClearOutageWaits(ctx, p.ID); err != nil {
 				return err
 			}
 			return tx.Append(ctx, &refill.Event{Kind: refill.EventRunPaused, Actor: "refill", PlanID: p.ID, At: r.Now.Now(),
@@ -336,6 +351,9 @@ func (r *Runner) cancelled(ctx context.Context, p *refill.Plan, holder string, s
 	}
 	err = r.Store.Update(ctx, func(tx *store.Tx) error {
 		if err := tx.SetStatus(ctx, p.ID, refill.StatusRunning, refill.StatusCancelled); err != nil {
+			return err
+		}
+		if err := tx.ClearOutageWaits(ctx, p.ID); err != nil {
 			return err
 		}
 		if err := tx.ReleaseLease(ctx, p.ID, holder); err != nil {
@@ -424,6 +442,9 @@ func (r *Runner) fail(ctx context.Context, p *refill.Plan, actor, holder string,
 func (r *Runner) markFailed(ctx context.Context, p *refill.Plan, actor, holder string, cause error) error {
 	return r.Store.Update(ctx, func(tx *store.Tx) error {
 		if err := tx.SetStatus(ctx, p.ID, refill.StatusRunning, refill.StatusFailed); err != nil {
+			return err
+		}
+		if err := tx.ClearOutageWaits(ctx, p.ID); err != nil {
 			return err
 		}
 		if err := tx.ReleaseLease(ctx, p.ID, holder); err != nil {

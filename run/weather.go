@@ -29,7 +29,23 @@ import (
 // instead of spending the job's attempts on them; a SQL error, a job's
 // non-zero exit or a refusal of refill's is never transient.
 func Transient(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	// A name that does not resolve is a wrong DSN, not an outage.
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
+		return false
+	}
+	// A connection that could not be made in time (a black-holed
+	// network, a server not answering) is weather, even though its cause
+	// reads as a deadline; any other deadline is the attempt's own time
+	// limit, which ends the attempt.
+	var connect *pgconn.ConnectError
+	if errors.As(err, &connect) {
+		return true
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
 	if errors.Is(err, refill.ErrBadInput) || errors.Is(err, refill.ErrNotPermitted) || errors.Is(err, refill.ErrVerification) || errors.Is(err, refill.ErrBlocked) {
@@ -53,8 +69,7 @@ func Transient(err error) bool {
 		}
 		return false
 	}
-	var connect *pgconn.ConnectError
-	if errors.As(err, &connect) || pgconn.Timeout(err) {
+	if pgconn.Timeout(err) {
 		return true
 	}
 	var sqliteErr *msqlite.Error
@@ -97,7 +112,6 @@ type weather struct {
 	a         PartitionArgs
 	patience  time.Duration
 	since     time.Time
-	spent     time.Duration // in waits that ended, counted against patience
 	what      string
 	announced bool
 }
@@ -105,6 +119,30 @@ type weather struct {
 func (r *Runner) weather(a PartitionArgs) *weather {
 	p := time.Duration(r.settings().OutagePatience)
 	return &weather{r: r, a: a, patience: p}
+}
+
+// spent is how long each partition of a run has waited in waits that
+// ended, across its attempts in this process: its patience is for all of
+// them, not for each attempt.
+type spentKey struct {
+	plan, dataset, partition string
+	run                      int
+}
+
+// spentBefore is what the partition's earlier waits used of its patience
+// (none for a plan's own waits, which are not a partition's).
+func (w *weather) spentBefore() time.Duration {
+	if w.a.Dataset == "" {
+		return 0
+	}
+	v, _ := w.r.spent.Load(spentKey{w.a.PlanID, w.a.Dataset, w.a.Partition, w.a.Run})
+	d, _ := v.(time.Duration)
+	return d
+}
+
+func (w *weather) spend(d time.Duration) {
+	k := spentKey{w.a.PlanID, w.a.Dataset, w.a.Partition, w.a.Run}
+	w.r.spent.Store(k, w.spentBefore()+d)
 }
 
 // do runs step, what it needs naming the party ("warehouse", "state
@@ -116,9 +154,13 @@ func (w *weather) do(ctx context.Context, party string, step func() error) error
 		if err == nil || !Transient(err) {
 			if !w.since.IsZero() {
 				if w.a.Dataset != "" {
-					w.spent += time.Since(w.since) // a partition's patience is for all its waits
+					w.spend(time.Since(w.since)) // a partition's patience is for all its waits
 				}
-				w.r.logf("%s: the %s answers again after %s", w.label(), w.what, time.Since(w.since).Round(time.Second))
+				if err == nil {
+					w.r.logf("%s: the %s answers again after %s", w.label(), w.what, time.Since(w.since).Round(time.Second))
+				} else {
+					w.r.logf("%s: stopped waiting for the %s after %s: %v", w.label(), w.what, time.Since(w.since).Round(time.Second), err)
+				}
 				w.r.waiting(ctx, w.a, "", time.Time{})
 				w.since, w.what = time.Time{}, ""
 			}
@@ -138,7 +180,7 @@ func (w *weather) do(ctx context.Context, party string, step func() error) error
 			w.r.waiting(ctx, w.a, party, w.since)
 			w.r.logf("%s: waiting for the %s (since %s): %v", w.label(), party, w.since.UTC().Format("15:04:05"), err)
 		}
-		waited := w.spent + now.Sub(w.since)
+		waited := w.spentBefore() + now.Sub(w.since)
 		if waited >= w.patience {
 			w.r.waiting(ctx, w.a, "", time.Time{})
 			return fmt.Errorf("the %s was unavailable for %s, longer than run.outage_patience (%s): %w", party, waited.Round(time.Second), w.patience, err)

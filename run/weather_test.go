@@ -72,6 +72,24 @@ func TestTransientIsTheWeatherNotTheJob(t *testing.T) {
 	_, pgSyntax := pg.ExecContext(ctx, "SELEC 1")
 	_, pgDivide := pg.ExecContext(ctx, "SELECT 1/0")
 
+	// A server that accepts and never answers: the connection times out.
+	hole, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hole.Close()
+	go func() {
+		for {
+			c, err := hole.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	hhost, hport, _ := net.SplitHostPort(hole.Addr().String())
+	_, pgSilent := pgconn.Connect(ctx, fmt.Sprintf("postgres://x@%s:%s/x?connect_timeout=1", hhost, hport))
+
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	for _, tc := range []struct {
@@ -81,6 +99,9 @@ func TestTransientIsTheWeatherNotTheJob(t *testing.T) {
 	}{
 		{"refused TCP", refused, true},
 		{"refused PostgreSQL", pgRefused, true},
+		{"PostgreSQL not answering", pgSilent, true},
+		{"unknown host", fmt.Errorf("dial: %w", &net.DNSError{Err: "no such host", Name: "wh.invalid", IsNotFound: true}), false},
+		{"the attempt's time limit", fmt.Errorf("query: %w", context.DeadlineExceeded), false},
 		{"SQLite busy", busy, true},
 		{"wrapped reset", fmt.Errorf("publish: %w", syscall.ECONNRESET), true},
 		{"serialization failure", &pgconn.PgError{Code: "40001"}, true},
@@ -269,6 +290,17 @@ func TestSideEffectsOfUnknownOutcomeWaitForAPerson(t *testing.T) {
 		}
 		if got := deliveries(t, out); len(got) != 2 {
 			t.Fatalf("apply with the review open delivered again: %v", got)
+		}
+		// While the plan runs (its other partitions), nobody's word is
+		// taken: the run is still looking at the partition.
+		if err := b.st.SetStatus(ctx, pl.ID, refill.StatusNeedsReview, refill.StatusRunning); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.c.Resolve(ctx, "alice", control.ResolveRequest{PlanID: pl.ID, Partition: "2026-11-02", Reason: "too early"}); !errors.Is(err, refill.ErrLocked) {
+			t.Errorf("resolve while running: %v", err)
+		}
+		if err := b.st.SetStatus(ctx, pl.ID, refill.StatusRunning, refill.StatusNeedsReview); err != nil {
+			t.Fatal(err)
 		}
 		// Bad words change nothing.
 		for _, req := range []control.ResolveRequest{

@@ -180,6 +180,15 @@ func (s *Store) SetOutageWait(ctx context.Context, w OutageWait) error {
 	return nil
 }
 
+// ClearOutageWaits forgets every wait of a plan's partitions: its run
+// began, ended or let go, and no wait of an earlier one still holds.
+func (t *Tx) ClearOutageWaits(ctx context.Context, planID string) error {
+	if _, err := t.tx.ExecContext(ctx, t.d.rebind(`DELETE FROM outage_waits WHERE plan_id = ?`), planID); err != nil {
+		return fmt.Errorf("plan %s: outage waits: %w", planID, err)
+	}
+	return nil
+}
+
 // OutageWaits lists a plan's partitions waiting out an outage, by dataset
 // and partition.
 func (s *Store) OutageWaits(ctx context.Context, planID string) ([]OutageWait, error) {

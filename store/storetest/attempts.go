@@ -40,6 +40,13 @@ func exerciseAttempts(t *testing.T, setup func(t *testing.T) (*store.Store, stri
 		if got, err := s.OutageWaits(ctx, "another"); err != nil || len(got) != 0 {
 			t.Errorf("another plan's waits = %+v, %v", got, err)
 		}
+		set("2026-11-01", "warehouse", at(6))
+		if err := s.Update(ctx, func(tx *store.Tx) error { return tx.ClearOutageWaits(ctx, p.ID) }); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.OutageWaits(ctx, p.ID); err != nil || len(got) != 0 {
+			t.Errorf("after the run ended: %+v, %v", got, err)
+		}
 	})
 
 	t.Run("AttemptsOfUnknownOutcome", func(t *testing.T) {
