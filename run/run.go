@@ -717,6 +717,12 @@ func (r *Runner) work(ctx context.Context, a PartitionArgs, attempt, maxAttempts
 		// Recorded: the run ends waiting for a person, not failed.
 		return river.JobCancel(err)
 	}
+	if errors.Is(err, errNotHeld) || errors.Is(err, errInFlight) {
+		// Back later, without spending an attempt: by then the holder has
+		// renewed its lease, or another process resumed the run (and this
+		// job, of an earlier run, has nothing to do).
+		return river.JobSnooze(5 * time.Second)
+	}
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		// River's time limit cut the attempt off: that is this attempt's
@@ -840,6 +846,17 @@ func (r *Runner) mayStart(ctx context.Context, a PartitionArgs) (bool, error) {
 	if status != refill.StatusRunning || a.Run != runs {
 		r.logf("%s %s: job of run %d of plan %s (now %s, run %d) has nothing to do", a.Dataset, a.Partition, a.Run, a.PlanID, status, runs)
 		return false, nil
+	}
+	// Nobody holds the run (its holder paused it for a restart, or died):
+	// whoever resumes it decides, with the config as it is then (a stale
+	// plan, a freeze); a job left queued must not run on its own.
+	l, held, err := r.Store.Lease(ctx, a.PlanID)
+	if err != nil {
+		return false, err
+	}
+	if !held || !l.Expires.After(time.Now()) || !l.HolderAlive() {
+		r.logf("%s %s: nobody holds run %d of plan %s now; not started until its holder renews it or another process resumes the run", a.Dataset, a.Partition, a.Run, a.PlanID)
+		return false, errNotHeld
 	}
 	// A process shutting down starts no new partition: the job is left
 	// for the run's resume.
@@ -1050,21 +1067,34 @@ func (r *Runner) outside(ctx context.Context, w *weather, a PartitionArgs, d *re
 	if marked {
 		return w.do(ctx, "warehouse", func() error { return r.adopt(ctx, d, a.Partition, rec) })
 	}
-	var unknown *store.Attempt
-	if err := w.do(ctx, "state store", func() (err error) {
-		unknown, err = r.Store.BeginAttempt(ctx, store.Attempt{PlanID: a.PlanID, Dataset: a.Dataset, Partition: a.Partition, Run: a.Run,
-			Key: refill.AttemptKey(a.PlanID, a.Dataset, a.Partition, a.Run), Holder: workerID, Started: time.Now()})
-		return err
-	}); err != nil {
+	attempt := store.Attempt{PlanID: a.PlanID, Dataset: a.Dataset, Partition: a.Partition, Run: a.Run,
+		Key: refill.AttemptKey(a.PlanID, a.Dataset, a.Partition, a.Run), Holder: workerID}
+	begin := func() (prior *store.Attempt, err error) {
+		err = w.do(ctx, "state store", func() (err error) {
+			attempt.Started = time.Now()
+			attempt.AliveUntil = attempt.Started.Add(LeaseTTL)
+			prior, err = r.Store.BeginAttempt(ctx, attempt)
+			return err
+		})
+		return prior, err
+	}
+	prior, err := begin()
+	if err != nil {
 		return err
 	}
-	if unknown != nil {
+	if prior != nil && prior.InFlight(time.Now()) {
+		// Another worker is on it (a job of an earlier run still
+		// finishing, say): this one comes back once that one is done.
+		r.logf("%s %s: an attempt of run %d is still in flight (%s); waiting for its outcome", a.Dataset, a.Partition, prior.Run, prior.Holder)
+		return errInFlight
+	}
+	if prior != nil {
 		if d.Job.SideEffects {
 			why := fmt.Sprintf("an attempt of run %d (key %s, by %s at %s) ended with its outcome unknown: its job may have had its effect, and its record never committed; refill never runs a side_effects job again on its own",
-				unknown.Run, unknown.Key, unknown.Holder, unknown.Started.UTC().Format(time.RFC3339))
+				prior.Run, prior.Key, prior.Holder, prior.Started.UTC().Format(time.RFC3339))
 			return w.do(ctx, "state store", func() error { return r.needsReview(ctx, a, why) })
 		}
-		r.logf("%s %s: an earlier attempt (run %d) ended with its outcome unknown; the job has no side effects, so it runs again", a.Dataset, a.Partition, unknown.Run)
+		r.logf("%s %s: an earlier attempt (run %d) ended with its outcome unknown; the job has no side effects, so it runs again", a.Dataset, a.Partition, prior.Run)
 		if err := w.do(ctx, "state store", func() error {
 			return r.Store.Update(ctx, func(tx *store.Tx) error {
 				return tx.EndAttempt(ctx, a.PlanID, a.Dataset, a.Partition, store.AttemptFailed)
@@ -1072,14 +1102,16 @@ func (r *Runner) outside(ctx context.Context, w *weather, a PartitionArgs, d *re
 		}); err != nil {
 			return err
 		}
-		if err := w.do(ctx, "state store", func() (err error) {
-			unknown, err = r.Store.BeginAttempt(ctx, store.Attempt{PlanID: a.PlanID, Dataset: a.Dataset, Partition: a.Partition, Run: a.Run,
-				Key: refill.AttemptKey(a.PlanID, a.Dataset, a.Partition, a.Run), Holder: workerID, Started: time.Now()})
-			return err
-		}); err != nil {
+		if prior, err = begin(); err != nil {
 			return err
 		}
+		if prior != nil {
+			return errInFlight // another worker began it meanwhile
+		}
 	}
+	// The attempt stays in flight while this process works on it.
+	stopRenew := r.keepAlive(ctx, attempt)
+	defer stopRenew()
 	if err := w.do(ctx, "warehouse", func() (err error) { rec.Before, err = r.digest(ctx, d, a.Partition); return err }); err != nil {
 		return err
 	}
@@ -1119,6 +1151,34 @@ func (r *Runner) outside(ctx context.Context, w *weather, a PartitionArgs, d *re
 			return nil
 		})
 	})
+}
+
+// errNotHeld puts off a partition of a run nobody holds now (mayStart).
+var errNotHeld = errors.New("nobody holds the run")
+
+// errInFlight puts off a partition another worker's attempt is still on.
+var errInFlight = errors.New("an attempt is in flight")
+
+// keepAlive renews attempt in the state store while its job runs, until
+// the returned stop is called.
+func (r *Runner) keepAlive(ctx context.Context, attempt store.Attempt) (stop func()) {
+	done := make(chan struct{})
+	var once sync.Once
+	go func() {
+		t := time.NewTicker(LeaseTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_ = r.Store.RenewAttempt(context.WithoutCancel(ctx), attempt, time.Now().Add(LeaseTTL))
+			}
+		}
+	}()
+	return func() { once.Do(func() { close(done) }) }
 }
 
 // errNeedsReview ends a partition that waits for a person (refill

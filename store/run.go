@@ -220,8 +220,18 @@ type Attempt struct {
 	Key       string    `json:"key"`
 	Holder    string    `json:"holder"`
 	Started   time.Time `json:"started_at"`
+	// AliveUntil is renewed while the job runs (RenewAttempt): an attempt
+	// without an outcome whose AliveUntil is still to come is in flight.
+	AliveUntil time.Time `json:"alive_until"`
 	// Outcome is "" while unknown, then published, failed or not_ran.
 	Outcome string `json:"outcome"`
+}
+
+// InFlight reports whether an attempt without an outcome is still being
+// worked on at now: its holder renewed it lately, and is not a process of
+// this host known to be gone.
+func (a Attempt) InFlight(now time.Time) bool {
+	return a.Outcome == "" && a.AliveUntil.After(now) && Lease{Holder: a.Holder}.HolderAlive()
 }
 
 // Attempt outcomes.
@@ -231,40 +241,54 @@ const (
 	AttemptNotRan    = "not_ran"
 )
 
-// BeginAttempt records a before its job starts, and returns an earlier
-// attempt at the same partition, of any run, whose outcome is unknown —
-// its job may have had its effect, or not — if there is one.
-func (s *Store) BeginAttempt(ctx context.Context, a Attempt) (unknown *Attempt, err error) {
+// BeginAttempt records a before its job starts, alive until a.AliveUntil,
+// unless an earlier attempt at the same partition, of any run, has no
+// outcome: then it records nothing and returns that one — in flight
+// (InFlight: another worker is on it) or of unknown outcome (its job may
+// have had its effect, or not).
+func (s *Store) BeginAttempt(ctx context.Context, a Attempt) (prior *Attempt, err error) {
 	err = s.Update(ctx, func(tx *Tx) error {
-		rows, err := tx.tx.QueryContext(ctx, tx.d.rebind(`SELECT run, key, holder, started_at FROM job_attempts
+		prior = nil
+		rows, err := tx.tx.QueryContext(ctx, tx.d.rebind(`SELECT run, key, holder, started_at, alive_until FROM job_attempts
 			WHERE plan_id = ? AND dataset = ? AND partition = ? AND outcome = '' ORDER BY run DESC`), a.PlanID, a.Dataset, a.Partition)
 		if err != nil {
 			return err
 		}
-		for rows.Next() && unknown == nil {
+		for rows.Next() && prior == nil {
 			u := Attempt{PlanID: a.PlanID, Dataset: a.Dataset, Partition: a.Partition}
-			var at timestamp
-			if err := rows.Scan(&u.Run, &u.Key, &u.Holder, &at); err != nil {
+			var at, alive timestamp
+			if err := rows.Scan(&u.Run, &u.Key, &u.Holder, &at, &alive); err != nil {
 				rows.Close()
 				return err
 			}
-			u.Started = at.Time
-			unknown = &u
+			u.Started, u.AliveUntil = at.Time, alive.Time
+			prior = &u
 		}
 		rows.Close()
-		if unknown != nil {
+		if prior != nil {
 			return nil
 		}
-		_, err = tx.tx.ExecContext(ctx, tx.d.rebind(`INSERT INTO job_attempts (plan_id, dataset, partition, run, key, holder, started_at, outcome)
-			VALUES (?, ?, ?, ?, ?, ?, ?, '') ON CONFLICT (plan_id, dataset, partition, run)
-			DO UPDATE SET holder = excluded.holder, started_at = excluded.started_at, outcome = ''`),
-			a.PlanID, a.Dataset, a.Partition, a.Run, a.Key, a.Holder, tx.d.timestamp(a.Started))
+		_, err = tx.tx.ExecContext(ctx, tx.d.rebind(`INSERT INTO job_attempts (plan_id, dataset, partition, run, key, holder, started_at, alive_until, outcome)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, '') ON CONFLICT (plan_id, dataset, partition, run)
+			DO UPDATE SET holder = excluded.holder, started_at = excluded.started_at, alive_until = excluded.alive_until, outcome = ''`),
+			a.PlanID, a.Dataset, a.Partition, a.Run, a.Key, a.Holder, tx.d.timestamp(a.Started), tx.d.timestamp(a.AliveUntil))
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: record the attempt: %w", a.Dataset, a.Partition, err)
 	}
-	return unknown, nil
+	return prior, nil
+}
+
+// RenewAttempt keeps a's attempt in flight until until, while its job
+// runs; it does nothing once the attempt has an outcome.
+func (s *Store) RenewAttempt(ctx context.Context, a Attempt, until time.Time) error {
+	_, err := s.db.ExecContext(ctx, s.d.rebind(`UPDATE job_attempts SET alive_until = ? WHERE plan_id = ? AND dataset = ? AND partition = ? AND run = ? AND holder = ? AND outcome = ''`),
+		s.d.timestamp(until), a.PlanID, a.Dataset, a.Partition, a.Run, a.Holder)
+	if err != nil {
+		return fmt.Errorf("%s %s: renew the attempt: %w", a.Dataset, a.Partition, err)
+	}
+	return nil
 }
 
 // EndAttempt records the outcome of every attempt at a partition whose

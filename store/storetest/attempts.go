@@ -57,7 +57,7 @@ func exerciseAttempts(t *testing.T, setup func(t *testing.T) (*store.Store, stri
 		begin := func(part string, run int) *store.Attempt {
 			t.Helper()
 			u, err := s.BeginAttempt(ctx, store.Attempt{PlanID: p.ID, Dataset: "uploads", Partition: part, Run: run,
-				Key: refill.AttemptKey(p.ID, "uploads", part, run), Holder: "host:1", Started: at(run)})
+				Key: refill.AttemptKey(p.ID, "uploads", part, run), Holder: "host:1", Started: at(run), AliveUntil: at(run).Add(time.Minute)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -77,6 +77,19 @@ func exerciseAttempts(t *testing.T, setup func(t *testing.T) (*store.Store, stri
 		u := begin("2026-11-01", 2)
 		if u == nil || u.Run != 1 || u.Key != refill.AttemptKey(p.ID, "uploads", "2026-11-01", 1) || u.Holder != "host:1" || !u.Started.Equal(at(1)) {
 			t.Fatalf("the unknown attempt = %+v, want run 1's", u)
+		}
+		// In flight while its holder renews it; lost once it stops.
+		if !u.InFlight(at(1).Add(30*time.Second)) || u.InFlight(at(1).Add(2*time.Minute)) {
+			t.Errorf("alive until %s: in flight at +30s %v, at +2m %v", u.AliveUntil, u.InFlight(at(1).Add(30*time.Second)), u.InFlight(at(1).Add(2*time.Minute)))
+		}
+		if err := s.RenewAttempt(ctx, store.Attempt{PlanID: p.ID, Dataset: "uploads", Partition: "2026-11-01", Run: 1, Holder: "host:1"}, at(1).Add(5*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RenewAttempt(ctx, store.Attempt{PlanID: p.ID, Dataset: "uploads", Partition: "2026-11-01", Run: 1, Holder: "other:2"}, at(1).Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if u := begin("2026-11-01", 2); u == nil || !u.InFlight(at(1).Add(4*time.Minute)) || u.InFlight(at(1).Add(6*time.Minute)) {
+			t.Fatalf("after its holder renewed it (and another holder could not): %+v", u)
 		}
 		if u := begin("2026-11-02", 2); u != nil {
 			t.Errorf("another partition's attempt was taken for unknown: %+v", u)
