@@ -24,7 +24,6 @@ import (
 	"github.com/refill-dev/refill/server"
 )
 
-
 func (a *app) serveCmd() *cobra.Command {
 	var addr, logFormat string
 	var grace time.Duration
