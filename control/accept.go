@@ -61,10 +61,8 @@ func (c *Control) Accept(ctx context.Context, req AcceptRequest, actor string) (
 	case !slices.Contains(perColumn, req.Check) && req.Check != gate.CheckUnique && req.Column != "":
 		return none, refill.BadInputf("%s has no column; leave out --column", req.Check)
 	}
-	if c.Config.AcceptNeedsLead(d) {
-		if !c.isLead(actor) {
-			return none, refill.NotPermittedf("%s is tagged %s: only a lead may accept its findings (policy.accept_lead_tags)", req.Dataset, strings.Join(d.Tags, ", "))
-		}
+	if err := c.require(ctx, ActAccept, Subject{Dataset: d}, actor); err != nil {
+		return none, err
 	}
 	if c.Warehouse == nil {
 		return none, fmt.Errorf("accepting a finding needs the warehouse, to measure the partition")
@@ -133,13 +131,13 @@ func (c *Control) vouch(ctx context.Context, req *AcceptRequest, actor, doing, w
 		return err
 	}
 	req.Reason, req.Column = strings.TrimSpace(req.Reason), strings.TrimSpace(req.Column)
-	if actor == "" || refill.Reserved(actor) {
+	if actor == Anyone {
 		return refill.NotPermittedf("%s needs a person's identity: pass --as USER or set REFILL_USER", doing)
 	}
-	if len(c.Config.Users) > 0 {
-		if _, ok := c.Config.Users[actor]; !ok {
-			return refill.NotPermittedf("%s is not in users: of %s", actor, c.Config.Name())
-		}
+	var r reqs
+	c.personReqs(&r, actor, doing)
+	if len(r.list) > 0 {
+		return classed(r.list[0].Class, r.list[0].Why)
 	}
 	if req.Reason == "" {
 		return refill.BadInputf("a reason is required (--reason): %s", why)
@@ -162,7 +160,8 @@ func (c *Control) Revoke(ctx context.Context, req AcceptRequest, actor string) (
 	if err := c.vouch(ctx, &req, actor, "withdrawing an acceptance", fmt.Sprintf("say why the acceptance of %s %s %s is withdrawn", req.Dataset, req.Partition, req.Check)); err != nil {
 		return none, err
 	}
-	if _, ok := c.Config.Datasets[req.Dataset]; !ok {
+	d, ok := c.Config.Datasets[req.Dataset]
+	if !ok {
 		return none, refill.NotFoundf("unknown dataset %q (known: %s)", req.Dataset, strings.Join(c.Config.DatasetNames(), ", "))
 	}
 	all, err := c.Acceptances(ctx, req.Dataset, req.Partition)
@@ -178,8 +177,8 @@ func (c *Control) Revoke(ctx context.Context, req AcceptRequest, actor string) (
 	if len(live) == 0 {
 		return none, refill.NotFoundf("no acceptance of %s on %s %s is in force", label(req.Check, req.Column), req.Dataset, req.Partition)
 	}
-	if !c.isLead(actor) && !slices.ContainsFunc(live, func(a refill.Acceptance) bool { return a.By == actor }) {
-		return none, refill.NotPermittedf("only whoever accepted it (%s) or a lead may withdraw the acceptance of %s on %s %s", live[len(live)-1].By, label(req.Check, req.Column), req.Dataset, req.Partition)
+	if err := c.require(ctx, ActRevoke, Subject{Dataset: d, Acceptances: live}, actor); err != nil {
+		return none, err
 	}
 	a := live[len(live)-1]
 	a.Revoked = &refill.Accepted{By: actor, Reason: req.Reason, At: c.stamp()}

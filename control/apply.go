@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/gate"
@@ -159,7 +158,7 @@ func (c *Control) Start(ctx context.Context, id, actor string) (HeldRun, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := s.MayApply(); err != nil {
+	if err := c.require(ctx, ActApply, Subject{State: s}, actor); err != nil {
 		return nil, err
 	}
 	return c.Executor.Start(ctx, s.Plan, actor)
@@ -170,25 +169,12 @@ func (c *Control) Start(ctx context.Context, id, actor string) (HeldRun, error) 
 // ErrLocked when a live process runs it (it clears when that run ends, or
 // its holder dies) or when only other plans' holds stand in the way (that
 // clears when they are done); ErrNotPermitted for anything else unmet.
-// Start asks it, and every door shows its apply button by it. It is read
-// from the state as loaded: two starts at once are decided by Start, which
-// takes the run's lease.
+// It is refill's own rules, read from the state as loaded (Load adds
+// Control.Extra's); Start and every door ask Requirements(ActApply), and
+// two starts at once are decided by Start, which takes the run's lease.
 func (s *State) MayApply() error {
-	id := s.Plan.ID
-	if s.Plan.Status == refill.StatusBlocked {
-		return fmt.Errorf("plan %s: %w: it can never run; repair the source and plan again", id, refill.ErrBlocked)
-	}
-	if h := s.Run; h != nil && !h.Orphaned {
-		return refill.Lockedf("plan %s is running now in another process: %s holds its run, its lease expiring at %s unless renewed; its progress shows in refill show %s",
-			id, h.Holder, h.Expires.UTC().Format(time.RFC3339), id)
-	}
-	if len(s.Unmet) > 0 {
-		if len(s.Holders) > 0 && len(s.Holders) == len(s.Unmet) {
-			// Only another plan's hold stands in the way: that clears
-			// when the other plan is done.
-			return refill.Lockedf("plan %s may not run yet:\n  - %s", id, strings.Join(s.Unmet, "\n  - "))
-		}
-		return refill.NotPermittedf("plan %s may not run yet:\n  - %s", id, strings.Join(s.Unmet, "\n  - "))
+	if unmet := s.applyUnmet(); len(unmet) > 0 {
+		return Refusal(ActApply, Subject{State: s}, unmet)
 	}
 	return nil
 }

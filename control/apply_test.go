@@ -42,7 +42,7 @@ func TestMayApply(t *testing.T) {
 			if c.hold {
 				s.Holders = []store.Holder{holder}
 			}
-			s.Unmet = (&Control{Config: cfg()}).unmet(s)
+			s.unmet = (&Control{Config: cfg()}).unmet(s)
 			err := s.MayApply()
 			if c.want == nil {
 				if err != nil {

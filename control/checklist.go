@@ -92,15 +92,7 @@ func (c *Control) Snapshot(ctx context.Context, id, actor string) (*State, []ref
 		return nil, nil, err
 	}
 	p := s.Plan
-	switch p.Status {
-	case refill.StatusPending, refill.StatusReady, refill.StatusApproved:
-	default:
-		return nil, nil, refill.NotPermittedf("plan %s is %s: a snapshot is taken before the run", id, p.Status)
-	}
-	if _, ok := s.Done(refill.ChecklistSnapshot); ok {
-		return nil, nil, refill.NotPermittedf("plan %s already has a snapshot", id)
-	}
-	if err := c.runnable(s, "snapshot"); err != nil {
+	if err := c.require(ctx, ActSnapshot, Subject{State: s}, actor); err != nil {
 		return nil, nil, err
 	}
 	tr, ok1 := c.Warehouse.(refill.Transactor)
@@ -189,20 +181,6 @@ func (c *Control) Snapshot(ctx context.Context, id, actor string) (*State, []ref
 	return st, parts, err
 }
 
-// runnable refuses a checklist step on a plan that is stale or that an
-// older overlapping plan can still get ahead of: a snapshot taken before
-// that plan runs would, restored, silently undo it.
-func (c *Control) runnable(s *State, what string) error {
-	if len(s.Stale) > 0 {
-		return refill.NotPermittedf("plan %s is stale, so its %s would be of a different backfill: the config changed since it was sealed:\n  - %s\nplan again", s.Plan.ID, what, strings.Join(s.Stale, "\n  - "))
-	}
-	if len(s.Holders) > 0 {
-		h := s.Holders[0]
-		return refill.NotPermittedf("plan %s: no %s while older plan %s (%s) can still run over %d partition(s) of %s; it must finish, be rejected or be superseded first", s.Plan.ID, what, h.PlanID, h.Status, h.Partitions, h.Dataset)
-	}
-	return nil
-}
-
 // RollbackOptions say whether a rollback is forced, and why.
 type RollbackOptions struct {
 	// Force restores partitions someone else wrote since: a lead only, and
@@ -240,35 +218,12 @@ func (c *Control) Rollback(ctx context.Context, id, actor string, o RollbackOpti
 		return nil, nil, err
 	}
 	p := s.Plan
-	if force != "" && !c.isLead(actor) {
-		return nil, nil, refill.NotPermittedf("only a lead may force a rollback, and %s is not one (users: in refill.yaml)", actor)
+	if err := c.require(ctx, ActRollback, Subject{State: s, Force: force != ""}, actor); err != nil {
+		return nil, nil, err
 	}
 	parts, err := c.Store.Snapshot(ctx, id)
 	if err != nil {
 		return nil, nil, err
-	}
-	if len(parts) == 0 {
-		return nil, nil, refill.NotPermittedf("plan %s has no snapshot, so there is nothing to restore: take one with refill snapshot before a run", id)
-	}
-	if kept, err := c.Store.SnapshotKept(ctx, id); err != nil {
-		return nil, nil, err
-	} else if !kept {
-		return nil, nil, refill.NotPermittedf("plan %s's snapshot tables were dropped (refill history and the audit log say when and why), so there is nothing to restore", id)
-	}
-	switch p.Status {
-	case refill.StatusApplied, refill.StatusFailed, refill.StatusCancelled:
-	default:
-		return nil, nil, refill.NotPermittedf("plan %s is %s: rollback restores partitions after a finished, failed or cancelled run", id, p.Status)
-	}
-	// Restoring under a later run would silently undo it.
-	later, err := c.Store.PublishedSince(ctx, id)
-	if err != nil {
-		return nil, nil, err
-	}
-	// Not even a forced rollback undoes a later plan's run: that plan would
-	// still say applied, and its report would still read clean.
-	if len(later) > 0 {
-		return nil, nil, refill.NotPermittedf("plan %s published %s after this plan did: roll that plan back first, or this rollback would undo it", later[0].PlanID, later[0].Dataset+" "+later[0].Partition)
 	}
 	published, err := c.Store.Published(ctx, id)
 	if err != nil {
@@ -443,22 +398,8 @@ func (c *Control) Signoff(ctx context.Context, id, actor, note string) (*State, 
 	if err != nil {
 		return nil, err
 	}
-	p := s.Plan
-	if p.Tier != refill.TierManual {
-		return nil, refill.NotPermittedf("plan %s is %s: sign-off is the manual checklist's last step", id, p.Tier)
-	}
-	if p.Status != refill.StatusApplied {
-		return nil, refill.NotPermittedf("plan %s is %s: sign off after the run finished and its report was reviewed (refill report %s)", id, p.Status, id)
-	}
-	if actor == p.Request.RequestedBy {
-		return nil, refill.NotPermittedf("%s requested plan %s: sign-off is a second person's review of its report", actor, id)
-	}
-	rep, err := BuildReport(ctx, c.Store, p, Tolerance(p, c.Config))
-	if err != nil {
+	if err := c.require(ctx, ActSignoff, Subject{State: s}, actor); err != nil {
 		return nil, err
-	}
-	if rep.Flagged > 0 {
-		return nil, refill.NotPermittedf("plan %s: %d partition(s) of its report differ from the plan's expectation by more than %.0f%%: investigate, or roll back (refill rollback %s)", id, rep.Flagged, 100*rep.Tolerance, id)
 	}
 	now := c.Now.Now()
 	step := refill.ChecklistStep{PlanID: id, Step: refill.ChecklistSignoff, Actor: actor, Note: note, At: c.stamp()}

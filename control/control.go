@@ -46,6 +46,10 @@ type Control struct {
 	Executor Executor
 	// OnSwept, when set, hears what housekeeping did before a change.
 	OnSwept func(Swept)
+	// Extra, when set, adds requirements of its own to every action (an
+	// organisation's rule on top of refill's; a test that every door
+	// follows Requirements). It can only add: what refill requires stays.
+	Extra func(act Action, sub Subject, user string) []Unmet
 }
 
 // stamp dates a decision or a checklist step as it is recorded: always the
@@ -65,6 +69,13 @@ type State struct {
 	// Unmet lists every requirement not yet met to run the plan now; empty
 	// means it may run.
 	Unmet []string `json:"unmet"`
+	// unmet is Unmet with each requirement's class (Requirements).
+	unmet []Unmet
+	// Offers says which of the plan's decisions some configured user could
+	// take now (Requirements asked for Anyone): what a message in a shared
+	// channel offers buttons for. Rollback and sign-off, which need a look
+	// at the snapshot or the report, are asked of Requirements itself.
+	Offers map[Action]bool `json:"offers"`
 	// FourEyes is false when the config names no users: then anyone may
 	// act under any name, and approvals cannot prove a second person.
 	FourEyes bool `json:"four_eyes_enforced"`
@@ -148,6 +159,8 @@ type StateJSON struct {
 	// Reviews and Waits are State's.
 	Reviews []store.Review     `json:"reviews,omitempty"`
 	Waits   []store.OutageWait `json:"waiting,omitempty"`
+	// Offers is State.Offers.
+	Offers map[Action]bool `json:"offers"`
 }
 
 // JSON is the state as StateJSON.
@@ -156,7 +169,7 @@ func (s *State) JSON() StateJSON {
 	if stale == nil {
 		stale = []string{}
 	}
-	return StateJSON{s.Plan, s.Approvals, s.Checklist, stale, s.Unmet, len(s.Unmet) == 0, s.FourEyes, s.Freeze, s.Cancel, s.Run, s.RollbackPending, s.ApplyGate, s.Reviews, s.Waits}
+	return StateJSON{s.Plan, s.Approvals, s.Checklist, stale, s.Unmet, len(s.Unmet) == 0, s.FourEyes, s.Freeze, s.Cancel, s.Run, s.RollbackPending, s.ApplyGate, s.Reviews, s.Waits, s.Offers}
 }
 
 // finalFromLog is the status the audit log makes final for a plan — it
@@ -266,9 +279,36 @@ func (c *Control) Load(ctx context.Context, id string) (*State, error) {
 			return nil, err
 		}
 	}
-	s.Unmet = c.unmet(s)
+	s.unmet = c.unmet(s)
+	if c.Extra != nil {
+		s.unmet = append(s.unmet, c.Extra(ActApply, Subject{State: s}, Anyone)...)
+	}
+	s.Unmet = []string{}
+	for _, u := range s.unmet {
+		s.Unmet = append(s.Unmet, u.Why)
+	}
+	if err := c.Offer(ctx, s); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
+
+// Offer fills s.Offers: which decisions some configured user could take
+// on the plan now.
+func (c *Control) Offer(ctx context.Context, s *State) error {
+	s.Offers = map[Action]bool{}
+	for _, act := range offered {
+		unmet, err := c.Requirements(ctx, act, Subject{State: s}, Anyone)
+		if err != nil {
+			return err
+		}
+		s.Offers[act] = len(unmet) == 0
+	}
+	return nil
+}
+
+// offered are the decisions State.Offers answers.
+var offered = []Action{ActApprove, ActReject, ActScope, ActSnapshot, ActApply, ActCancel, ActResolve}
 
 // addStep records a checklist step, first clearing any row for it that
 // the audit log does not back: a forged row neither stands in for the step
@@ -289,6 +329,11 @@ func (s *State) Done(step refill.ChecklistItem) (refill.ChecklistStep, bool) {
 	}
 	return refill.ChecklistStep{}, false
 }
+
+// Approval is the approval that counts, if there is one: by someone other
+// than the requester, of this exact plan content, by a lead when the plan
+// is manual, from someone still in users:.
+func (c *Control) Approval(s *State) (refill.Approval, bool) { return c.approval(s) }
 
 // approval returns the approval that counts: by someone other than the
 // requester, of this exact plan content, by a lead when the plan is manual.
@@ -340,18 +385,20 @@ func (c *Control) isLead(name string) bool {
 }
 
 // unmet is the one place that decides whether a plan may run now.
-func (c *Control) unmet(s *State) []string {
+func (c *Control) unmet(s *State) []Unmet {
 	p := s.Plan
-	out := []string{}
+	var r reqs
 	if s.Contradiction != "" {
-		out = append(out, s.Contradiction)
+		r.add(s.Contradiction)
 	}
 	switch p.Status {
 	case refill.StatusBlocked:
 		if g := s.ApplyGate; g != nil && p.Gate.Passed {
-			return append(out, fmt.Sprintf("the source gate failed when the run began (%d finding(s)), though it passed when the plan was made; nothing was written: a blocked plan can never run; repair the source and plan again", g.Failed()))
+			r.blocked("the source gate failed when the run began (%d finding(s)), though it passed when the plan was made; nothing was written: a blocked plan can never run; repair the source and plan again", g.Failed())
+			return r.list
 		}
-		return append(out, fmt.Sprintf("the source gate failed (%d finding(s)): a blocked plan can never run; repair the source and plan again", p.Gate.Failed()))
+		r.blocked("the source gate failed (%d finding(s)): a blocked plan can never run; repair the source and plan again", p.Gate.Failed())
+		return r.list
 	case refill.StatusRejected:
 		who := ""
 		for _, a := range s.Approvals {
@@ -359,67 +406,75 @@ func (c *Control) unmet(s *State) []string {
 				who = fmt.Sprintf(" by %s: %s", a.Actor, refill.OneLine(a.Note))
 			}
 		}
-		return append(out, "the plan was rejected"+who)
+		r.add("the plan was rejected" + who)
+		return r.list
 	case refill.StatusSuperseded:
-		return append(out, "a newer plan of the same request superseded this one: review and approve that one (refill plans)")
+		r.add("a newer plan of the same request superseded this one: review and approve that one (refill plans)")
+		return r.list
 	case refill.StatusApplied:
-		return append(out, "the plan has already been applied")
+		r.add("the plan has already been applied")
+		return r.list
 	case refill.StatusRolledBack:
-		return append(out, "the plan was rolled back; plan again to reprocess")
+		r.add("the plan was rolled back; plan again to reprocess")
+		return r.list
 	case refill.StatusCancelled:
-		return append(out, "the plan was cancelled; plan again to reprocess")
+		r.add("the plan was cancelled; plan again to reprocess")
+		return r.list
 	case refill.StatusExpired:
-		return append(out, fmt.Sprintf("the plan expired: it waited longer than policy.plan_ttl (%s) without running, and released its partitions; plan again", c.planTTL()))
+		r.add(fmt.Sprintf("the plan expired: it waited longer than policy.plan_ttl (%s) without running, and released its partitions; plan again", c.planTTL()))
+		return r.list
 	}
 	// What the plan sealed decides, whatever its status says: a gate that
 	// failed blocks it, and a tier refill does not know runs nothing.
 	if !p.Gate.Passed && p.Status != refill.StatusBlocked {
-		out = append(out, fmt.Sprintf("the source gate failed (%d finding(s)) when the plan was made: it can never run, whatever its status says (%s)", p.Gate.Failed(), p.Status))
+		r.blocked("the source gate failed (%d finding(s)) when the plan was made: it can never run, whatever its status says (%s)", p.Gate.Failed(), p.Status)
 	}
 	if p.Tier.Rank() < 0 {
-		out = append(out, fmt.Sprintf("the plan's tier %q is not auto, semi-auto or manual: it can never run", p.Tier))
+		r.add(fmt.Sprintf("the plan's tier %q is not auto, semi-auto or manual: it can never run", p.Tier))
 	}
 	// The plan is a sealed contract: anything that decides what it writes
 	// or how it was tiered, changed since, makes it a different backfill,
 	// which needs a plan (and approval) of its own.
 	if len(s.Stale) > 0 {
-		out = append(out, fmt.Sprintf("the plan is stale: the config changed in %d way(s) since it was sealed (listed above); plan again to run with the current config", len(s.Stale)))
+		r.add(fmt.Sprintf("the plan is stale: the config changed in %d way(s) since it was sealed (listed above); plan again to run with the current config", len(s.Stale)))
 	}
 	for _, rv := range s.Reviews {
-		out = append(out, fmt.Sprintf("%s %s needs review: %s; say whether it ran: refill resolve %s --partition %s --ran|--not-ran --reason ...", rv.Dataset, rv.Partition, rv.Why, p.ID, rv.Partition))
+		r.add(fmt.Sprintf("%s %s needs review: %s; say whether it ran: refill resolve %s --partition %s --ran|--not-ran --reason ...", rv.Dataset, rv.Partition, rv.Why, p.ID, rv.Partition))
 	}
 	if s.Cancel != nil && p.Status.Live() {
-		out = append(out, fmt.Sprintf("%s asked to cancel the plan: %s", s.Cancel.Actor, refill.OneLine(s.Cancel.Reason)))
+		r.add(fmt.Sprintf("%s asked to cancel the plan: %s", s.Cancel.Actor, refill.OneLine(s.Cancel.Reason)))
 	}
 	if s.Freeze != nil && p.Tier == refill.TierAuto {
-		out = append(out, fmt.Sprintf("refill is frozen by %s since %s (%s): auto plans wait until a lead runs refill unfreeze", s.Freeze.By, s.Freeze.At.Format(time.RFC3339), refill.OneLine(s.Freeze.Reason)))
+		r.add(fmt.Sprintf("refill is frozen by %s since %s (%s): auto plans wait until a lead runs refill unfreeze", s.Freeze.By, s.Freeze.At.Format(time.RFC3339), refill.OneLine(s.Freeze.Reason)))
 	}
 	if _, ok := c.approval(s); !ok {
-		out = append(out, c.lapses(s)...)
+		for _, l := range c.lapses(s) {
+			r.add(l)
+		}
 	}
 	switch p.Tier {
 	case refill.TierSemiAuto:
 		if _, ok := c.approval(s); !ok {
-			out = append(out, fmt.Sprintf("needs one approval by someone other than %s (refill approve %s --as USER)", p.Request.RequestedBy, p.ID))
+			r.add(fmt.Sprintf("needs one approval by someone other than %s (refill approve %s --as USER)", p.Request.RequestedBy, p.ID))
 		}
 	case refill.TierManual:
 		if len(c.Config.Users) == 0 {
-			out = append(out, "manual plans need a lead's approval: add users: to refill.yaml with at least one user with roles: [lead]")
+			r.add("manual plans need a lead's approval: add users: to refill.yaml with at least one user with roles: [lead]")
 		}
 		if _, ok := s.Done(refill.ChecklistSnapshot); !ok {
-			out = append(out, fmt.Sprintf("checklist 1/5: snapshot the partitions it will overwrite (refill snapshot %s)", p.ID))
+			r.add(fmt.Sprintf("checklist 1/5: snapshot the partitions it will overwrite (refill snapshot %s)", p.ID))
 		}
 		if _, ok := s.Done(refill.ChecklistScope); !ok {
-			out = append(out, fmt.Sprintf("checklist 2/5: state the scope (refill scope %s --note ...)", p.ID))
+			r.add(fmt.Sprintf("checklist 2/5: state the scope (refill scope %s --note ...)", p.ID))
 		}
 		if _, ok := c.approval(s); !ok {
-			out = append(out, fmt.Sprintf("checklist 3/5: approval by a lead other than %s (refill approve %s --as LEAD)", p.Request.RequestedBy, p.ID))
+			r.add(fmt.Sprintf("checklist 3/5: approval by a lead other than %s (refill approve %s --as LEAD)", p.Request.RequestedBy, p.ID))
 		}
 	}
 	for _, h := range s.Holders {
-		out = append(out, fmt.Sprintf("plan %s (%s) holds %d partition(s) of %s: it must finish, be rejected or be superseded first", h.PlanID, h.Status, h.Partitions, h.Dataset))
+		r.locked("plan %s (%s) holds %d partition(s) of %s: it must finish, be rejected or be superseded first", h.PlanID, h.Status, h.Partitions, h.Dataset)
 	}
-	return out
+	return r.list
 }
 
 func short(h string) string {
@@ -461,31 +516,8 @@ func (c *Control) Approve(ctx context.Context, id, actor, note string) (*State, 
 		return nil, err
 	}
 	p := s.Plan
-	if err := notDecidable(p); err != nil {
+	if err := c.require(ctx, ActApprove, Subject{State: s}, actor); err != nil {
 		return nil, err
-	}
-	if actor == p.Request.RequestedBy {
-		return nil, refill.NotPermittedf("%s requested plan %s and cannot approve it: nobody approves their own request", actor, id)
-	}
-	if len(s.Stale) > 0 {
-		return nil, refill.NotPermittedf("plan %s is stale and cannot be approved: the config changed since it was sealed:\n  - %s\nplan again", id, strings.Join(s.Stale, "\n  - "))
-	}
-	if p.Tier == refill.TierManual {
-		if len(c.Config.Users) == 0 {
-			return nil, refill.NotPermittedf("plan %s is manual and needs a lead's approval: add users: to refill.yaml with a lead (roles: [lead]), then approve with --as that lead", id)
-		}
-		if !c.isLead(actor) {
-			return nil, refill.NotPermittedf("plan %s is manual: only a lead may approve it, and %s is not a lead", id, actor)
-		}
-		for _, step := range []refill.ChecklistItem{refill.ChecklistSnapshot, refill.ChecklistScope} {
-			if _, ok := s.Done(step); !ok {
-				return nil, refill.NotPermittedf("plan %s: the checklist runs in order and its %s step is not done yet (refill %s %s)", id, step, step, id)
-			}
-		}
-	}
-	if len(s.Holders) > 0 {
-		h := s.Holders[0]
-		return nil, refill.Lockedf("plan %s is locked: plan %s (%s) holds %d partition(s) of %s; it must finish, be rejected or be superseded first", id, h.PlanID, h.Status, h.Partitions, h.Dataset)
 	}
 	a := refill.Approval{PlanID: id, PlanHash: p.Hash, Actor: actor, Decision: refill.DecisionApprove, Note: note, At: c.stamp()}
 	err = c.Store.Update(ctx, func(tx *store.Tx) error {
@@ -527,12 +559,8 @@ func (c *Control) Reject(ctx context.Context, id, actor, note string) (*State, e
 		return nil, err
 	}
 	p := s.Plan
-	switch p.Status {
-	case refill.StatusPending, refill.StatusReady, refill.StatusApproved, refill.StatusFailed, refill.StatusNeedsReview:
-		// A failed run may be abandoned: its published partitions stay as
-		// they are (roll back first to undo them) and its lock is released.
-	default:
-		return nil, refill.NotPermittedf("plan %s is %s and can no longer be rejected", id, p.Status)
+	if err := c.require(ctx, ActReject, Subject{State: s}, actor); err != nil {
+		return nil, err
 	}
 	a := refill.Approval{PlanID: id, PlanHash: p.Hash, Actor: actor, Decision: refill.DecisionReject, Note: note, At: c.stamp()}
 	err = c.Store.Update(ctx, func(tx *store.Tx) error {
@@ -596,13 +624,7 @@ func (c *Control) Scope(ctx context.Context, id, actor, note string) (*State, er
 	if err != nil {
 		return nil, err
 	}
-	if err := c.checklistOpen(s); err != nil {
-		return nil, err
-	}
-	if _, ok := s.Done(refill.ChecklistSnapshot); !ok {
-		return nil, refill.NotPermittedf("plan %s: the checklist runs in order; snapshot first (refill snapshot %s)", id, id)
-	}
-	if err := c.runnable(s, "scope"); err != nil {
+	if err := c.require(ctx, ActScope, Subject{State: s}, actor); err != nil {
 		return nil, err
 	}
 	step := refill.ChecklistStep{PlanID: id, Step: refill.ChecklistScope, Actor: actor, Note: note, At: c.stamp(),
@@ -618,17 +640,4 @@ func (c *Control) Scope(ctx context.Context, id, actor, note string) (*State, er
 		return nil, err
 	}
 	return c.Load(ctx, id)
-}
-
-// checklistOpen refuses checklist steps before approval on plans that are
-// not manual or no longer pending.
-func (c *Control) checklistOpen(s *State) error {
-	p := s.Plan
-	if p.Tier != refill.TierManual {
-		return refill.NotPermittedf("plan %s is %s: the checklist is for manual plans", p.ID, p.Tier)
-	}
-	if p.Status != refill.StatusPending {
-		return refill.NotPermittedf("plan %s is %s: the checklist steps before approval are closed", p.ID, p.Status)
-	}
-	return nil
 }

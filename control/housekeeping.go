@@ -162,37 +162,18 @@ func (c *Control) DropSnapshot(ctx context.Context, id, actor, reason string) ([
 	if err != nil {
 		return nil, err
 	}
+	if err := c.require(ctx, ActSnapshotDrop, Subject{State: s}, actor); err != nil {
+		return nil, err
+	}
 	kept, err := c.Store.KeptSnapshots(ctx)
 	if err != nil {
 		return nil, err
 	}
 	for _, k := range kept {
-		if k.PlanID != id {
-			continue
+		if k.PlanID == id {
+			k.Status = s.Plan.Status
+			return k.Tables, c.dropSnapshot(ctx, k, actor, strings.TrimSpace(reason))
 		}
-		switch s.Plan.Status {
-		case refill.StatusRejected, refill.StatusExpired, refill.StatusRolledBack, refill.StatusSuperseded, refill.StatusBlocked:
-		case refill.StatusCancelled:
-			// A cancelled run that published partitions may still be
-			// rolled back: the snapshot is what that would restore.
-			if pub, err := c.Store.Published(ctx, id); err != nil {
-				return nil, err
-			} else if len(pub) > 0 {
-				return nil, refill.NotPermittedf("plan %s was cancelled after publishing %d partition(s), which may still be rolled back from its snapshot: roll back first (refill rollback %s), or let policy.snapshot_ttl drop it", id, len(pub), id)
-			}
-		case refill.StatusApplied:
-			// Until its report is signed off, an applied manual run may
-			// still be rolled back: the snapshot is what that would
-			// restore. Other tiers have no sign-off: whoever drops theirs
-			// says why.
-			if _, signed := s.Done(refill.ChecklistSignoff); !signed && s.Plan.Tier == refill.TierManual {
-				return nil, refill.NotPermittedf("plan %s is applied but not signed off: its run may still be rolled back, and the snapshot is what that restores; sign off first (refill signoff %s)", id, id)
-			}
-		default:
-			return nil, refill.NotPermittedf("plan %s is %s: its snapshot is what a rollback would restore; drop it once the plan is done", id, s.Plan.Status)
-		}
-		k.Status = s.Plan.Status
-		return k.Tables, c.dropSnapshot(ctx, k, actor, strings.TrimSpace(reason))
 	}
 	return nil, refill.NotPermittedf("plan %s has no snapshot tables to drop", id)
 }

@@ -44,14 +44,8 @@ func (c *Control) Resolve(ctx context.Context, actor string, req ResolveRequest)
 		return nil, err
 	}
 	p := s.Plan
-	if p.Status == refill.StatusRunning {
-		// Its other partitions are still being built: the run ends
-		// needs_review once they are done, and a word on one partition
-		// now would race the run that is looking at it.
-		return nil, refill.Lockedf("plan %s is still running its other partitions: once they are done it waits (needs_review), and then you say whether %s ran", p.ID, req.Partition)
-	}
-	if len(s.Reviews) == 0 {
-		return nil, refill.BadInputf("plan %s has no partition waiting for review (it is %s)", p.ID, p.Status)
+	if err := c.require(ctx, ActResolve, Subject{State: s}, actor); err != nil {
+		return nil, err
 	}
 	var match []store.Review
 	for _, rv := range s.Reviews {
@@ -70,9 +64,6 @@ func (c *Control) Resolve(ctx context.Context, actor string, req ResolveRequest)
 		return nil, refill.BadInputf("plan %s has reviews of %s in several datasets: name one with --dataset", p.ID, req.Partition)
 	}
 	rv := match[0]
-	if !c.MayCancel(s, actor) {
-		return nil, refill.NotPermittedf("only the requester (%s), an approver or a lead may say whether plan %s's %s %s ran", p.Request.RequestedBy, p.ID, rv.Dataset, rv.Partition)
-	}
 	rec := refill.Published{PlanID: p.ID, Dataset: rv.Dataset, Partition: rv.Partition, At: c.stamp(),
 		Output: fmt.Sprintf("resolved by %s: it ran (%s)", actor, req.Reason)}
 	if req.Ran && c.Warehouse != nil {

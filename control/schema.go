@@ -30,6 +30,9 @@ func (c *Control) AcceptSchema(ctx context.Context, dataset, actor, reason strin
 	if d.Table == "" {
 		return refill.SchemaSnapshot{}, refill.BadInputf("%s has no table, so it has no schema to accept", dataset)
 	}
+	if err := c.require(ctx, ActSchemaAccept, Subject{Dataset: d}, actor); err != nil {
+		return refill.SchemaSnapshot{}, err
+	}
 	cols, err := c.Warehouse.Columns(ctx, d.Table)
 	if err != nil {
 		return refill.SchemaSnapshot{}, fmt.Errorf("dataset %s: %w", dataset, err)

@@ -103,8 +103,8 @@ func (c *Control) RevokeToken(ctx context.Context, id, actor string) (refill.Tok
 			}
 			return err
 		}
-		if len(c.Config.Users) > 0 && actor != tok.User && !c.isLead(actor) {
-			return refill.NotPermittedf("token %s belongs to %s: only they or a lead may revoke it", id, tok.User)
+		if err := c.require(ctx, ActTokenRevoke, Subject{Token: &tok}, actor); err != nil {
+			return err
 		}
 		return tx.Append(ctx, &refill.Event{Kind: refill.EventTokenRevoked, Actor: actor, At: c.Now.Now(),
 			Detail: refill.Detail(map[string]any{"token": id, "user": tok.User})})
@@ -157,20 +157,6 @@ func (c *Control) SlackUser(slackID string) (string, error) {
 	return "", refill.NotPermittedf("Slack user %s is mapped to several refill users (%s): refusing to guess", slackID, strings.Join(found, ", "))
 }
 
-// MayCancel reports whether actor may cancel plan p: its requester, anyone
-// who approved it, or a lead. Without users: anyone.
-func (c *Control) MayCancel(s *State, actor string) bool {
-	if len(c.Config.Users) == 0 || actor == s.Plan.Request.RequestedBy || c.isLead(actor) {
-		return true
-	}
-	for _, a := range s.Approvals {
-		if a.Decision == refill.DecisionApprove && a.Actor == actor {
-			return true
-		}
-	}
-	return false
-}
-
 // Cancel stops plan id, as actor, for reason. A plan that has not started
 // ends cancelled at once. A running one is asked to stop: no new partition
 // starts, partitions in flight finish and are published (or roll back),
@@ -190,8 +176,11 @@ func (c *Control) Cancel(ctx context.Context, id, actor, reason string) (*State,
 		return nil, err
 	}
 	p := s.Plan
-	if !c.MayCancel(s, actor) {
-		return nil, refill.NotPermittedf("only the requester (%s), an approver or a lead may cancel plan %s", p.Request.RequestedBy, id)
+	if p.Status == refill.StatusRunning && s.Cancel != nil && s.Run != nil && !s.Run.Orphaned {
+		return s, nil // asked already: the run is stopping
+	}
+	if err := c.require(ctx, ActCancel, Subject{State: s}, actor); err != nil {
+		return nil, err
 	}
 	req := refill.CancelRequest{PlanID: id, Actor: actor, Reason: reason, At: c.stamp()}
 	// A run whose holder died (its lease lapsed, or its process is gone)
@@ -212,9 +201,6 @@ func (c *Control) Cancel(ctx context.Context, id, actor, reason string) (*State,
 				Detail: refill.Detail(map[string]any{"reason": reason, "was": p.Status})})
 		})
 	case p.Status == refill.StatusRunning:
-		if s.Cancel != nil {
-			return s, nil
-		}
 		err = c.Store.Update(ctx, func(tx *store.Tx) error {
 			if err := tx.RequestCancel(ctx, req); err != nil {
 				return err
@@ -231,14 +217,6 @@ func (c *Control) Cancel(ctx context.Context, id, actor, reason string) (*State,
 	return c.Load(ctx, id)
 }
 
-// mayFreeze: leads only; without users, anyone (four-eyes is not enforced).
-func (c *Control) mayFreeze(actor, what string) error {
-	if len(c.Config.Users) > 0 && !c.isLead(actor) {
-		return refill.NotPermittedf("only a lead may %s, and %s is not a lead", what, actor)
-	}
-	return nil
-}
-
 // Freeze stops every automatic apply (auto plans, the watcher) across all
 // processes sharing the state store, until Unfreeze. Leads only.
 func (c *Control) Freeze(ctx context.Context, actor, reason string) (refill.Freeze, error) {
@@ -251,11 +229,15 @@ func (c *Control) Freeze(ctx context.Context, actor, reason string) (refill.Free
 	if strings.TrimSpace(reason) == "" {
 		return refill.Freeze{}, refill.BadInputf("--reason is required: say why automatic applies stop")
 	}
-	if err := c.mayFreeze(actor, "freeze refill"); err != nil {
+	cur, err := c.Frozen(ctx)
+	if err != nil {
+		return refill.Freeze{}, err
+	}
+	if err := c.require(ctx, ActFreeze, Subject{Freeze: cur}, actor); err != nil {
 		return refill.Freeze{}, err
 	}
 	f := refill.Freeze{By: actor, Reason: reason, At: c.stamp()}
-	err := c.Store.Update(ctx, func(tx *store.Tx) error {
+	err = c.Store.Update(ctx, func(tx *store.Tx) error {
 		was, frozen, err := tx.SetFreeze(ctx, &f)
 		if err != nil {
 			return err
@@ -277,11 +259,15 @@ func (c *Control) Unfreeze(ctx context.Context, actor, reason string) (refill.Fr
 	if err := c.BeforeWrite(ctx); err != nil {
 		return refill.Freeze{}, err
 	}
-	if err := c.mayFreeze(actor, "unfreeze refill"); err != nil {
+	cur, err := c.Frozen(ctx)
+	if err != nil {
+		return refill.Freeze{}, err
+	}
+	if err := c.require(ctx, ActUnfreeze, Subject{Freeze: cur}, actor); err != nil {
 		return refill.Freeze{}, err
 	}
 	var was refill.Freeze
-	err := c.Store.Update(ctx, func(tx *store.Tx) error {
+	err = c.Store.Update(ctx, func(tx *store.Tx) error {
 		var frozen bool
 		var err error
 		if was, frozen, err = tx.SetFreeze(ctx, nil); err != nil {

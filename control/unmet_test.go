@@ -146,8 +146,8 @@ func TestUnmet(t *testing.T) {
 				t.Fatalf("unmet = %q, want %d line(s) %q", got, len(c.want), c.want)
 			}
 			for i, w := range c.want {
-				if !strings.Contains(got[i], w) {
-					t.Errorf("unmet[%d] = %q, want it to contain %q", i, got[i], w)
+				if !strings.Contains(got[i].Why, w) {
+					t.Errorf("unmet[%d] = %q, want it to contain %q", i, got[i].Why, w)
 				}
 			}
 		})

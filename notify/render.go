@@ -422,22 +422,24 @@ func links(id, publicURL string) slack.Block {
 func buttons(s *control.State) slack.Block {
 	p := s.Plan
 	var els []slack.BlockElement
-	switch p.Status {
-	case refill.StatusPending:
-		if len(s.Stale) == 0 {
-			els = append(els, slack.NewButtonBlockElement(ActionApprove, p.ID, plain("Approve")).WithStyle(slack.StylePrimary))
-		}
+	// What the channel may do is control's answer for some configured user
+	// (State.Offers); Slack asks control again, as the one who clicks.
+	if s.Offers[control.ActApprove] {
+		els = append(els, slack.NewButtonBlockElement(ActionApprove, p.ID, plain("Approve")).WithStyle(slack.StylePrimary))
+	}
+	if s.Offers[control.ActReject] {
 		els = append(els, slack.NewButtonBlockElement(ActionReject, p.ID, plain("Reject")).WithStyle(slack.StyleDanger).
 			WithConfirm(slack.NewConfirmationBlockObject(plain("Reject plan "+p.ID+"?"),
 				plain("A rejected plan can never run; plan again if it should."), plain("Reject"), plain("Keep it"))))
-	case refill.StatusRunning:
-		if s.Cancel != nil {
-			return nil
-		}
+	}
+	// Cancel is offered on a run (a requester withdraws a plan that has
+	// not started at the CLI or on the page).
+	if p.Status == refill.StatusRunning && s.Offers[control.ActCancel] {
 		els = append(els, slack.NewButtonBlockElement(ActionCancel, p.ID, plain("Cancel run")).WithStyle(slack.StyleDanger).
 			WithConfirm(slack.NewConfirmationBlockObject(plain("Cancel plan "+p.ID+"?"),
 				plain("No new partition starts; partitions in flight finish and are kept (refill rollback undoes them)."), plain("Cancel run"), plain("Let it run"))))
-	default:
+	}
+	if len(els) == 0 {
 		return nil
 	}
 	return slack.NewActionBlock(actionsBlockID, els...)

@@ -2,6 +2,7 @@ package notify_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"os"
@@ -51,7 +52,19 @@ func fixedPlan(status refill.Status, tier refill.Tier) *control.State {
 			{Dataset: "orders", Partition: day(3), Check: "volume", Passed: true, Warning: true, Message: "insufficient history: 2 same-weekday points"},
 		}},
 	}
-	return &control.State{Plan: p, FourEyes: true}
+	s := &control.State{Plan: p, FourEyes: true}
+	offer(s)
+	return s
+}
+
+// offer fills a state's offers as control does for a channel: alice,
+// bob and the lead carol are the configured users.
+func offer(s *control.State) {
+	cfg := &refill.Config{Users: map[string]refill.User{"alice": {Name: "alice"}, "bob": {Name: "bob"},
+		"carol": {Name: "carol", Roles: []string{refill.RoleLead}}}}
+	if err := (&control.Control{Config: cfg}).Offer(context.Background(), s); err != nil {
+		panic(err)
+	}
 }
 
 func golden(t *testing.T, name string, blocks []slack.Block) {
@@ -151,7 +164,7 @@ func TestMessageButtons(t *testing.T) {
 		{refill.StatusPending, false, []string{notify.ActionApprove, notify.ActionReject}},
 		{refill.StatusPending, true, []string{notify.ActionReject}},
 		{refill.StatusRunning, false, []string{notify.ActionCancel}},
-		{refill.StatusApproved, false, nil},
+		{refill.StatusApproved, false, []string{notify.ActionReject}}, // not started: a reviewer may still reject it
 		{refill.StatusApplied, false, nil},
 		{refill.StatusBlocked, false, nil},
 	} {
@@ -159,6 +172,7 @@ func TestMessageButtons(t *testing.T) {
 		if c.stale {
 			s.Stale = []string{"orders_daily: the job changed"}
 		}
+		offer(s) // again: the buttons are control's answer for the channel, as the plan is now
 		var got []string
 		for _, b := range notify.Message(s, "") {
 			a, ok := b.(*slack.ActionBlock)

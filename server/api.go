@@ -211,19 +211,40 @@ func (s *Server) listPlans(w http.ResponseWriter, r *http.Request, _ string) {
 	writeJSON(w, http.StatusOK, list)
 }
 
-func (s *Server) getPlan(w http.ResponseWriter, r *http.Request, _ string) {
+func (s *Server) getPlan(w http.ResponseWriter, r *http.Request, user string) {
 	st, err := s.ctl().Load(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.withProgress(r, st))
+	v := s.withProgress(r, st)
+	// What the token's user may do now, and if not, why: control's
+	// Requirements for each of the plan's decisions.
+	v.Requirements = map[control.Action][]string{}
+	for _, act := range []control.Action{control.ActApprove, control.ActReject, control.ActSnapshot, control.ActScope, control.ActSignoff,
+		control.ActApply, control.ActRollback, control.ActCancel, control.ActResolve, control.ActSnapshotDrop} {
+		unmet, err := s.ctl().Requirements(r.Context(), act, control.Subject{State: st}, user)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		whys := []string{}
+		for _, u := range unmet {
+			whys = append(whys, u.Why)
+		}
+		v.Requirements[act] = whys
+	}
+	writeJSON(w, http.StatusOK, v)
 }
 
 // planView is a plan's state with its run's progress.
 type planView struct {
 	control.StateJSON
 	Progress *Progress `json:"progress,omitempty"`
+	// Requirements are, for each decision on the plan, what stands between
+	// the token's user and it now (empty: they may take it). Only GET
+	// /api/v1/plans/{id} answers them.
+	Requirements map[control.Action][]string `json:"requirements,omitempty"`
 }
 
 // Progress is how far a plan's run has got.

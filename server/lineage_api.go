@@ -5,11 +5,9 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/openlineage"
-	"github.com/refill-dev/refill/store"
 )
 
 // lineageAnswer is the answer to POST /api/v1/lineage: what was recorded,
@@ -55,26 +53,7 @@ func (s *Server) postLineage(w http.ResponseWriter, r *http.Request, user string
 		s.writeError(w, r, err)
 		return
 	}
-	// An event from the future would pin an edge's last sighting there
-	// for good.
-	if ev.EventTime.After(time.Now().Add(24 * time.Hour)) {
-		s.writeError(w, r, refill.BadInputf("/eventTime: %s is more than a day ahead of this server's clock", ev.EventTime.Format(time.RFC3339)))
-		return
-	}
-	edges, err := ev.Edges()
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	rows := make([]store.LineageEdge, len(edges))
-	for i, e := range edges {
-		rows[i] = store.LineageEdge{Input: e.Input, Output: e.Output, Job: ev.Job, Producer: ev.Producer,
-			FirstSeen: ev.EventTime, LastSeen: ev.EventTime}
-	}
-	// New edges can raise a plan's tier: who reported them, and which,
-	// is audited with them (a repeat adds nothing, and is not).
-	added, err := s.Store.RecordLineage(r.Context(), rows, store.LineageReport{Actor: user,
-		Job: ev.Job.Namespace + "/" + ev.Job.Name, Producer: ev.Producer, Run: ev.RunID})
+	edges, added, err := s.ctl().RecordLineage(r.Context(), user, ev)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -236,7 +237,7 @@ func (ui *webUI) renderPlan(w http.ResponseWriter, r *http.Request, v *view, st 
 		}
 		d.Steps = append(d.Steps, sv)
 	}
-	d.May = ui.mayDo(st, v.User, d.Report)
+	d.May = ui.mayDo(r.Context(), st, v.User)
 	if p.Tier == refill.TierManual {
 		d.Checklist = ui.checklist(st, d.May)
 	}
@@ -251,49 +252,26 @@ func (ui *webUI) renderPlan(w http.ResponseWriter, r *http.Request, v *view, st 
 	ui.render(w, r, status, "plan", v)
 }
 
-func (ui *webUI) isLead(user string) bool {
-	u, ok := ui.s.conf().Users[user]
-	return ok && u.HasRole(refill.RoleLead)
-}
-
-// mayDo mirrors control's rules for the buttons (control.Approve, Reject,
-// Snapshot, Scope, Signoff, Cancel); apply is offered by control's own
-// answer (State.MayApply) to a plan this server is not running already.
-func (ui *webUI) mayDo(st *control.State, user string, rep *control.Report) mayDo {
-	p := st.Plan
-	_, snapped := st.Done(refill.ChecklistSnapshot)
-	_, scoped := st.Done(refill.ChecklistScope)
-	_, signed := st.Done(refill.ChecklistSignoff)
-	clear := len(st.Stale) == 0 && len(st.Holders) == 0
-	manual := p.Tier == refill.TierManual
-	var m mayDo
-	// Approval: pending, not the requester's own, current, and for a
-	// manual plan a lead after snapshot and scope. Rejection is offered to
-	// the same reviewers (the requester withdraws with cancel).
-	reviewer := user != p.Request.RequestedBy && (!manual || (len(ui.s.conf().Users) > 0 && ui.isLead(user)))
-	m.Approve = p.Status == refill.StatusPending && reviewer && clear && (!manual || (snapped && scoped))
-	m.Reject = p.Status == refill.StatusPending && reviewer
-	m.Apply = st.MayApply() == nil && p.Status.Live() && !ui.s.Running(p.ID)
-	switch p.Status {
-	case refill.StatusPending, refill.StatusApproved, refill.StatusReady, refill.StatusRunning, refill.StatusNeedsReview:
-		m.Cancel = st.Cancel == nil && ui.s.ctl().MayCancel(st, user)
+// mayDo is what the page offers the signed-in user: control's
+// Requirements for each decision, and nothing of its own but that a plan
+// this server runs already is not offered to apply again.
+func (ui *webUI) mayDo(ctx context.Context, st *control.State, user string) mayDo {
+	c := ui.s.ctl()
+	sub := control.Subject{State: st}
+	may := func(act control.Action, sub control.Subject) bool { return c.May(ctx, act, sub, user) }
+	m := mayDo{
+		Approve:  may(control.ActApprove, sub),
+		Reject:   may(control.ActReject, sub),
+		Apply:    may(control.ActApply, sub) && !ui.s.Running(st.Plan.ID),
+		Cancel:   may(control.ActCancel, sub),
+		Resolve:  may(control.ActResolve, sub),
+		Snapshot: may(control.ActSnapshot, sub),
+		Scope:    may(control.ActScope, sub),
+		Signoff:  may(control.ActSignoff, sub),
+		Rollback: may(control.ActRollback, sub),
 	}
-	m.Resolve = len(st.Reviews) > 0 && ui.s.ctl().MayCancel(st, user)
-	switch p.Status {
-	case refill.StatusApplied, refill.StatusFailed, refill.StatusCancelled:
-		// Only a plan with a snapshot can be rolled back: control says
-		// so when there is none, but the page need not offer it.
-		_, m.Rollback = st.Done(refill.ChecklistSnapshot)
-		m.Force = m.Rollback && len(ui.s.conf().Users) > 0 && ui.isLead(user)
-	}
-	if manual {
-		switch p.Status {
-		case refill.StatusPending, refill.StatusReady, refill.StatusApproved:
-			m.Snapshot = !snapped && clear
-		}
-		m.Scope = p.Status == refill.StatusPending && snapped && !scoped && clear
-		m.Signoff = p.Status == refill.StatusApplied && user != p.Request.RequestedBy && !signed && rep != nil && rep.Flagged == 0
-	}
+	// A forced rollback is a lead's: offered where users: names leads.
+	m.Force = m.Rollback && len(ui.s.conf().Users) > 0 && may(control.ActRollback, control.Subject{State: st, Force: true})
 	return m
 }
 
@@ -314,10 +292,8 @@ func (ui *webUI) checklist(st *control.State, may mayDo) []checkItem {
 		item(2, "State the scope", refill.ChecklistScope, may.Scope, "scope", "waits for the snapshot"),
 	}
 	approval := checkItem{N: 3, Name: "Approval by a lead other than " + p.Request.RequestedBy, Wait: "waits for a lead, after snapshot and scope"}
-	for _, a := range st.Approvals {
-		if a.Decision == refill.DecisionApprove && a.PlanHash == p.Hash && a.Actor != p.Request.RequestedBy && ui.isLead(a.Actor) {
-			approval.Done, approval.By, approval.At, approval.Note = true, a.Actor, a.At, a.Note
-		}
+	if a, ok := ui.s.ctl().Approval(st); ok {
+		approval.Done, approval.By, approval.At, approval.Note = true, a.Actor, a.At, a.Note
 	}
 	if !approval.Done && may.Approve {
 		approval.Action = "approve"

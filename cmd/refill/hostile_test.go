@@ -186,7 +186,8 @@ func TestQueryJobCannotWriteOutsideItsPartition(t *testing.T) {
 		id := decode[planJSON](t, r.stdout).ID
 		step(t, dir, 0, "", "approve", id, "--as", "bob")
 		step(t, dir, 1, "2026-11-03", "apply", id, "--as", "alice")
-		step(t, dir, 0, "", "reject", id, "--as", "bob", "--note", "writes outside its partition")
+		step(t, dir, 4, "cancel it instead", "reject", id, "--as", "bob", "--note", "writes outside its partition")
+		step(t, dir, 0, "", "cancel", id, "--as", "bob", "--reason", "writes outside its partition")
 	}
 	if after := count(t, dir, `SELECT count(*) FROM t_outside WHERE day = '2026-11-03'`); after != before {
 		t.Errorf("the neighbour partition went from %d to %d rows", before, after)
