@@ -70,6 +70,33 @@ var Statuses = []Status{StatusPending, StatusReady, StatusApproved, StatusRunnin
 	StatusApplied, StatusFailed, StatusNeedsReview, StatusBlocked, StatusRejected, StatusSuperseded,
 	StatusRolledBack, StatusExpired, StatusCancelled}
 
+// transitions are the only edges a plan's status moves along (the table
+// in docs/design.md §5). A status not listed as a key is final.
+var transitions = map[Status][]Status{
+	StatusPending:     {StatusApproved, StatusRejected, StatusCancelled, StatusExpired, StatusSuperseded},
+	StatusReady:       {StatusRunning, StatusBlocked, StatusRejected, StatusCancelled, StatusExpired, StatusSuperseded},
+	StatusApproved:    {StatusRunning, StatusBlocked, StatusRejected, StatusCancelled, StatusExpired, StatusSuperseded},
+	StatusRunning:     {StatusApplied, StatusFailed, StatusNeedsReview, StatusCancelled},
+	StatusFailed:      {StatusRunning, StatusBlocked, StatusCancelled, StatusRolledBack},
+	StatusNeedsReview: {StatusRunning, StatusCancelled},
+	StatusApplied:     {StatusRolledBack},
+	StatusCancelled:   {StatusRolledBack},
+}
+
+// CanBecome reports whether a plan's status may move from s to to: the
+// state store refuses any other move.
+func (s Status) CanBecome(to Status) bool {
+	for _, t := range transitions[s] {
+		if t == to {
+			return true
+		}
+	}
+	return false
+}
+
+// Final reports whether s can never change.
+func (s Status) Final() bool { return len(transitions[s]) == 0 }
+
 // Known reports whether s is one of Statuses.
 func (s Status) Known() bool {
 	for _, k := range Statuses {

@@ -454,6 +454,9 @@ func (s *Store) SetStatus(ctx context.Context, id string, from, to refill.Status
 }
 
 func setStatus(ctx context.Context, q querier, d dialect, id string, from, to refill.Status) error {
+	if !from.CanBecome(to) {
+		return refill.NotPermittedf("plan %s: a %s plan cannot become %s", id, from, to)
+	}
 	res, err := q.ExecContext(ctx, d.rebind(`UPDATE plans SET status = ? WHERE id = ? AND status = ?`),
 		string(to), id, string(from))
 	if err != nil {

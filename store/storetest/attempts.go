@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -141,6 +142,29 @@ func exerciseAttempts(t *testing.T, setup func(t *testing.T) (*store.Store, stri
 		appendEv(refill.EventNeedsReview, "2026-11-02", 5, map[string]any{"why": "a second run lost it too"})
 		if got, err := s.Reviews(ctx, p.ID); err != nil || len(got) != 2 {
 			t.Fatalf("a review raised again: %+v, %v", got, err)
+		}
+	})
+
+	t.Run("StatusOnlyAlongTheMachine", func(t *testing.T) {
+		t.Parallel()
+		s, _ := setup(t)
+		ctx := t.Context()
+		p := planOver(t, s, "p-sm", at(0), "orders", "2026-11-01")
+		// A move the state machine does not have is refused, and changes
+		// nothing, even when the plan is in the status it names.
+		if err := s.SetStatus(ctx, p.ID, refill.StatusPending, refill.StatusApplied); !errors.Is(err, refill.ErrNotPermitted) {
+			t.Fatalf("pending -> applied: %v", err)
+		}
+		if got, err := s.Plan(ctx, p.ID); err != nil || got.Status != refill.StatusPending {
+			t.Fatalf("after a refused move: %v, %v", got.Status, err)
+		}
+		advance(t, s, p.ID, refill.StatusPending, refill.StatusNeedsReview)
+		if err := s.SetStatus(ctx, p.ID, refill.StatusNeedsReview, refill.StatusApplied); !errors.Is(err, refill.ErrNotPermitted) {
+			t.Errorf("needs_review -> applied: %v", err)
+		}
+		advance(t, s, p.ID, refill.StatusNeedsReview, refill.StatusApplied)
+		if got, err := s.Plan(ctx, p.ID); err != nil || got.Status != refill.StatusApplied {
+			t.Errorf("after running on: %v, %v", got.Status, err)
 		}
 	})
 }

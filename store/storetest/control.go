@@ -21,6 +21,39 @@ func planOver(t *testing.T, s *store.Store, id string, created time.Time, datase
 }
 
 // planFor is planOver's plan, not saved.
+// advance moves a plan's status from `from` to `to` along the shortest
+// path the state machine allows (refill.Status.CanBecome), as runs and
+// decisions would, one SetStatus at a time.
+func advance(t *testing.T, s *store.Store, id string, from, to refill.Status) {
+	t.Helper()
+	prev := map[refill.Status]refill.Status{from: from}
+	queue := []refill.Status{from}
+	for len(queue) > 0 && prev[to] == "" {
+		cur := queue[0]
+		queue = queue[1:]
+		for _, next := range refill.Statuses {
+			if _, seen := prev[next]; !seen && cur.CanBecome(next) {
+				prev[next] = cur
+				queue = append(queue, next)
+			}
+		}
+	}
+	if _, ok := prev[to]; !ok {
+		t.Fatalf("no way from %s to %s", from, to)
+	}
+	var path []refill.Status
+	for st := to; st != from; st = prev[st] {
+		path = append([]refill.Status{st}, path...)
+	}
+	cur := from
+	for _, next := range path {
+		if err := s.SetStatus(t.Context(), id, cur, next); err != nil {
+			t.Fatal(err)
+		}
+		cur = next
+	}
+}
+
 func planFor(id string, created time.Time, dataset string, parts ...string) *refill.Plan {
 	p := newPlan(id, created)
 	p.Request.Targets = []string{dataset}
@@ -330,9 +363,7 @@ func exerciseControl(t *testing.T, setup func(t *testing.T) (*store.Store, strin
 		ctx := t.Context()
 		a := planOver(t, s, "p-a", at(0), "orders", "2026-11-01")
 		running := planOver(t, s, "p-run", at(1), "orders", "2026-11-01")
-		if err := s.SetStatus(ctx, running.ID, refill.StatusPending, refill.StatusRunning); err != nil {
-			t.Fatal(err)
-		}
+		advance(t, s, running.ID, refill.StatusPending, refill.StatusRunning)
 		b := newPlan("p-b", at(2))
 		b.Request.Targets = a.Request.Targets
 		b.Request.Reason = "other content, same request"

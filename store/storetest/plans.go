@@ -215,9 +215,7 @@ func exercisePlans(t *testing.T, setup func(t *testing.T) (*store.Store, string)
 			p.Hash = p.ComputeHash()
 			mustSave(t, s, p)
 		}
-		if err := s.SetStatus(ctx, "p-a", refill.StatusPending, refill.StatusApplied); err != nil {
-			t.Fatal(err)
-		}
+		advance(t, s, "p-a", refill.StatusPending, refill.StatusApplied)
 		got, err := s.PlanCounts(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -244,9 +242,7 @@ func exercisePlans(t *testing.T, setup func(t *testing.T) (*store.Store, string)
 		p4.Tier, p4.Request.RequestedBy, p4.Request.From, p4.Request.To = refill.TierManual, "bob", "2026-11-02", "2026-11-05"
 		p4.Hash = p4.ComputeHash()
 		mustSave(t, s, p4)
-		if err := s.SetStatus(ctx, "p-1", refill.StatusPending, refill.StatusApplied); err != nil {
-			t.Fatal(err)
-		}
+		advance(t, s, "p-1", refill.StatusPending, refill.StatusApplied)
 		ids := func(dataset, from, to string) []string {
 			t.Helper()
 			got, err := s.PlansTouching(ctx, dataset, from, to)

@@ -79,7 +79,7 @@ func exerciseRuns(t *testing.T, setup func(t *testing.T) (*store.Store, string))
 		changed := make(chan error, 1)
 		go func() {
 			changed <- s.Update(ctx, func(tx *store.Tx) error {
-				return tx.SetStatus(ctx, p.ID, refill.StatusPending, refill.StatusFailed)
+				return tx.SetStatus(ctx, p.ID, refill.StatusPending, refill.StatusApproved)
 			})
 		}()
 		// The lock makes the change wait however long it is held; a moment
@@ -95,8 +95,8 @@ func exerciseRuns(t *testing.T, setup func(t *testing.T) (*store.Store, string))
 			t.Fatalf("after release: %v", err)
 		}
 		status, _, release, err = s.HoldRunState(ctx, p.ID)
-		if err != nil || status != refill.StatusFailed {
-			t.Errorf("HoldRunState after the change = %s, %v; want failed", status, err)
+		if err != nil || status != refill.StatusApproved {
+			t.Errorf("HoldRunState after the change = %s, %v; want approved", status, err)
 		}
 		if release != nil {
 			release()
@@ -130,9 +130,7 @@ func exerciseRuns(t *testing.T, setup func(t *testing.T) (*store.Store, string))
 		if err != nil || len(later) != 1 || later[0].PlanID != b.ID || later[0].Partition != "2026-11-01" {
 			t.Fatalf("PublishedSince = %+v, %v", later, err)
 		}
-		if err := s.SetStatus(ctx, b.ID, refill.StatusPending, refill.StatusRolledBack); err != nil {
-			t.Fatal(err)
-		}
+		advance(t, s, b.ID, refill.StatusPending, refill.StatusRolledBack)
 		if later, _ := s.PublishedSince(ctx, a.ID); len(later) != 0 {
 			t.Errorf("a rolled-back later run still counts: %+v", later)
 		}
