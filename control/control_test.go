@@ -225,6 +225,10 @@ func TestApprove(t *testing.T) {
 	refused(t, err, refill.ErrNotPermitted, "only a lead may approve it, and bob is not a lead")
 	_, err = b.c.Approve(b.ctx, manual.ID, "carol", "")
 	refused(t, err, refill.ErrNotPermitted, "the checklist runs in order and its snapshot step is not done yet")
+	// Deciding a manual plan is a lead's either way: an engineer may not
+	// reject it either.
+	_, err = b.c.Reject(b.ctx, manual.ID, "bob", "looks wrong")
+	refused(t, err, refill.ErrNotPermitted, "only a lead may reject it, and bob is not a lead")
 	b.checklist(t, manual.ID, "alice")
 	_, err = b.c.Approve(b.ctx, manual.ID, "bob", "")
 	refused(t, err, refill.ErrNotPermitted, "only a lead")

@@ -350,7 +350,8 @@ func (c *Control) approveReqs(r *reqs, s *State, user string) {
 }
 
 // rejectReqs: any configured user other than the requester may reject a
-// plan that has not started; the requester cancels instead.
+// plan that has not started (a lead, when the plan is manual); the
+// requester cancels instead.
 func (c *Control) rejectReqs(r *reqs, s *State, user string) {
 	p := s.Plan
 	switch p.Status {
@@ -362,9 +363,17 @@ func (c *Control) rejectReqs(r *reqs, s *State, user string) {
 		r.no("plan %s is %s and can no longer be rejected", p.ID, p.Status)
 		return
 	}
-	if user != Anyone && user == p.Request.RequestedBy {
+	switch {
+	case user != Anyone && user == p.Request.RequestedBy:
 		r.no("%s requested plan %s: a requester withdraws a plan with refill cancel %s --reason ..., and a reviewer rejects it", user, p.ID, p.ID)
-	} else if !c.someone(user, func(name string) bool { return name != p.Request.RequestedBy }) {
+	case p.Tier == refill.TierManual && len(c.Config.Users) > 0 && !c.someone(user, func(name string) bool { return c.isLead(name) && name != p.Request.RequestedBy }):
+		// A manual plan is a lead's to decide, either way.
+		if user == Anyone {
+			r.no("plan %s is manual: only a lead other than %s may reject it, and users: names none", p.ID, p.Request.RequestedBy)
+		} else {
+			r.no("plan %s is manual: only a lead may reject it, and %s is not a lead", p.ID, user)
+		}
+	case !c.someone(user, func(name string) bool { return name != p.Request.RequestedBy }):
 		r.no("plan %s can be rejected only by someone other than %s, and users: names nobody else", p.ID, p.Request.RequestedBy)
 	}
 }

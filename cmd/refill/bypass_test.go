@@ -66,7 +66,7 @@ func TestForgedChecklistRowsCountForNothing(t *testing.T) {
 	if got := strings.Join(notes, " "); got != "snapshot:alice: scope:alice:the 72 hours of INC-4711 signoff:carol:matches the report" {
 		t.Errorf("checklist after the real steps: %s", got)
 	}
-	step(t, d, 4, "already done", "signoff", manual, "--as", "carol")
+	step(t, d, 4, "signed off already", "signoff", manual, "--as", "carol")
 	step(t, d, 0, "intact", "audit", "verify")
 }
 

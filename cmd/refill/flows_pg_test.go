@@ -56,7 +56,7 @@ func TestFlowsOnPostgresState(t *testing.T) {
 	step(t, d, 0, "12 of 12 partitions published, 0 flagged", "report", manual)
 	step(t, d, 4, "sign-off is a second person's review", "signoff", manual, "--as", "alice")
 	step(t, d, 0, "", "signoff", manual, "--as", "carol", "--note", "matches")
-	step(t, d, 4, "already done", "signoff", manual, "--as", "carol")
+	step(t, d, 4, "signed off already", "signoff", manual, "--as", "carol")
 	r := step(t, d, 0, "", "rollback", manual, "--as", "carol", "-o", "json")
 	if n := strings.Count(r.stdout, `"snapshot_table"`); n != 12 {
 		t.Errorf("rollback restored %d partitions, want the 12 rewritten (sources are never restored)", n)
