@@ -21,9 +21,8 @@ import (
 // JobKind is the River kind of a notice job.
 const JobKind = run.NotifyKind
 
-// Queue is the River queue notices wait in. It has a hyphen because a
-// dataset's partition jobs wait in "refill_" + its name, and dataset names
-// cannot hold one: a dataset called notify must not share this queue.
+// Queue is the River queue notices wait in, beside run.PartitionQueue and
+// run.WatchQueue: one queue per kind of job.
 const Queue = "refill-notify"
 
 // maxAttempts and the retry policy keep trying a notice for about two and
@@ -35,7 +34,7 @@ const (
 	retryBase    = 2 * time.Second
 	retryCap     = 30 * time.Minute
 	jobTimeout   = run.NotifyTimeout
-	fetchPoll    = 50 * time.Millisecond
+	fetchPoll    = run.ServicePoll
 	fetchCool    = 10 * time.Millisecond
 	stopDeadline = 30 * time.Second
 )

@@ -31,6 +31,10 @@ type PartitionArgs struct {
 	Dataset   string `json:"dataset"`
 	Partition string `json:"partition"`
 	Run       int    `json:"run"`
+	// Take counts the jobs queued for this partition in this run after
+	// the first: one is queued again when the process working it died
+	// (Runner.requeueLost), rather than wait for River's rescuer.
+	Take int `json:"take,omitempty"`
 }
 
 // Kind implements river.JobArgs.
@@ -54,6 +58,9 @@ type queue interface {
 	// interrupted when its client stopped is available again, its attempt
 	// given back; only attempted_at tells it was started.)
 	started(ctx context.Context, planID string, run int) ([]PartitionArgs, error)
+	// running returns the partition jobs of one run of a plan that River
+	// counts running, attempted before before.
+	running(ctx context.Context, planID string, run int, before time.Time) ([]PartitionArgs, error)
 }
 
 // gaveUp is a partition job River will not run again.
@@ -95,6 +102,24 @@ func (q *riverQueue[TTx]) givenUp(ctx context.Context, planID string, run int) (
 	return out, nil
 }
 
+func (q *riverQueue[TTx]) running(ctx context.Context, planID string, run int, before time.Time) ([]PartitionArgs, error) {
+	params := river.NewJobListParams().Kinds(PartitionArgs{}.Kind()).States(rivertype.JobStateRunning).
+		Where(q.argsWhere, river.NamedArgs{"plan": planID, "run": run}).First(10_000)
+	res, err := q.client.JobList(ctx, params)
+	if err != nil {
+		return nil, fmt.Errorf("river: listing running jobs: %w", err)
+	}
+	var out []PartitionArgs
+	for _, j := range res.Jobs {
+		var a PartitionArgs
+		if j.AttemptedAt == nil || !j.AttemptedAt.Before(before) || json.Unmarshal(j.EncodedArgs, &a) != nil {
+			continue
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
 func (q *riverQueue[TTx]) started(ctx context.Context, planID string, run int) ([]PartitionArgs, error) {
 	params := river.NewJobListParams().Kinds(PartitionArgs{}.Kind()).
 		States(rivertype.JobStateAvailable, rivertype.JobStateDiscarded, rivertype.JobStatePending,
@@ -115,15 +140,29 @@ func (q *riverQueue[TTx]) started(ctx context.Context, planID string, run int) (
 	return out, nil
 }
 
-// queueName is a dataset's River queue: one queue per dataset is how its
-// max_active bound holds across every worker process.
-func queueName(dataset string) string { return "refill_" + dataset }
+// PartitionQueue is the River queue every partition job waits in, of
+// every dataset: queues are a handful, one per kind of job (partitions,
+// notices, the watcher's ticks), so an idle process polls a handful. A
+// dataset's run.max_active holds across processes through the state
+// store's slots (store.TakeSlot), not through queues.
+const PartitionQueue = "refill-partition"
+
+// Poll intervals. On PostgreSQL River's LISTEN/NOTIFY wakes a producer as
+// soon as a job is queued, so polling is only the fallback; on SQLite a
+// process's own inserts wake it. What polling still finds: jobs snoozed
+// while their dataset's slots were taken, and (on SQLite) jobs another
+// process queued.
+const (
+	partitionPoll = time.Second
+	// ServicePoll is the fallback poll of the notice and watcher queues.
+	ServicePoll = 2 * time.Second
+)
 
 func (q *riverQueue[TTx]) insert(ctx context.Context, jobs []PartitionArgs, attempts int) error {
 	params := make([]river.InsertManyParams, len(jobs))
 	for i, j := range jobs {
 		params[i] = river.InsertManyParams{Args: j, InsertOpts: &river.InsertOpts{
-			Queue:       queueName(j.Dataset),
+			Queue:       PartitionQueue,
 			MaxAttempts: attempts,
 			UniqueOpts:  river.UniqueOpts{ByArgs: true},
 		}}
@@ -172,9 +211,9 @@ type queueConfig struct {
 	// partition worker, and queues are the queues it works.
 	register func(*river.Workers) error
 	queues   map[string]int
-	// datasets get a queue each, worked by up to perDataset at a time.
-	datasets    []string
-	perDataset  int
+	// workers is how many partition jobs this process works at a time
+	// (run.max_active_total).
+	workers     int
 	backoff     time.Duration
 	rescueAfter time.Duration
 	logger      *slog.Logger
@@ -346,14 +385,14 @@ func startRiver[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], mi
 		RescueStuckJobsAfter: cfg.rescueAfter,
 		JobTimeout:           timeout,
 		FetchCooldown:        10 * time.Millisecond,
-		FetchPollInterval:    50 * time.Millisecond,
+		FetchPollInterval:    ServicePoll,
 		// Whichever client leads River enqueues the watcher's ticks.
 		PeriodicJobs: cfg.periodic,
 	}
 	if !cfg.insertOnly {
 		rc.Queues = map[string]river.QueueConfig{}
-		for _, d := range cfg.datasets {
-			rc.Queues[queueName(d)] = river.QueueConfig{MaxWorkers: max(cfg.perDataset, 1)}
+		if cfg.register == nil {
+			rc.Queues[PartitionQueue] = river.QueueConfig{MaxWorkers: max(cfg.workers, 1), FetchPollInterval: partitionPoll}
 		}
 		for q, n := range cfg.queues {
 			rc.Queues[q] = river.QueueConfig{MaxWorkers: max(n, 1)}
@@ -364,7 +403,10 @@ func startRiver[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], mi
 		return nil, fmt.Errorf("river: %w", err)
 	}
 	if !cfg.insertOnly {
-		if err := client.Start(ctx); err != nil {
+		// Not ctx itself: River cancels the jobs in flight when the
+		// context it started with ends. Whoever opened the queue stops it
+		// (queue.stop), letting them finish within its own grace first.
+		if err := client.Start(context.WithoutCancel(ctx)); err != nil {
 			return nil, fmt.Errorf("river: start: %w", err)
 		}
 	}

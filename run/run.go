@@ -42,6 +42,9 @@ type Runner struct {
 	Log io.Writer
 	// Backoff is the first retry delay (doubling, capped at a minute).
 	Backoff time.Duration
+	// Grace is how long Work lets the partitions in flight finish once
+	// its context ends (a SIGTERM), before it cancels them; 30 s if unset.
+	Grace time.Duration
 	// RescueAfter is when River hands a job whose worker died to another;
 	// each attempt is cut off at nine tenths of it.
 	RescueAfter time.Duration
@@ -70,6 +73,10 @@ type Runner struct {
 	// spent is each partition's time spent waiting out outages in this
 	// process, across its attempts (weather.spentBefore).
 	spent sync.Map
+	// turns holds, per dataset, this process's turns at its max_active
+	// slots: a job waits for one here, asking the state store nothing,
+	// before it takes a slot there (takeSlot).
+	turns sync.Map
 	// beforeCommit, when set (by tests), is called in a publish after its
 	// last look at the run, with the look still held, just before the
 	// warehouse commits.
@@ -116,6 +123,14 @@ func (r *Runner) drained() bool {
 // LeaseTTL is how long a run's lease lasts unless renewed; the runner
 // renews it every third of that while it lives.
 var LeaseTTL = 30 * time.Second
+
+// A job whose dataset's slots are all taken in other processes looks
+// again slotTries times, slotLook apart, then is snoozed for slotWait.
+const (
+	slotTries = 8
+	slotLook  = 250 * time.Millisecond
+	slotWait  = time.Second
+)
 
 func (r *Runner) logf(format string, args ...any) {
 	if r.Log == nil {
@@ -463,13 +478,9 @@ func (r *Runner) runs(ctx context.Context, id string) (int, error) {
 
 // execute runs the plan's levels in order on River.
 func (r *Runner) execute(ctx context.Context, p *refill.Plan, runNo int) (runErr error) {
-	var datasets []string
-	for _, st := range p.Steps {
-		datasets = append(datasets, st.Dataset)
-	}
 	attempts := r.settings().Attempts
 	r.setup()
-	q, err := openQueue(ctx, r.Store, r.queueConfig(datasets))
+	q, err := openQueue(ctx, r.Store, r.queueConfig())
 	if err != nil {
 		return err
 	}
@@ -530,14 +541,40 @@ func (r *Runner) execute(ctx context.Context, p *refill.Plan, runNo int) (runErr
 		if r.drained() {
 			return errDrained
 		}
+		todo = interleave(todo)
 		r.logf("order %d: %d partition(s) to build", level, len(todo))
 		if err := w.do(ctx, "state store", func() error { return q.insert(ctx, todo, attempts) }); err != nil {
 			return fmt.Errorf("queueing order %d: %w", level, err)
 		}
-		if err := r.wait(ctx, q, p.ID, runNo, todo, events); err != nil {
+		if err := r.wait(ctx, q, p.ID, runNo, attempts, todo, events); err != nil {
 			return err
 		}
 	}
+}
+
+// interleave orders one level's jobs a partition of each dataset at a
+// time. Workers fetch jobs in the order they were queued, and each
+// dataset runs at most run.max_active at once: in dataset order, one
+// dataset's jobs would fill every worker and the others would wait behind
+// them.
+func interleave(todo []PartitionArgs) []PartitionArgs {
+	var order []string
+	by := map[string][]PartitionArgs{}
+	for _, a := range todo {
+		if _, ok := by[a.Dataset]; !ok {
+			order = append(order, a.Dataset)
+		}
+		by[a.Dataset] = append(by[a.Dataset], a)
+	}
+	out := make([]PartitionArgs, 0, len(todo))
+	for i := 0; len(out) < len(todo); i++ {
+		for _, d := range order {
+			if i < len(by[d]) {
+				out = append(out, by[d][i])
+			}
+		}
+	}
+	return out
 }
 
 // published is the set of partitions the plan's run has published.
@@ -556,9 +593,10 @@ func (r *Runner) published(ctx context.Context, planID string) (map[string]bool,
 // wait returns when every partition of todo is published, or with the
 // first partition whose attempts are exhausted. It polls the state store as
 // well as listening, because another worker process may do the work.
-func (r *Runner) wait(ctx context.Context, q queue, planID string, runNo int, todo []PartitionArgs, events <-chan *river.Event) error {
+func (r *Runner) wait(ctx context.Context, q queue, planID string, runNo, attempts int, todo []PartitionArgs, events <-chan *river.Event) error {
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
+	lostLook := time.Now()
 	// An outage of the state store pauses the wait (within the run's
 	// patience): the partitions go on where their workers can reach it.
 	w := r.weather(PartitionArgs{PlanID: planID})
@@ -577,6 +615,12 @@ func (r *Runner) wait(ctx context.Context, q queue, planID string, runNo int, to
 		case done:
 			return nil
 		}
+		if time.Since(lostLook) >= lostEvery {
+			lostLook = time.Now()
+			if err := r.requeueLost(ctx, q, planID, runNo, attempts); err != nil && ctx.Err() == nil {
+				r.logf("plan %s: looking for partitions of a worker that died: %v", planID, err)
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -586,6 +630,52 @@ func (r *Runner) wait(ctx context.Context, q queue, planID string, runNo int, to
 		case <-events:
 		}
 	}
+}
+
+// lostEvery is how often a run's waiter looks for partition jobs of a
+// process that died.
+const lostEvery = 5 * time.Second
+
+// requeueLost queues again the partitions whose job River counts running
+// but whose slot is not live: the process working it died (killed with -9,
+// its host lost). Its slot lapses within LeaseTTL, or at once when the
+// process was on this host, so the partition goes on within a minute
+// instead of waiting run.rescue_after for River's rescuer. A job started
+// less than LeaseTTL ago is left alone (it takes its slot first thing,
+// unless the state store is away).
+// Should the lost job come back after all, the partition's slot lets one
+// of the two build it and the other finds it published.
+func (r *Runner) requeueLost(ctx context.Context, q queue, planID string, runNo, attempts int) error {
+	running, err := q.running(ctx, planID, runNo, time.Now().Add(-LeaseTTL))
+	if err != nil || len(running) == 0 {
+		return err
+	}
+	published, err := r.published(ctx, planID)
+	if err != nil {
+		return err
+	}
+	var again []PartitionArgs
+	for _, a := range running {
+		if published[key(a.Dataset, a.Partition)] {
+			continue
+		}
+		live, err := r.Store.SlotLive(ctx, a.Dataset, a.PlanID+"/"+a.Partition, time.Now())
+		if err != nil {
+			return err
+		}
+		if live {
+			continue
+		}
+		r.logf("%s %s: the process working it is gone; queued again", a.Dataset, a.Partition)
+		a.Take++
+		again = append(again, a)
+	}
+	if len(again) == 0 {
+		return nil
+	}
+	// Queued again with the same arguments, a job already queued is not
+	// doubled.
+	return q.insert(ctx, again, attempts)
 }
 
 // look is one look at a run's partitions: whether todo are all
@@ -717,6 +807,11 @@ func (r *Runner) work(ctx context.Context, a PartitionArgs, attempt, maxAttempts
 		// Recorded: the run ends waiting for a person, not failed.
 		return river.JobCancel(err)
 	}
+	if errors.Is(err, errNoSlot) {
+		// Back in a moment, without spending an attempt: another job of
+		// the dataset (in any process) gives its slot back.
+		return river.JobSnooze(slotWait)
+	}
 	if errors.Is(err, errNotHeld) || errors.Is(err, errInFlight) {
 		// Back later, without spending an attempt: by then the holder has
 		// renewed its lease, or another process resumed the run (and this
@@ -780,6 +875,11 @@ func (*alreadyPublished) Error() string { return "already published" }
 // when the state store answers.
 func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error {
 	w := r.weather(a)
+	release, err := r.takeSlot(ctx, w, a)
+	if err != nil {
+		return err
+	}
+	defer release()
 	var ok bool
 	if err := w.do(ctx, "state store", func() (err error) { ok, err = r.mayStart(ctx, a); return err }); err != nil {
 		return err
@@ -830,6 +930,84 @@ func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error 
 		r.OnPublished(a.Dataset, a.Partition, rows, took)
 	}
 	return nil
+}
+
+// errNoSlot: the job's dataset runs max_active partitions already, or
+// another job builds its partition; it is snoozed, not failed.
+var errNoSlot = errors.New("no free slot")
+
+// slotHolders numbers the jobs of this process, for their slots.
+var slotHolders atomic.Int64
+
+// takeSlot takes one of a's dataset's run.max_active slots in the state
+// store, shared by every process, and keeps it while the job runs; the
+// returned release gives it back. errNoSlot when none is free.
+func (r *Runner) takeSlot(ctx context.Context, w *weather, a PartitionArgs) (release func(), err error) {
+	sl := store.Slot{Dataset: a.Dataset, Key: a.PlanID + "/" + a.Partition,
+		Holder: fmt.Sprintf("%s#%d", workerID, slotHolders.Add(1)), Process: workerID}
+	limit := r.settings().MaxActive
+	// This process's own jobs of the dataset take turns here first, so
+	// a slot one of them gives back goes to the next at once.
+	v, _ := r.turns.LoadOrStore(a.Dataset, make(chan struct{}, limit))
+	turn := v.(chan struct{})
+	select {
+	case turn <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	// Other processes' jobs hold the rest: a few more looks while they
+	// finish, then the job is snoozed and fetched again later.
+	taken := false
+	for try := 0; ; try++ {
+		if err := w.do(ctx, "state store", func() (err error) {
+			now := time.Now()
+			taken, err = r.Store.TakeSlot(ctx, sl, limit, now, now.Add(LeaseTTL))
+			return err
+		}); err != nil {
+			<-turn
+			return nil, err
+		}
+		if taken || try == slotTries {
+			break
+		}
+		select {
+		case <-time.After(slotLook):
+		case <-ctx.Done():
+			<-turn
+			return nil, ctx.Err()
+		}
+	}
+	if !taken {
+		<-turn
+		return nil, errNoSlot
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(LeaseTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				// An outage may let the slot lapse; the job goes on, and
+				// a lapsed slot only lets another job take the partition
+				// once this one's attempt looks lost too.
+				_, _ = r.Store.RenewSlot(context.WithoutCancel(ctx), sl, time.Now().Add(LeaseTTL))
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
+		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_ = r.Store.ReleaseSlot(bg, sl)
+		<-turn
+	}, nil
 }
 
 // mayStart reports whether a's job may start building: only the current

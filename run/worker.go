@@ -1,6 +1,7 @@
 package run
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -21,20 +22,18 @@ func (r *Runner) Work(ctx context.Context) error {
 	if r.Store.SQLitePath() != "" {
 		return fmt.Errorf("refill worker needs a PostgreSQL state store: with SQLite, refill apply does the work itself")
 	}
-	var datasets []string
-	for _, name := range r.Config.DatasetNames() {
-		if d := r.Config.Datasets[name]; d.Job != nil {
-			datasets = append(datasets, name)
-		}
-	}
 	r.setup()
-	q, err := openQueue(ctx, r.Store, r.queueConfig(datasets))
+	q, err := openQueue(ctx, r.Store, r.queueConfig())
 	if err != nil {
 		return err
 	}
-	r.logf("worker %s: serving %d dataset queues", workerID, len(datasets))
+	r.logf("worker %s: serving partition jobs, %d at a time", workerID, r.settings().MaxActiveTotal)
 	<-ctx.Done()
-	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	// The jobs in flight finish (they were started on a context of
+	// their own) and no new one starts, for up to the grace; then River
+	// cancels what is left, whose transactions roll back.
+	r.Drain()
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmp.Or(r.Grace, 30*time.Second))
 	defer cancel()
 	defer q.close()
 	return q.stop(stopCtx, false)
@@ -68,10 +67,9 @@ func (r *Runner) setup() {
 	}
 }
 
-func (r *Runner) queueConfig(datasets []string) queueConfig {
-	perDataset := r.settings().MaxActive
+func (r *Runner) queueConfig() queueConfig {
 	return queueConfig{
-		datasets: datasets, perDataset: perDataset, backoff: r.Backoff, rescueAfter: r.RescueAfter,
+		workers: r.settings().MaxActiveTotal, backoff: r.Backoff, rescueAfter: r.RescueAfter,
 		periodic: WatchPeriodic(r.Config),
 		logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 		work: func(ctx context.Context, job *river.Job[PartitionArgs]) error {

@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -581,5 +583,143 @@ datasets:
 	}
 	if !strings.Contains(worker.output(), "nobody was running it; resumed here") {
 		t.Errorf("the worker never said it resumed the plan:\n%s", worker.output())
+	}
+}
+
+// TestKilledWorkersPartitionGoesOn: a refill worker killed with SIGKILL
+// while it builds a partition does not stall that partition for
+// run.rescue_after (10 minutes here): the apply waiting on the run sees
+// that the job's slot is dead and queues the partition again, and the plan
+// ends applied, every partition published once. run.max_active holds
+// across the two processes: no two of the dataset's jobs ever overlap.
+func TestKilledWorkersPartitionGoesOn(t *testing.T) {
+	t.Parallel()
+	stateDSN := pgtest.Schema(t)
+	dir := smallProject(t, `version: 1
+warehouse: sqlite:wh.db
+state: "`+stateDSN+`"
+run: {max_active: 1, max_active_total: 1, attempts: 2}
+policy: {manual_over_days: 100}
+datasets:
+  feed:
+    job:
+      command: `+pidJob+`
+`)
+	if err := os.Mkdir(filepath.Join(dir, "pids"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	id := decode[planJSON](t, step(t, dir, 0, "", "plan", "feed", "--from", "2026-09-01", "--to", "2026-09-10", "--reason", "killed worker", "--as", "alice", "-o", "json").stdout).ID
+	step(t, dir, 0, "", "approve", id, "--as", "bob")
+	worker := startRefill(t, dir, "worker")
+	apply := startRefill(t, dir, "apply", id, "--as", "alice")
+	// The worker is killed in the middle of a partition of its own.
+	victim := midPartition(t, dir, worker, apply)
+	_ = worker.cmd.Process.Kill()
+	worker.wait(t, time.Minute)
+	if code := apply.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("apply exited %d after the worker died:\n%s", code, apply.output())
+	}
+	if !strings.Contains(apply.output(), "feed "+victim+": the process working it is gone; queued again") {
+		t.Errorf("apply never said it queued %s again:\n%s", victim, apply.output())
+	}
+	db, err := sql.Open("pgx", stateDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var status string
+	var parts, dup int
+	if err := db.QueryRow(`SELECT status FROM plans WHERE id = $1`, id).Scan(&status); err != nil || status != "applied" {
+		t.Errorf("plan %s is %s (%v), want applied", id, status, err)
+	}
+	if err := db.QueryRow(`SELECT count(DISTINCT partition), count(*) - count(DISTINCT partition) FROM audit_log WHERE plan_id = $1 AND event = 'partition_published'`, id).Scan(&parts, &dup); err != nil || parts != 10 || dup != 0 {
+		t.Errorf("published %d partitions, %d twice (%v)", parts, dup, err)
+	}
+	// max_active 1 across both processes: each job's start comes after
+	// the previous job's end, whichever process ran them (the killed
+	// job has no end, and its partition ran again later).
+	type span struct{ start, end time.Time }
+	var spans []span
+	ends, _ := filepath.Glob(filepath.Join(dir, "pids", "*.end"))
+	for _, f := range ends {
+		s, err1 := os.Stat(strings.TrimSuffix(f, ".end") + ".start")
+		e, err2 := os.Stat(f)
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		spans = append(spans, span{s.ModTime(), e.ModTime()})
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i].start.Before(spans[j].start) })
+	for i := 1; i < len(spans); i++ {
+		if spans[i].start.Before(spans[i-1].end) {
+			t.Errorf("two jobs of feed overlapped with max_active 1: %v–%v and %v–%v", spans[i-1].start, spans[i-1].end, spans[i].start, spans[i].end)
+		}
+	}
+}
+
+// pidJob is a command job that leaves, in pids/, the process id of the
+// refill that ran it when it starts (PARTITION.start) and when it ends
+// (PARTITION.end), a second later.
+const pidJob = `["sh", "-c", "echo $PPID > pids/{{partition}}.start; sleep 1; echo $PPID > pids/{{partition}}.end"]`
+
+// midPartition waits until worker is building a partition (of pidJob) and
+// returns it.
+func midPartition(t *testing.T, dir string, worker, apply *background) string {
+	t.Helper()
+	wpid := strconv.Itoa(worker.cmd.Process.Pid)
+	var mid string
+	apply.until(t, "the worker building a partition", time.Minute, func() bool {
+		starts, _ := filepath.Glob(filepath.Join(dir, "pids", "*.start"))
+		for _, f := range starts {
+			if b, _ := os.ReadFile(f); strings.TrimSpace(string(b)) == wpid {
+				if _, err := os.Stat(strings.TrimSuffix(f, ".start") + ".end"); err != nil {
+					mid = strings.TrimSuffix(filepath.Base(f), ".start")
+					return true
+				}
+			}
+		}
+		return false
+	})
+	return mid
+}
+
+// TestWorkerDrainsOnSIGTERM: a refill worker told to stop (SIGTERM, as
+// every deploy does) lets the partition it is building finish within
+// --grace instead of killing its job, then exits 0; the apply carries the
+// plan to its end.
+func TestWorkerDrainsOnSIGTERM(t *testing.T) {
+	t.Parallel()
+	stateDSN := pgtest.Schema(t)
+	dir := smallProject(t, `version: 1
+warehouse: sqlite:wh.db
+state: "`+stateDSN+`"
+run: {max_active: 1, max_active_total: 1, attempts: 2}
+policy: {manual_over_days: 100}
+datasets:
+  feed:
+    job:
+      command: `+pidJob+`
+`)
+	if err := os.Mkdir(filepath.Join(dir, "pids"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	id := decode[planJSON](t, step(t, dir, 0, "", "plan", "feed", "--from", "2026-09-01", "--to", "2026-09-06", "--reason", "deploy", "--as", "alice", "-o", "json").stdout).ID
+	step(t, dir, 0, "", "approve", id, "--as", "bob")
+	worker := startRefill(t, dir, "worker", "--grace", "1m")
+	apply := startRefill(t, dir, "apply", id, "--as", "alice")
+	mid := midPartition(t, dir, worker, apply)
+	_ = worker.cmd.Process.Signal(syscall.SIGTERM)
+	if code := worker.wait(t, time.Minute); code != 0 {
+		t.Errorf("worker exited %d on SIGTERM:\n%s", code, worker.output())
+	}
+	end, err := os.ReadFile(filepath.Join(dir, "pids", mid+".end"))
+	if err != nil || strings.TrimSpace(string(end)) != strconv.Itoa(worker.cmd.Process.Pid) {
+		t.Errorf("partition %s the worker was building when told to stop: ended by %q (%v), want by the worker:\n%s", mid, end, err, worker.output())
+	}
+	if code := apply.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("apply exited %d:\n%s", code, apply.output())
+	}
+	if n := publishedIn(t, "pgx", stateDSN, id); n != 6 {
+		t.Errorf("%d partitions published, want 6", n)
 	}
 }

@@ -172,6 +172,7 @@ its jobs return to the queue, and a partition is recorded published once.`,
 				return err
 			}
 			r.Log = a.stderr
+			r.Grace = grace
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			c, err := a.control(e)
@@ -218,6 +219,6 @@ its jobs return to the queue, and a partition is recorded published once.`,
 			return errors.Join(err, <-notified)
 		},
 	}
-	cmd.Flags().DurationVar(&grace, "grace", 30*time.Second, "how long runs this worker resumed may finish their partitions in flight on shutdown")
+	cmd.Flags().DurationVar(&grace, "grace", 30*time.Second, "how long the partitions in flight may finish on shutdown (SIGTERM) before they are cancelled")
 	return cmd
 }

@@ -65,6 +65,7 @@ and refill apply resumes them.`,
 				return err
 			}
 			r.Log = slogWriter{log: log}
+			r.Grace = grace
 			var srv *server.Server
 			current := func(ctx context.Context) (*control.Control, error) {
 				core, err := srv.Current(ctx)

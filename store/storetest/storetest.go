@@ -675,6 +675,7 @@ func Exercise(t *testing.T, newDSN func(t *testing.T) string) {
 	exerciseLineage(t, setup)
 	exerciseLedger(t, setup)
 	exerciseAttempts(t, setup)
+	exerciseSlots(t, setup)
 	t.Run("NewerSchemaRefused", func(t *testing.T) {
 		t.Parallel()
 		s, dsn := setup(t)

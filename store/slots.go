@@ -1,0 +1,115 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Slot is one partition job running now: taken before it builds, renewed
+// while it runs, given back after (table run_slots).
+type Slot struct {
+	Dataset string
+	// Key is the partition the job builds: one job at a time holds it.
+	Key string
+	// Holder is the job; Process the host:pid running it.
+	Holder, Process string
+}
+
+// TakeSlot takes sl until until, unless the dataset already has limit live
+// slots held by other jobs, or another job holds sl.Key: then it takes
+// nothing and returns false. A slot is live while its alive_until is to
+// come and its process may still run (Lease.HolderAlive); dead ones are
+// cleared here. Taking a slot it already holds renews it.
+func (s *Store) TakeSlot(ctx context.Context, sl Slot, limit int, now, until time.Time) (bool, error) {
+	taken := false
+	err := s.Update(ctx, func(tx *Tx) error {
+		taken = false
+		rows, err := tx.tx.QueryContext(ctx, tx.d.rebind(`SELECT key, holder, process, alive_until FROM run_slots WHERE dataset = ?`), sl.Dataset)
+		if err != nil {
+			return err
+		}
+		var dead []string
+		busy, live := false, 0
+		for rows.Next() {
+			var key, holder, process string
+			var alive timestamp
+			if err := rows.Scan(&key, &holder, &process, &alive); err != nil {
+				rows.Close()
+				return err
+			}
+			if holder == sl.Holder {
+				continue
+			}
+			if !(Lease{Holder: process, Expires: alive.Time}).Alive(now) {
+				dead = append(dead, key)
+				continue
+			}
+			live++
+			busy = busy || key == sl.Key
+		}
+		if err := rows.Err(); err != nil {
+			rows.Close()
+			return err
+		}
+		rows.Close()
+		if busy || live >= limit {
+			return nil
+		}
+		for _, key := range dead {
+			if _, err := tx.tx.ExecContext(ctx, tx.d.rebind(`DELETE FROM run_slots WHERE dataset = ? AND key = ?`), sl.Dataset, key); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.tx.ExecContext(ctx, tx.d.rebind(`INSERT INTO run_slots (dataset, key, holder, process, alive_until) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (dataset, key) DO UPDATE SET holder = excluded.holder, process = excluded.process, alive_until = excluded.alive_until`),
+			sl.Dataset, sl.Key, sl.Holder, sl.Process, tx.d.timestamp(until)); err != nil {
+			return err
+		}
+		taken = true
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("%s %s: take a slot: %w", sl.Dataset, sl.Key, err)
+	}
+	return taken, nil
+}
+
+// RenewSlot keeps sl live until until, while its job runs. It reports
+// false when sl is no longer its holder's (it lapsed and another job took
+// the partition).
+func (s *Store) RenewSlot(ctx context.Context, sl Slot, until time.Time) (bool, error) {
+	res, err := s.db.ExecContext(ctx, s.d.rebind(`UPDATE run_slots SET alive_until = ? WHERE dataset = ? AND key = ? AND holder = ?`),
+		s.d.timestamp(until), sl.Dataset, sl.Key, sl.Holder)
+	if err != nil {
+		return false, fmt.Errorf("%s %s: renew its slot: %w", sl.Dataset, sl.Key, err)
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}
+
+// ReleaseSlot gives sl back; it does nothing when sl is not its holder's.
+func (s *Store) ReleaseSlot(ctx context.Context, sl Slot) error {
+	if _, err := s.db.ExecContext(ctx, s.d.rebind(`DELETE FROM run_slots WHERE dataset = ? AND key = ? AND holder = ?`),
+		sl.Dataset, sl.Key, sl.Holder); err != nil {
+		return fmt.Errorf("%s %s: give its slot back: %w", sl.Dataset, sl.Key, err)
+	}
+	return nil
+}
+
+// SlotLive reports whether some job holds a live slot for the partition
+// key of dataset at now.
+func (s *Store) SlotLive(ctx context.Context, dataset, key string, now time.Time) (bool, error) {
+	var process string
+	var alive timestamp
+	err := s.db.QueryRowContext(ctx, s.d.rebind(`SELECT process, alive_until FROM run_slots WHERE dataset = ? AND key = ?`), dataset, key).Scan(&process, &alive)
+	if err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return false, nil
+		}
+		return false, fmt.Errorf("%s %s: read its slot: %w", dataset, key, err)
+	}
+	return Lease{Holder: process, Expires: alive.Time}.Alive(now), nil
+}

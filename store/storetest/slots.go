@@ -1,0 +1,128 @@
+package storetest
+
+import (
+	"fmt"
+	"os"
+	osexec "os/exec"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/refill-dev/refill/store"
+)
+
+// exerciseSlots covers run.max_active across processes: at most limit live
+// slots per dataset, one job per partition, and slots of a dead process or
+// past their time free for others.
+func exerciseSlots(t *testing.T, setup func(t *testing.T) (*store.Store, string)) {
+	t.Run("SlotsBoundADataset", func(t *testing.T) {
+		t.Parallel()
+		s, _ := setup(t)
+		ctx := t.Context()
+		host, _ := os.Hostname()
+		me := fmt.Sprintf("%s:%d", host, os.Getpid())
+		now, until := at(0), at(0).Add(30*time.Second)
+		slot := func(key, holder string) store.Slot {
+			return store.Slot{Dataset: "orders", Key: key, Holder: holder, Process: me}
+		}
+		take := func(sl store.Slot, when time.Time, want bool) {
+			t.Helper()
+			got, err := s.TakeSlot(ctx, sl, 2, when, when.Add(30*time.Second))
+			if err != nil || got != want {
+				t.Fatalf("TakeSlot(%s by %s) = %v, %v; want %v", sl.Key, sl.Holder, got, err, want)
+			}
+		}
+		take(slot("p/11-01", "job1"), now, true)
+		take(slot("p/11-01", "job2"), now, false) // one job per partition
+		take(slot("p/11-02", "job3"), now, true)
+		take(slot("p/11-03", "job4"), now, false) // max 2 for the dataset
+		take(slot("p/11-01", "job1"), now, true)  // its own: renewed
+		other := store.Slot{Dataset: "sessions", Key: "p/11-03", Holder: "job5", Process: me}
+		take(other, now, true) // another dataset counts apart
+		if live, err := s.SlotLive(ctx, "orders", "p/11-01", now); err != nil || !live {
+			t.Fatalf("SlotLive(11-01) = %v, %v; want live", live, err)
+		}
+
+		if err := s.ReleaseSlot(ctx, slot("p/11-01", "job2")); err != nil { // not its own: nothing
+			t.Fatal(err)
+		}
+		take(slot("p/11-03", "job4"), now, false)
+		if err := s.ReleaseSlot(ctx, slot("p/11-01", "job1")); err != nil {
+			t.Fatal(err)
+		}
+		take(slot("p/11-03", "job4"), now, true)
+		if ok, err := s.RenewSlot(ctx, slot("p/11-01", "job1"), until); err != nil || ok {
+			t.Errorf("renewing a released slot = %v, %v; want false", ok, err)
+		}
+
+		// Past their time, slots are free: the lapsed holder learns it
+		// when it renews.
+		later := until.Add(time.Second)
+		take(slot("p/11-05", "job6"), later, true)
+		take(slot("p/11-06", "job7"), later, true)
+		if ok, err := s.RenewSlot(ctx, slot("p/11-03", "job4"), later.Add(time.Minute)); err != nil || ok {
+			t.Errorf("renewing a slot another took = %v, %v; want false", ok, err)
+		}
+		if live, err := s.SlotLive(ctx, "orders", "p/11-02", later); err != nil || live {
+			t.Errorf("SlotLive of a lapsed slot = %v, %v; want not live", live, err)
+		}
+	})
+
+	t.Run("SlotsOfADeadProcessAreFree", func(t *testing.T) {
+		t.Parallel()
+		s, _ := setup(t)
+		ctx := t.Context()
+		host, _ := os.Hostname()
+		dead := fmt.Sprintf("%s:%d", host, deadPID(t))
+		now := at(0)
+		if ok, err := s.TakeSlot(ctx, store.Slot{Dataset: "orders", Key: "k1", Holder: "gone", Process: dead}, 1, now, now.Add(time.Hour)); err != nil || !ok {
+			t.Fatalf("TakeSlot = %v, %v", ok, err)
+		}
+		if live, err := s.SlotLive(ctx, "orders", "k1", now); err != nil || live {
+			t.Errorf("a slot of a process that no longer exists is live: %v, %v", live, err)
+		}
+		if ok, err := s.TakeSlot(ctx, store.Slot{Dataset: "orders", Key: "k1", Holder: "next", Process: "elsewhere:1"}, 1, now, now.Add(time.Minute)); err != nil || !ok {
+			t.Errorf("taking the partition of a dead process's job = %v, %v; want taken", ok, err)
+		}
+	})
+
+	t.Run("SlotsRaced", func(t *testing.T) {
+		t.Parallel()
+		s, _ := setup(t)
+		ctx := t.Context()
+		now := at(0)
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		won := 0
+		for i := range 12 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ok, err := s.TakeSlot(ctx, store.Slot{Dataset: "orders", Key: fmt.Sprintf("k%d", i), Holder: fmt.Sprintf("job%d", i), Process: "elsewhere:1"}, 3, now, now.Add(time.Minute))
+				if err != nil {
+					t.Error(err)
+				}
+				if ok {
+					mu.Lock()
+					won++
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if won != 3 {
+			t.Errorf("12 jobs raced for 3 slots: %d took one", won)
+		}
+	})
+}
+
+// deadPID returns the id of a process that has exited (and been waited
+// for), so no process of this host has it for now.
+func deadPID(t *testing.T) int {
+	t.Helper()
+	cmd := osexec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("no process to watch die: %v", err)
+	}
+	return cmd.Process.Pid
+}
