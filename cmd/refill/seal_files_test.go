@@ -131,7 +131,14 @@ func TestInterpretedScriptsAreSealed(t *testing.T) {
 	if r.code == 0 || !strings.Contains(r.stdout+r.stderr, "the files matching lib/*.sh changed while the job ran") {
 		t.Fatalf("apply of a job editing its own helper: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	noFile(t, dir, "pwned-later", "ran-2026-11-04")
+	noFile(t, dir, "pwned-later")
+	// Whichever partition ran first edited the helper; the other never
+	// ran (max_active 1: one after the other, in no promised order).
+	_, err3 := os.Stat(filepath.Join(dir, "ran-2026-11-03"))
+	_, err4 := os.Stat(filepath.Join(dir, "ran-2026-11-04"))
+	if (err3 == nil) == (err4 == nil) {
+		t.Errorf("ran 11-03: %v, ran 11-04: %v; want exactly one of them run:\n%s%s", err3 == nil, err4 == nil, r.stdout, r.stderr)
+	}
 }
 
 // noFile fails when any of names exists in dir.
