@@ -29,7 +29,7 @@ import (
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/internal/secret"
-	"github.com/refill-dev/refill/run"
+	"github.com/refill-dev/refill/queue"
 	"github.com/refill-dev/refill/store"
 )
 
@@ -133,10 +133,10 @@ func (n *Notifier) Install(ctx context.Context) error {
 	if !n.Enabled() {
 		return nil
 	}
-	if err := run.MigrateRiver(ctx, n.st); err != nil {
+	if err := queue.Migrate(ctx, n.st); err != nil {
 		return fmt.Errorf("notify: %w", err)
 	}
-	q, err := newInserter(n.st)
+	q, err := queue.NewOutbox(n.st)
 	if err != nil {
 		return fmt.Errorf("notify: %w", err)
 	}
@@ -144,8 +144,8 @@ func (n *Notifier) Install(ctx context.Context) error {
 		if !relevant(e) {
 			return nil
 		}
-		args := Args{Seq: e.Seq, Event: e.Kind, PlanID: e.PlanID}
-		if _, err := q.InsertTx(ctx, tx.SQL(), args, nil); err != nil {
+		args := queue.NotifyArgs{Seq: e.Seq, Event: e.Kind, PlanID: e.PlanID}
+		if err := q.InsertTx(ctx, tx.SQL(), args); err != nil {
 			return fmt.Errorf("notify: queueing the notice of audit entry %d (%s): %w", e.Seq, e.Kind, err)
 		}
 		return nil

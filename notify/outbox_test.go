@@ -18,6 +18,7 @@ import (
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/notify"
+	"github.com/refill-dev/refill/queue"
 	"github.com/refill-dev/refill/store"
 )
 
@@ -200,7 +201,7 @@ func TestRunDeliversOnce(t *testing.T) {
 
 		// Run the same job again: everything was sent already.
 		rc := riverClient(t, e.p.Store)
-		res, err := rc.JobList(ctx, river.NewJobListParams().Kinds(notify.JobKind))
+		res, err := rc.JobList(ctx, river.NewJobListParams().Kinds(queue.NotifyArgs{}.Kind()))
 		if err != nil || len(res.Jobs) != 1 {
 			t.Fatalf("notice jobs: %d, %v", len(res.Jobs), err)
 		}
@@ -268,7 +269,7 @@ func TestFailedTargetIsRetriedAlone(t *testing.T) {
 		t.Errorf("the retried message: %v", m)
 	}
 	rc := riverClient(t, e.p.Store)
-	res, err := rc.JobList(context.Background(), river.NewJobListParams().Kinds(notify.JobKind))
+	res, err := rc.JobList(context.Background(), river.NewJobListParams().Kinds(queue.NotifyArgs{}.Kind()))
 	if err != nil || len(res.Jobs) != 1 {
 		t.Fatalf("jobs: %v %v", res, err)
 	}

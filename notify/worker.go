@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/refill-dev/refill/run"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/control"
+	"github.com/refill-dev/refill/queue"
 	"github.com/refill-dev/refill/store"
 )
 
@@ -43,11 +43,11 @@ func (n *Notifier) Run(ctx context.Context, c *control.Control, log *slog.Logger
 	if rescueAfter <= 0 {
 		rescueAfter = time.Duration(refill.DefaultRunConfig().RescueAfter)
 	}
-	deliver := func(ctx context.Context, a Args) error { return n.deliver(ctx, c, a, log) }
+	deliver := func(ctx context.Context, a queue.NotifyArgs) error { return n.deliver(ctx, c, a, log) }
 	// River speaks at info level about its own housekeeping; only its
 	// warnings and errors are refill's business.
 	riverLog := slog.New(atLeast{Handler: log.Handler(), min: slog.LevelWarn})
-	stop, err := startConsumer(ctx, n.st, deliver, rescueAfter, run.WatchPeriodic(n.cfg), riverLog)
+	stop, err := startConsumer(ctx, n.st, deliver, rescueAfter, queue.WatchPeriodic(n.cfg), riverLog)
 	if err != nil {
 		return fmt.Errorf("notify: %w", err)
 	}
@@ -74,7 +74,7 @@ type notice struct {
 
 // deliver sends the notice of one audit entry to every target that has not
 // had it.
-func (n *Notifier) deliver(ctx context.Context, c *control.Control, a Args, log *slog.Logger) error {
+func (n *Notifier) deliver(ctx context.Context, c *control.Control, a queue.NotifyArgs, log *slog.Logger) error {
 	var pending []string
 	for _, t := range n.Targets() {
 		sent, err := n.st.Sent(ctx, a.Seq, t)
@@ -112,7 +112,7 @@ func (n *Notifier) deliver(ctx context.Context, c *control.Control, a Args, log 
 
 // notice reads what a job tells. An entry or plan that is not in the store
 // is not worth retrying: the job is cancelled.
-func (n *Notifier) notice(ctx context.Context, c *control.Control, a Args) (*notice, error) {
+func (n *Notifier) notice(ctx context.Context, c *control.Control, a queue.NotifyArgs) (*notice, error) {
 	evs, err := n.st.Audit(ctx, store.AuditFilter{PlanID: a.PlanID, Kind: a.Event})
 	if err != nil {
 		return nil, fmt.Errorf("notice of audit entry %d: %w", a.Seq, err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/queue"
 	"github.com/refill-dev/refill/store"
 )
 
@@ -25,7 +26,7 @@ func TestRiverGaveUpEndsTheRun(t *testing.T) {
 		pl := b.plan(t)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		if err := MigrateRiver(ctx, b.st); err != nil {
+		if err := queue.Migrate(ctx, b.st); err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan error, 1)

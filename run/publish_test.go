@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/queue"
 	"github.com/refill-dev/refill/store"
 )
 
@@ -55,7 +56,7 @@ func TestPublishCommitsBeforeAFailureOrNotAtAll(t *testing.T) {
 			}()
 			waitFail(t, b, done)
 		}
-		err = b.r.build(ctx, PartitionArgs{PlanID: p.ID, Dataset: "mid", Partition: "2026-11-01", Run: 1}, 1)
+		err = b.r.build(ctx, queue.PartitionArgs{PlanID: p.ID, Dataset: "mid", Partition: "2026-11-01", Run: 1}, 1)
 		if err != nil {
 			t.Fatalf("build: %v", err)
 		}

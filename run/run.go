@@ -26,6 +26,7 @@ import (
 	"github.com/refill-dev/refill/internal/secret"
 	"github.com/refill-dev/refill/jobs"
 	"github.com/refill-dev/refill/jobs/airflow"
+	"github.com/refill-dev/refill/queue"
 	"github.com/refill-dev/refill/store"
 	"github.com/refill-dev/refill/warehouse"
 )
@@ -236,7 +237,7 @@ func (r *Runner) held(ctx context.Context, p *refill.Plan, actor, holder string,
 	stopRenew()
 	// The state store may be away for a while: the plan is applied when it
 	// answers, within the run's patience.
-	err := r.weather(PartitionArgs{PlanID: id}).do(ctx, "state store", func() error { return r.finish(ctx, p, actor, holder) })
+	err := r.weather(queue.PartitionArgs{PlanID: id}).do(ctx, "state store", func() error { return r.finish(ctx, p, actor, holder) })
 	if err != nil {
 		return err
 	}
@@ -287,7 +288,7 @@ func (r *Runner) finish(ctx context.Context, p *refill.Plan, actor, holder strin
 // apply resumes it once each is resolved.
 func (r *Runner) awaitReview(ctx context.Context, p *refill.Plan, holder string, review *awaitingReview) error {
 	ctx = context.WithoutCancel(ctx)
-	err := r.weather(PartitionArgs{PlanID: p.ID}).do(ctx, "state store", func() error {
+	err := r.weather(queue.PartitionArgs{PlanID: p.ID}).do(ctx, "state store", func() error {
 		return r.Store.Update(ctx, func(tx *store.Tx) error {
 			if err := tx.SetStatus(ctx, p.ID, refill.StatusRunning, refill.StatusNeedsReview); err != nil {
 				return err
@@ -446,7 +447,7 @@ func failedFindings(fs []refill.Finding) string {
 // fail marks the run failed and raises the alert.
 func (r *Runner) fail(ctx context.Context, p *refill.Plan, actor, holder string, cause error) error {
 	ctx = context.WithoutCancel(ctx)
-	err := r.weather(PartitionArgs{PlanID: p.ID}).do(ctx, "state store", func() error { return r.markFailed(ctx, p, actor, holder, cause) })
+	err := r.weather(queue.PartitionArgs{PlanID: p.ID}).do(ctx, "state store", func() error { return r.markFailed(ctx, p, actor, holder, cause) })
 	if err != nil {
 		return errors.Join(cause, err)
 	}
@@ -480,7 +481,7 @@ func (r *Runner) runs(ctx context.Context, id string) (int, error) {
 func (r *Runner) execute(ctx context.Context, p *refill.Plan, runNo int) (runErr error) {
 	attempts := r.settings().Attempts
 	r.setup()
-	q, err := openQueue(ctx, r.Store, r.queueConfig())
+	q, err := queue.Open(ctx, r.Store, r.queueOptions())
 	if err != nil {
 		return err
 	}
@@ -501,18 +502,18 @@ func (r *Runner) execute(ctx context.Context, p *refill.Plan, runNo int) (runErr
 		}
 		stopCtx, cancel := context.WithTimeout(base, 30*time.Second)
 		defer cancel()
-		defer q.close()
-		_ = q.stop(stopCtx, !graceful)
+		defer q.Close()
+		_ = q.Stop(stopCtx, !graceful)
 		if !graceful {
 			r.abandonStarted(context.WithoutCancel(ctx), q, p.ID, runNo, runErr)
 		}
 	}()
-	events, cancel := q.subscribe()
+	events, cancel := q.Subscribe()
 	defer cancel()
 
-	w := r.weather(PartitionArgs{PlanID: p.ID})
+	w := r.weather(queue.PartitionArgs{PlanID: p.ID})
 	for level := 1; ; level++ {
-		var todo []PartitionArgs
+		var todo []queue.PartitionArgs
 		any := false
 		var published map[string]bool
 		if err := w.do(ctx, "state store", func() (err error) { published, err = r.published(ctx, p.ID); return err }); err != nil {
@@ -525,7 +526,7 @@ func (r *Runner) execute(ctx context.Context, p *refill.Plan, runNo int) (runErr
 			any = true
 			for _, pp := range st.Partitions {
 				if !published[key(st.Dataset, pp.Partition)] {
-					todo = append(todo, PartitionArgs{PlanID: p.ID, Dataset: st.Dataset, Partition: pp.Partition, Run: runNo})
+					todo = append(todo, queue.PartitionArgs{PlanID: p.ID, Dataset: st.Dataset, Partition: pp.Partition, Run: runNo})
 				}
 			}
 		}
@@ -543,7 +544,7 @@ func (r *Runner) execute(ctx context.Context, p *refill.Plan, runNo int) (runErr
 		}
 		todo = interleave(todo)
 		r.logf("order %d: %d partition(s) to build", level, len(todo))
-		if err := w.do(ctx, "state store", func() error { return q.insert(ctx, todo, attempts) }); err != nil {
+		if err := w.do(ctx, "state store", func() error { return q.Insert(ctx, todo, attempts) }); err != nil {
 			return fmt.Errorf("queueing order %d: %w", level, err)
 		}
 		if err := r.wait(ctx, q, p.ID, runNo, attempts, todo, events); err != nil {
@@ -557,16 +558,16 @@ func (r *Runner) execute(ctx context.Context, p *refill.Plan, runNo int) (runErr
 // dataset runs at most run.max_active at once: in dataset order, one
 // dataset's jobs would fill every worker and the others would wait behind
 // them.
-func interleave(todo []PartitionArgs) []PartitionArgs {
+func interleave(todo []queue.PartitionArgs) []queue.PartitionArgs {
 	var order []string
-	by := map[string][]PartitionArgs{}
+	by := map[string][]queue.PartitionArgs{}
 	for _, a := range todo {
 		if _, ok := by[a.Dataset]; !ok {
 			order = append(order, a.Dataset)
 		}
 		by[a.Dataset] = append(by[a.Dataset], a)
 	}
-	out := make([]PartitionArgs, 0, len(todo))
+	out := make([]queue.PartitionArgs, 0, len(todo))
 	for i := 0; len(out) < len(todo); i++ {
 		for _, d := range order {
 			if i < len(by[d]) {
@@ -593,13 +594,13 @@ func (r *Runner) published(ctx context.Context, planID string) (map[string]bool,
 // wait returns when every partition of todo is published, or with the
 // first partition whose attempts are exhausted. It polls the state store as
 // well as listening, because another worker process may do the work.
-func (r *Runner) wait(ctx context.Context, q queue, planID string, runNo, attempts int, todo []PartitionArgs, events <-chan *river.Event) error {
+func (r *Runner) wait(ctx context.Context, q *queue.Queue, planID string, runNo, attempts int, todo []queue.PartitionArgs, events <-chan *river.Event) error {
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	lostLook := time.Now()
 	// An outage of the state store pauses the wait (within the run's
 	// patience): the partitions go on where their workers can reach it.
-	w := r.weather(PartitionArgs{PlanID: planID})
+	w := r.weather(queue.PartitionArgs{PlanID: planID})
 	for {
 		var outcome error
 		done := false
@@ -645,8 +646,8 @@ const lostEvery = 5 * time.Second
 // unless the state store is away).
 // Should the lost job come back after all, the partition's slot lets one
 // of the two build it and the other finds it published.
-func (r *Runner) requeueLost(ctx context.Context, q queue, planID string, runNo, attempts int) error {
-	running, err := q.running(ctx, planID, runNo, time.Now().Add(-LeaseTTL))
+func (r *Runner) requeueLost(ctx context.Context, q *queue.Queue, planID string, runNo, attempts int) error {
+	running, err := q.Running(ctx, planID, runNo, time.Now().Add(-LeaseTTL))
 	if err != nil || len(running) == 0 {
 		return err
 	}
@@ -654,7 +655,7 @@ func (r *Runner) requeueLost(ctx context.Context, q queue, planID string, runNo,
 	if err != nil {
 		return err
 	}
-	var again []PartitionArgs
+	var again []queue.PartitionArgs
 	for _, a := range running {
 		if published[key(a.Dataset, a.Partition)] {
 			continue
@@ -675,14 +676,14 @@ func (r *Runner) requeueLost(ctx context.Context, q queue, planID string, runNo,
 	}
 	// Queued again with the same arguments, a job already queued is not
 	// doubled.
-	return q.insert(ctx, again, attempts)
+	return q.Insert(ctx, again, attempts)
 }
 
 // look is one look at a run's partitions: whether todo are all
 // published, or what ended the run (outcome: a partition that failed for
 // good, partitions that wait for review once the rest are done, a
 // cancel); err is the state store's.
-func (r *Runner) look(ctx context.Context, q queue, planID string, runNo int, todo []PartitionArgs) (done bool, outcome, err error) {
+func (r *Runner) look(ctx context.Context, q *queue.Queue, planID string, runNo int, todo []queue.PartitionArgs) (done bool, outcome, err error) {
 	published, err := r.published(ctx, planID)
 	if err != nil {
 		return false, nil, err
@@ -729,7 +730,7 @@ func (r *Runner) look(ctx context.Context, q queue, planID string, runNo int, to
 	// A job River gave up on without a recorded failure (discarded by
 	// its rescuer, say, after a worker died on its last attempt) must
 	// end the run too: nothing will ever publish its partition.
-	gone, err := q.givenUp(ctx, planID, runNo)
+	gone, err := q.GivenUp(ctx, planID, runNo)
 	if err != nil {
 		return false, nil, err
 	}
@@ -792,7 +793,7 @@ func (r *Runner) exhausted(ctx context.Context, planID string) (string, error) {
 }
 
 // work builds and publishes one partition: River calls it for each attempt.
-func (r *Runner) work(ctx context.Context, a PartitionArgs, attempt, maxAttempts int) error {
+func (r *Runner) work(ctx context.Context, a queue.PartitionArgs, attempt, maxAttempts int) error {
 	r.active <- struct{}{}
 	defer func() { <-r.active }()
 	err := r.build(ctx, a, attempt)
@@ -873,7 +874,7 @@ func (*alreadyPublished) Error() string { return "already published" }
 // instead of failing: a transactional publish is simply tried again, and
 // a job outside refill's transactions runs once, its outcome recorded
 // when the state store answers.
-func (r *Runner) build(ctx context.Context, a PartitionArgs, attempt int) error {
+func (r *Runner) build(ctx context.Context, a queue.PartitionArgs, attempt int) error {
 	w := r.weather(a)
 	release, err := r.takeSlot(ctx, w, a)
 	if err != nil {
@@ -942,7 +943,7 @@ var slotHolders atomic.Int64
 // takeSlot takes one of a's dataset's run.max_active slots in the state
 // store, shared by every process, and keeps it while the job runs; the
 // returned release gives it back. errNoSlot when none is free.
-func (r *Runner) takeSlot(ctx context.Context, w *weather, a PartitionArgs) (release func(), err error) {
+func (r *Runner) takeSlot(ctx context.Context, w *weather, a queue.PartitionArgs) (release func(), err error) {
 	sl := store.Slot{Dataset: a.Dataset, Key: a.PlanID + "/" + a.Partition,
 		Holder: fmt.Sprintf("%s#%d", workerID, slotHolders.Add(1)), Process: workerID}
 	limit := r.settings().MaxActive
@@ -1014,7 +1015,7 @@ func (r *Runner) takeSlot(ctx context.Context, w *weather, a PartitionArgs) (rel
 // run's jobs do, only while the plan is running and not cancelled, only in
 // a process that is not shutting down, and only for a partition not yet
 // published.
-func (r *Runner) mayStart(ctx context.Context, a PartitionArgs) (bool, error) {
+func (r *Runner) mayStart(ctx context.Context, a queue.PartitionArgs) (bool, error) {
 	// A job from an earlier run of this plan (left queued by a crash, or
 	// by a run that stopped) must not write.
 	status, runs, err := r.Store.RunState(ctx, a.PlanID)
@@ -1222,7 +1223,7 @@ func (r *Runner) digest(ctx context.Context, d *refill.Dataset, partition string
 // is run again only when the job has no side effects; a side_effects job
 // waits for a person instead (needs review): a second delivery to a
 // partner cannot be taken back.
-func (r *Runner) outside(ctx context.Context, w *weather, a PartitionArgs, d *refill.Dataset, rec *refill.Published, job func() (string, error)) error {
+func (r *Runner) outside(ctx context.Context, w *weather, a queue.PartitionArgs, d *refill.Dataset, rec *refill.Published, job func() (string, error)) error {
 	tr, ok := r.Warehouse.(refill.Transactor)
 	if !ok {
 		return fmt.Errorf("the %s warehouse cannot write", r.Warehouse.Driver())
@@ -1364,7 +1365,7 @@ func (r *Runner) keepAlive(ctx context.Context, attempt store.Attempt) (stop fun
 var errNeedsReview = errors.New("needs review")
 
 // needsReview records that a partition waits for refill resolve.
-func (r *Runner) needsReview(ctx context.Context, a PartitionArgs, why string) error {
+func (r *Runner) needsReview(ctx context.Context, a queue.PartitionArgs, why string) error {
 	err := r.Store.Update(ctx, func(tx *store.Tx) error {
 		return tx.Append(ctx, &refill.Event{Kind: refill.EventNeedsReview, Actor: "refill", PlanID: a.PlanID, Dataset: a.Dataset, Partition: a.Partition,
 			At: r.Now.Now(), Detail: refill.Detail(map[string]any{"why": why, "run": a.Run})})
@@ -1548,7 +1549,7 @@ var airflowClient = &airflow.Client{}
 // abandon marks the partition's DAG run of this run failed in Airflow, when
 // the partition is an Airflow job: refill no longer follows it, so it must
 // not go on writing unobserved.
-func (r *Runner) abandon(ctx context.Context, a PartitionArgs, why string) {
+func (r *Runner) abandon(ctx context.Context, a queue.PartitionArgs, why string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	d, err := r.sealed(ctx, a.PlanID, a.Dataset)
@@ -1568,10 +1569,10 @@ func (r *Runner) abandon(ctx context.Context, a PartitionArgs, why string) {
 // publish. The jobs this process cancelled cannot do it themselves — the
 // plan is still running when they stop, as a worker's that merely shuts
 // down — and those of other workers go on polling DAG runs nobody awaits.
-func (r *Runner) abandonStarted(ctx context.Context, q queue, planID string, runNo int, cause error) {
+func (r *Runner) abandonStarted(ctx context.Context, q *queue.Queue, planID string, runNo int, cause error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	started, err := q.started(ctx, planID, runNo)
+	started, err := q.Started(ctx, planID, runNo)
 	if err == nil && len(started) > 0 {
 		var published map[string]bool
 		if published, err = r.published(ctx, planID); err == nil {

@@ -18,6 +18,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/queue"
 	"github.com/refill-dev/refill/store"
 )
 
@@ -109,14 +110,14 @@ func Transient(err error) bool {
 // minute, one notice goes to Slack and the webhooks.
 type weather struct {
 	r         *Runner
-	a         PartitionArgs
+	a         queue.PartitionArgs
 	patience  time.Duration
 	since     time.Time
 	what      string
 	announced bool
 }
 
-func (r *Runner) weather(a PartitionArgs) *weather {
+func (r *Runner) weather(a queue.PartitionArgs) *weather {
 	p := time.Duration(r.settings().OutagePatience)
 	return &weather{r: r, a: a, patience: p}
 }
@@ -223,7 +224,7 @@ func (w *weather) label() string {
 // waiting records (for "" clears) that a partition waits for party, in
 // the state store when it answers, so that refill show, in any process,
 // can say so.
-func (r *Runner) waiting(ctx context.Context, a PartitionArgs, party string, since time.Time) {
+func (r *Runner) waiting(ctx context.Context, a queue.PartitionArgs, party string, since time.Time) {
 	if party == "state store" || a.Dataset == "" {
 		return // it cannot be told
 	}
@@ -236,7 +237,7 @@ func (r *Runner) waiting(ctx context.Context, a PartitionArgs, party string, sin
 // waited for a minute: an audit entry, whose notice goes out with it. The
 // state store must answer for that; when it is what is down, the run's
 // log alone says so.
-func (r *Runner) announceWait(ctx context.Context, a PartitionArgs, party string, since time.Time, cause error) {
+func (r *Runner) announceWait(ctx context.Context, a queue.PartitionArgs, party string, since time.Time, cause error) {
 	if party == "state store" {
 		r.logf("ALERT %s: waiting for the state store for a minute now (since %s)", a.PlanID, since.UTC().Format("15:04:05"))
 		return

@@ -4,13 +4,13 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
+
 	"time"
 
 	"github.com/riverqueue/river"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/queue"
 )
 
 // Work serves partition jobs of every dataset until ctx ends: the body of
@@ -23,7 +23,7 @@ func (r *Runner) Work(ctx context.Context) error {
 		return fmt.Errorf("refill worker needs a PostgreSQL state store: with SQLite, refill apply does the work itself")
 	}
 	r.setup()
-	q, err := openQueue(ctx, r.Store, r.queueConfig())
+	q, err := queue.Open(ctx, r.Store, r.queueOptions())
 	if err != nil {
 		return err
 	}
@@ -35,8 +35,8 @@ func (r *Runner) Work(ctx context.Context) error {
 	r.Drain()
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmp.Or(r.Grace, 30*time.Second))
 	defer cancel()
-	defer q.close()
-	return q.stop(stopCtx, false)
+	defer q.Close()
+	return q.Stop(stopCtx, false)
 }
 
 // settings are the run settings in force: the config's, with
@@ -67,13 +67,28 @@ func (r *Runner) setup() {
 	}
 }
 
-func (r *Runner) queueConfig() queueConfig {
-	return queueConfig{
-		workers: r.settings().MaxActiveTotal, backoff: r.Backoff, rescueAfter: r.RescueAfter,
-		periodic: WatchPeriodic(r.Config),
-		logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
-		work: func(ctx context.Context, job *river.Job[PartitionArgs]) error {
-			return r.work(ctx, job.Args, job.Attempt, job.MaxAttempts)
-		},
+func (r *Runner) queueOptions() queue.Options {
+	return queue.Options{
+		Partition:        &partitionWorker{r: r},
+		PartitionWorkers: r.settings().MaxActiveTotal,
+		Backoff:          r.Backoff,
+		RescueAfter:      r.RescueAfter,
+		Periodic:         queue.WatchPeriodic(r.Config),
 	}
+}
+
+// partitionWorker is River's side of a partition job.
+type partitionWorker struct {
+	river.WorkerDefaults[queue.PartitionArgs]
+	r *Runner
+}
+
+func (w *partitionWorker) Work(ctx context.Context, job *river.Job[queue.PartitionArgs]) error {
+	return w.r.work(ctx, job.Args, job.Attempt, job.MaxAttempts)
+}
+
+// Timeout bounds each attempt: nine tenths of run.rescue_after, so River's
+// rescuer takes over a dead worker's job only after its time is up.
+func (w *partitionWorker) Timeout(*river.Job[queue.PartitionArgs]) time.Duration {
+	return queue.PartitionTimeout(w.r.RescueAfter)
 }

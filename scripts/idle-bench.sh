@@ -38,17 +38,23 @@ fi
 	echo "version: 1"
 	echo "warehouse: sqlite:warehouse.db"
 	echo "state: $state"
+	# A notice target and a schedule, so that serve runs every River
+	# client it has: partitions (PostgreSQL), notices, watcher ticks.
+	echo "notify: {webhooks: [{url: \"http://127.0.0.1:9/hook\", secret_env: IDLE_HOOK_SECRET}]}"
+	echo "watch: {interval: 1h}"
 	echo "datasets:"
 	echo "  src: {table: src, partition: {column: day}}"
+	echo "  daily: {table: daily, partition: {column: day}, upstream: [src], schedule: {every: day}, job: {query: \"SELECT day, count(*) AS n FROM src WHERE day = :partition GROUP BY day\"}}"
 	i=1
-	while [ "$i" -lt "$N" ]; do
+	while [ "$i" -lt "$((N - 1))" ]; do
 		echo "  d$i: {table: d$i, partition: {column: day}, upstream: [src], job: {query: \"SELECT day, count(*) AS n FROM src WHERE day = :partition GROUP BY day\"}}"
 		i=$((i + 1))
 	done
 } >"$dir/refill.yaml"
 
 cd "$dir"
-sqlite3 warehouse.db "CREATE TABLE src (day TEXT, v INTEGER)"
+sqlite3 warehouse.db "CREATE TABLE src (day TEXT, v INTEGER); CREATE TABLE daily (day TEXT, n INTEGER)"
+export IDLE_HOOK_SECRET=idle-bench-secret
 case "$what" in
 worker) ./refill worker >worker.log 2>&1 & ;;
 serve) ./refill serve --addr 127.0.0.1:0 >serve.log 2>&1 & ;;

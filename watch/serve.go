@@ -8,7 +8,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/refill-dev/refill"
-	"github.com/refill-dev/refill/run"
+	"github.com/refill-dev/refill/queue"
 )
 
 // Serve ticks the watcher as River's periodic job until ctx ends: River's
@@ -16,7 +16,7 @@ import (
 // it is, and one client works it, so replicas never tick twice. It returns
 // at once when no dataset has a schedule.
 func (w *Watcher) Serve(ctx context.Context, log *slog.Logger) error {
-	periodic := run.WatchPeriodic(w.Config)
+	periodic := queue.WatchPeriodic(w.Config)
 	if periodic == nil {
 		return nil
 	}
@@ -24,31 +24,26 @@ func (w *Watcher) Serve(ctx context.Context, log *slog.Logger) error {
 	if rescueAfter <= 0 {
 		rescueAfter = time.Duration(refill.DefaultRunConfig().RescueAfter)
 	}
-	register := func(workers *river.Workers) error {
-		if err := river.AddWorkerSafely(workers, &ticker{w: w, log: log}); err != nil {
-			return err
-		}
-		return run.AddNotifyStandIn(workers)
-	}
-	stop, err := run.StartService(ctx, w.Store, run.WatchQueue, 1, register, periodic, rescueAfter, nil)
+	q, err := queue.Open(ctx, w.Store, queue.Options{Watch: &ticker{w: w, log: log}, Periodic: periodic, RescueAfter: rescueAfter, Backoff: time.Second})
 	if err != nil {
 		return err
 	}
+	defer q.Close()
 	log.Info("watch: ticking", slog.Duration("every", time.Duration(w.Config.Watch.Interval)))
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	return stop(sctx)
+	return q.Stop(sctx, false)
 }
 
 // ticker is River's side of a tick.
 type ticker struct {
-	river.WorkerDefaults[run.WatchArgs]
+	river.WorkerDefaults[queue.WatchArgs]
 	w   *Watcher
 	log *slog.Logger
 }
 
-func (t *ticker) Work(ctx context.Context, job *river.Job[run.WatchArgs]) error {
+func (t *ticker) Work(ctx context.Context, job *river.Job[queue.WatchArgs]) error {
 	rep, err := t.w.Tick(ctx)
 	if err != nil {
 		t.log.Error("watch: tick failed", slog.String("error", err.Error()))
@@ -67,4 +62,4 @@ func (t *ticker) Work(ctx context.Context, job *river.Job[run.WatchArgs]) error 
 }
 
 // Timeout bounds a tick.
-func (t *ticker) Timeout(*river.Job[run.WatchArgs]) time.Duration { return run.WatchTimeout }
+func (t *ticker) Timeout(*river.Job[queue.WatchArgs]) time.Duration { return queue.WatchTimeout }

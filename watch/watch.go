@@ -21,7 +21,7 @@ import (
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/control"
 	"github.com/refill-dev/refill/planner"
-	"github.com/refill-dev/refill/run"
+	"github.com/refill-dev/refill/queue"
 	"github.com/refill-dev/refill/store"
 )
 
@@ -155,7 +155,7 @@ func (w *Watcher) Tick(ctx context.Context) (Report, error) {
 	rep := Report{At: w.Now.Now(), Gaps: []Gap{}, Decisions: []Decision{}}
 	holder := fmt.Sprintf("watch:%d:%d", os.Getpid(), time.Now().UnixNano())
 	err := w.Store.Update(ctx, func(tx *store.Tx) error {
-		return tx.TakeLease(ctx, tickLease, holder, time.Now().Add(run.WatchTimeout), func(store.Lease) bool { return true })
+		return tx.TakeLease(ctx, tickLease, holder, time.Now().Add(queue.WatchTimeout), func(store.Lease) bool { return true })
 	})
 	if errors.Is(err, refill.ErrNotPermitted) {
 		rep.Skipped = "another tick is running"
