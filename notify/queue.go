@@ -9,7 +9,6 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/refill-dev/refill/queue"
-	"github.com/refill-dev/refill/store"
 )
 
 // The retry policy backs off from retryBase, doubling, capped at
@@ -50,21 +49,4 @@ func (w *worker) Timeout(*river.Job[queue.NotifyArgs]) time.Duration { return w.
 
 func (w *worker) NextRetry(job *river.Job[queue.NotifyArgs]) time.Time {
 	return retryPolicy{}.NextRetry(job.JobRow)
-}
-
-// startConsumer starts River on the state store's database to work the
-// notice queue (River's schema migrated first, so a process that runs
-// notices without having installed them still works), carrying the
-// watcher's ticks should it lead River. It returns the function that
-// stops it.
-func startConsumer(ctx context.Context, st *store.Store, deliver func(context.Context, queue.NotifyArgs) error, rescueAfter time.Duration, periodic []*river.PeriodicJob, log *slog.Logger) (func(context.Context) error, error) {
-	w := &worker{deliver: deliver, timeout: min(queue.NotifyTimeout, queue.PartitionTimeout(rescueAfter))}
-	q, err := queue.Open(ctx, st, queue.Options{Notify: w, NotifyWorkers: 2, Periodic: periodic, RescueAfter: rescueAfter, Backoff: time.Second, Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	return func(ctx context.Context) error {
-		defer q.Close()
-		return q.Stop(ctx, false)
-	}, nil
 }

@@ -20,16 +20,32 @@ import (
 // Run works the notice queue until ctx ends, then stops River gracefully:
 // notices being sent are finished, and anything left waits in the queue for
 // the next process that runs notices. It returns at once, with nil, when
-// notify: configures nothing. Run it in every long-lived process (refill
-// serve, refill worker); c reads the plans the notices are about.
+// notify: configures nothing. A process that works other kinds too adds
+// Notices to its one client instead; c reads the plans the notices are
+// about.
+func (n *Notifier) Run(ctx context.Context, c *control.Control, log *slog.Logger) error {
+	var o queue.Options
+	if !n.Notices(&o, c, log) {
+		return nil
+	}
+	// Notices in flight finish (or, past the deadline, are cancelled and
+	// retried by the next process).
+	if err := queue.Serve(ctx, n.st, o, stopDeadline, nil); err != nil {
+		return fmt.Errorf("notify: %w", err)
+	}
+	return nil
+}
+
+// Notices adds the notice worker to o and reports whether it did: not
+// when notify: configures nothing.
 //
 // Each notice goes to every target that has not had it yet, and is
 // recorded sent per target (store.MarkSent), so a job that River runs twice
 // sends nothing twice, and a job that failed for one target retries that
 // target alone, with backoff.
-func (n *Notifier) Run(ctx context.Context, c *control.Control, log *slog.Logger) error {
+func (n *Notifier) Notices(o *queue.Options, c *control.Control, log *slog.Logger) bool {
 	if !n.Enabled() {
-		return nil
+		return false
 	}
 	if log == nil {
 		log = quiet
@@ -44,23 +60,24 @@ func (n *Notifier) Run(ctx context.Context, c *control.Control, log *slog.Logger
 		rescueAfter = time.Duration(refill.DefaultRunConfig().RescueAfter)
 	}
 	deliver := func(ctx context.Context, a queue.NotifyArgs) error { return n.deliver(ctx, c, a, log) }
-	// River speaks at info level about its own housekeeping; only its
-	// warnings and errors are refill's business.
-	riverLog := slog.New(atLeast{Handler: log.Handler(), min: slog.LevelWarn})
-	stop, err := startConsumer(ctx, n.st, deliver, rescueAfter, queue.WatchPeriodic(n.cfg), riverLog)
-	if err != nil {
-		return fmt.Errorf("notify: %w", err)
+	o.Notify = &worker{deliver: deliver, timeout: min(queue.NotifyTimeout, queue.PartitionTimeout(rescueAfter))}
+	o.NotifyWorkers = 2
+	if o.RescueAfter <= 0 {
+		o.RescueAfter = rescueAfter
+	}
+	if o.Backoff <= 0 {
+		o.Backoff = time.Second
+	}
+	if o.Periodic == nil {
+		o.Periodic = queue.WatchPeriodic(n.cfg)
+	}
+	if o.Logger == nil {
+		// River speaks at info level about its own housekeeping; only
+		// its warnings and errors are refill's business.
+		o.Logger = slog.New(atLeast{Handler: log.Handler(), min: slog.LevelWarn})
 	}
 	log.Info("notify: delivering notices", slog.Any("targets", n.Targets()))
-	<-ctx.Done()
-	// Notices in flight finish (or, past the deadline, are cancelled and
-	// retried by the next process).
-	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopDeadline)
-	defer cancel()
-	if err := stop(stopCtx); err != nil {
-		return fmt.Errorf("notify: stopping River: %w", err)
-	}
-	return nil
+	return true
 }
 
 // notice is what a job tells: the audit entry, the plan it is about as it

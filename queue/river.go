@@ -104,7 +104,12 @@ func Open(ctx context.Context, st *store.Store, o Options) (*Queue, error) {
 		if err != nil {
 			return nil, err
 		}
-		c, err := start(ctx, riversqlite.New(db), migrateSQLite(db), o)
+		// River emulates LISTEN on SQLite by reading a table every 50 ms,
+		// which is most of what an idle process would do. A client
+		// without partition jobs (serve's notices and ticks) polls its
+		// queues instead; an apply, whose levels follow each other, keeps
+		// it while it runs.
+		c, err := start(ctx, riversqlite.New(db), migrateSQLite(db), o, o.Partition == nil)
 		if err != nil {
 			db.Close()
 			return nil, err
@@ -112,7 +117,7 @@ func Open(ctx context.Context, st *store.Store, o Options) (*Queue, error) {
 		return &Queue{c: riverClient[*sql.Tx]{c, `json_extract(args, '$.plan_id') = @plan AND json_extract(args, '$.run') = @run`},
 			close: func() { db.Close() }}, nil
 	}
-	c, err := start(ctx, riverpgxv5.New(st.Pool()), migratePostgres(st.Pool()), o)
+	c, err := start(ctx, riverpgxv5.New(st.Pool()), migratePostgres(st.Pool()), o, false)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +184,7 @@ func (p retryPolicy) NextRetry(job *rivertype.JobRow) time.Time {
 	return time.Now().Add(min(d, time.Minute))
 }
 
-func start[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], migrate func(context.Context, *rivermigrate.Migrator[TTx]) error, o Options) (*river.Client[TTx], error) {
+func start[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], migrate func(context.Context, *rivermigrate.Migrator[TTx]) error, o Options, pollOnly bool) (*river.Client[TTx], error) {
 	mig, err := rivermigrate.New(driver, &rivermigrate.Config{Logger: o.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("river: %w", err)
@@ -200,6 +205,7 @@ func start[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], migrate
 		FetchCooldown:        fetchCooldown,
 		FetchPollInterval:    servicePoll,
 		PeriodicJobs:         o.Periodic,
+		PollOnly:             pollOnly,
 		Queues:               map[string]river.QueueConfig{},
 	}
 	if o.Partition != nil {
@@ -470,3 +476,26 @@ func (o *Outbox) InsertTx(ctx context.Context, tx *sql.Tx, a NotifyArgs) error {
 	_, err := o.c.InsertTx(ctx, tx, a, nil)
 	return err
 }
+
+// Serve works o's kinds in one River client until ctx ends, then calls
+// stopping (which should stop new work from starting), lets the jobs in
+// flight finish for up to grace, and cancels the rest. A process runs one
+// client for everything it works: an idle process polls its queues once,
+// not once per service.
+func Serve(ctx context.Context, st *store.Store, o Options, grace time.Duration, stopping func()) error {
+	q, err := Open(ctx, st, o)
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+	<-ctx.Done()
+	if stopping != nil {
+		stopping()
+	}
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+	defer cancel()
+	return q.Stop(stopCtx, false)
+}
+
+// Works reports whether o works any kind.
+func (o Options) Works() bool { return o.Partition != nil || o.Notify != nil || o.Watch != nil }

@@ -1,9 +1,7 @@
 package run
 
 import (
-	"cmp"
 	"context"
-	"fmt"
 
 	"time"
 
@@ -13,30 +11,21 @@ import (
 	"github.com/refill-dev/refill/queue"
 )
 
-// Work serves partition jobs of every dataset until ctx ends: the body of
-// `refill worker`. Several workers (and the apply that queued the jobs)
-// share one run through River on a PostgreSQL state store; a worker that
-// dies loses nothing, because its jobs go back to the queue and a partition
-// is only ever recorded published once.
-func (r *Runner) Work(ctx context.Context) error {
-	if r.Store.SQLitePath() != "" {
-		return fmt.Errorf("refill worker needs a PostgreSQL state store: with SQLite, refill apply does the work itself")
-	}
+// Partitions adds this runner's partition worker to o, to work up to
+// run.max_active_total jobs at a time in this process, with the
+// watcher's ticks for River's leader to enqueue: what refill worker and
+// refill serve (on PostgreSQL) work. Several workers (and the apply that
+// queued the jobs) share one run; a worker that dies loses nothing: its
+// partition is queued again (Runner.requeueLost), and a partition is only
+// ever recorded published once.
+func (r *Runner) Partitions(o *queue.Options) {
 	r.setup()
-	q, err := queue.Open(ctx, r.Store, r.queueOptions())
-	if err != nil {
-		return err
+	o.Partition = &partitionWorker{r: r}
+	o.PartitionWorkers = r.settings().MaxActiveTotal
+	o.Backoff, o.RescueAfter = r.Backoff, r.RescueAfter
+	if o.Periodic == nil {
+		o.Periodic = queue.WatchPeriodic(r.Config)
 	}
-	r.logf("worker %s: serving partition jobs, %d at a time", workerID, r.settings().MaxActiveTotal)
-	<-ctx.Done()
-	// The jobs in flight finish (they were started on a context of
-	// their own) and no new one starts, for up to the grace; then River
-	// cancels what is left, whose transactions roll back.
-	r.Drain()
-	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmp.Or(r.Grace, 30*time.Second))
-	defer cancel()
-	defer q.Close()
-	return q.Stop(stopCtx, false)
 }
 
 // settings are the run settings in force: the config's, with

@@ -11,29 +11,27 @@ import (
 	"github.com/refill-dev/refill/queue"
 )
 
-// Serve ticks the watcher as River's periodic job until ctx ends: River's
-// elected leader enqueues one tick every watch.interval, whichever process
-// it is, and one client works it, so replicas never tick twice. It returns
-// at once when no dataset has a schedule.
-func (w *Watcher) Serve(ctx context.Context, log *slog.Logger) error {
+// Ticks adds the watcher's tick worker and periodic tick to o and reports
+// whether it did: not when no dataset has a schedule. River's elected
+// leader enqueues one tick every watch.interval, whichever process it is,
+// and one client works it, so replicas never tick twice.
+func (w *Watcher) Ticks(o *queue.Options, log *slog.Logger) bool {
 	periodic := queue.WatchPeriodic(w.Config)
 	if periodic == nil {
-		return nil
+		return false
 	}
-	rescueAfter := time.Duration(w.Config.Run.RescueAfter)
-	if rescueAfter <= 0 {
-		rescueAfter = time.Duration(refill.DefaultRunConfig().RescueAfter)
+	o.Watch, o.Periodic = &ticker{w: w, log: log}, periodic
+	if o.RescueAfter <= 0 {
+		o.RescueAfter = time.Duration(w.Config.Run.RescueAfter)
+		if o.RescueAfter <= 0 {
+			o.RescueAfter = time.Duration(refill.DefaultRunConfig().RescueAfter)
+		}
 	}
-	q, err := queue.Open(ctx, w.Store, queue.Options{Watch: &ticker{w: w, log: log}, Periodic: periodic, RescueAfter: rescueAfter, Backoff: time.Second})
-	if err != nil {
-		return err
+	if o.Backoff <= 0 {
+		o.Backoff = time.Second
 	}
-	defer q.Close()
 	log.Info("watch: ticking", slog.Duration("every", time.Duration(w.Config.Watch.Interval)))
-	<-ctx.Done()
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	return q.Stop(sctx, false)
+	return true
 }
 
 // ticker is River's side of a tick.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/control"
+	"github.com/refill-dev/refill/queue"
 	"github.com/refill-dev/refill/run"
 )
 
@@ -179,12 +180,6 @@ its jobs return to the queue, and a partition is recorded published once.`,
 			if err != nil {
 				return err
 			}
-			// A worker also delivers the Slack messages and webhooks any
-			// door queued.
-			notified := make(chan error, 1)
-			go func() {
-				notified <- e.notifier.Run(ctx, c, slog.New(slog.NewTextHandler(a.stderr, nil)).With(slog.String("component", "notify")))
-			}()
 			// Runs nobody holds (paused by a restart, their holder dead)
 			// are resumed here too. They go on past a SIGTERM until their
 			// partitions in flight are done (Drain), for up to --grace.
@@ -205,7 +200,13 @@ its jobs return to the queue, and a partition is recorded published once.`,
 				}()
 				return nil
 			}, func(format string, args ...any) { fmt.Fprintf(a.stderr, format+"\n", args...) })
-			err = r.Work(ctx)
+			// One River client: partition jobs, and the Slack messages
+			// and webhooks any door queued.
+			var o queue.Options
+			r.Partitions(&o)
+			e.notifier.Notices(&o, c, slog.New(slog.NewTextHandler(a.stderr, nil)).With(slog.String("component", "notify")))
+			fmt.Fprintf(a.stderr, "worker: serving partition jobs, %d at a time\n", o.PartitionWorkers)
+			err = queue.Serve(ctx, e.st, o, grace, r.Drain)
 			stop()
 			r.Drain()
 			drained := make(chan struct{})
@@ -216,7 +217,7 @@ its jobs return to the queue, and a partition is recorded published once.`,
 				stopRuns()
 				<-drained
 			}
-			return errors.Join(err, <-notified)
+			return err
 		},
 	}
 	cmd.Flags().DurationVar(&grace, "grace", 30*time.Second, "how long the partitions in flight may finish on shutdown (SIGTERM) before they are cancelled")
