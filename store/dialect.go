@@ -34,6 +34,11 @@ type dialect struct {
 	// appends to the audit chain from several processes take turns. SQLite
 	// needs none: an IMMEDIATE transaction already holds the only write lock.
 	lockAudit string
+	// lockSlots, when set, runs first in a transaction that takes a
+	// dataset's slot (?: the dataset), so that takers of one dataset's
+	// slots take turns without waiting on the audit chain's lock. SQLite
+	// needs none, as for lockAudit.
+	lockSlots string
 	// shareRow, when set, ends a SELECT of one row so that the row is
 	// locked against updates until the transaction ends. SQLite needs none:
 	// an IMMEDIATE transaction already holds the only write lock.
@@ -76,6 +81,7 @@ var postgresDialect = dialect{
 	timestamp: func(t time.Time) any { return t.UTC() },
 	boolean:   func(b bool) any { return b },
 	lockAudit: `SELECT pg_advisory_xact_lock(hashtext('refill_audit'), hashtext(coalesce(current_schema(), '')))`,
+	lockSlots: `SELECT pg_advisory_xact_lock(hashtext('refill_slots:' || coalesce(current_schema(), '')), hashtext(?))`,
 	shareRow:  ` FOR SHARE`,
 }
 

@@ -25,7 +25,7 @@ type Slot struct {
 // cleared here. Taking a slot it already holds renews it.
 func (s *Store) TakeSlot(ctx context.Context, sl Slot, limit int, now, until time.Time) (bool, error) {
 	taken := false
-	err := s.Update(ctx, func(tx *Tx) error {
+	err := s.slotTx(ctx, sl.Dataset, func(tx *Tx) error {
 		taken = false
 		rows, err := tx.tx.QueryContext(ctx, tx.d.rebind(`SELECT key, holder, process, alive_until FROM run_slots WHERE dataset = ?`), sl.Dataset)
 		if err != nil {
@@ -112,4 +112,27 @@ func (s *Store) SlotLive(ctx context.Context, dataset, key string, now time.Time
 		return false, fmt.Errorf("%s %s: read its slot: %w", dataset, key, err)
 	}
 	return Lease{Holder: process, Expires: alive.Time}.Alive(now), nil
+}
+
+// slotTx runs fn in a transaction that holds dataset's slot lock: not the
+// audit chain's (Store.Update), which every publish record waits on. A
+// slot writes no audit entry.
+func (s *Store) slotTx(ctx context.Context, dataset string, fn func(tx *Tx) error) error {
+	sqltx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("state store: %w", err)
+	}
+	defer sqltx.Rollback() //nolint:errcheck // a no-op after Commit
+	if s.d.lockSlots != "" {
+		if _, err := sqltx.ExecContext(ctx, s.d.rebind(s.d.lockSlots), dataset); err != nil {
+			return fmt.Errorf("state store: %w", err)
+		}
+	}
+	if err := fn(&Tx{tx: sqltx, d: s.d, key: s.key}); err != nil {
+		return err
+	}
+	if err := sqltx.Commit(); err != nil {
+		return fmt.Errorf("state store: commit: %w", err)
+	}
+	return nil
 }

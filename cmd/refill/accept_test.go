@@ -41,6 +41,7 @@ func findingOf(fs []refill.Finding, check, column string) *refill.Finding {
 // reason, and passes while the partition measures what it measured, in
 // check, plan and history output; one more row makes both lapse.
 func TestAcceptARealAnomaly(t *testing.T) {
+	t.Parallel()
 	d := setup(t)
 	const day = "2026-11-25"
 	warehouseExec(t, d, `DELETE FROM events_raw WHERE event_date = '`+day+`' AND event_id % 2 = 0`)
@@ -199,6 +200,7 @@ func TestAcceptARealAnomaly(t *testing.T) {
 // calendar is part of what a plan seals, so changing it makes a live plan
 // stale.
 func TestCalendarIsSealedAndNeverAuto(t *testing.T) {
+	t.Parallel()
 	d := setup(t)
 	const day = "2026-11-25"
 	warehouseExec(t, d, `DELETE FROM events_raw WHERE event_date = '`+day+`' AND event_id % 2 = 0`)
@@ -238,6 +240,7 @@ func TestCalendarIsSealedAndNeverAuto(t *testing.T) {
 // or a lead, with a reason; the finding fails again, history says who
 // withdrew it, and the finding can be accepted afresh.
 func TestRevokeAnAcceptance(t *testing.T) {
+	t.Parallel()
 	d := setup(t)
 	const day = "2026-11-25"
 	warehouseExec(t, d, `DELETE FROM events_raw WHERE event_date = '`+day+`' AND event_id % 2 = 0`)

@@ -26,6 +26,7 @@ func openState(t *testing.T, dir string) *sql.DB {
 // the time an audit entry records; the entry keeps the "as of" time beside
 // the real one.
 func TestAuditCarriesTheRealClock(t *testing.T) {
+	t.Parallel()
 	d, _, plans := demoPlans(t)
 	start := time.Now().UTC().Add(-time.Minute)
 	r := run(t, d, []string{"REFILL_NOW=2019-01-01T00:00:00Z"}, "approve", plans[1], "--as", "bob")
@@ -54,6 +55,7 @@ func TestAuditCarriesTheRealClock(t *testing.T) {
 // a log cut short, or a whole log re-hashed without the key, fails audit
 // verify, also when the store id its anchors are found by was changed.
 func TestKeyedAuditSurvivesSomeoneWhoCanWriteTheState(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	key := []string{"REFILL_AUDIT_KEY=correct horse battery staple"}
 	if r := run(t, root, key, "demo", "d", "-o", "json"); r.code != 0 {
@@ -214,6 +216,7 @@ func rehashUnkeyed(t *testing.T, state *sql.DB) {
 // REFILL_* (never the audit key) and the variables it names, nothing else
 // of refill's environment.
 func TestCommandJobsSeeOnlyWhatTheyDeclare(t *testing.T) {
+	t.Parallel()
 	dir := smallProject(t, `version: 1
 warehouse: sqlite:wh.db
 datasets:
@@ -251,6 +254,7 @@ datasets:
 // verify walks the log without the anchor and says so, in text and in JSON
 // alike, and a tampered entry still fails it.
 func TestAuditVerifyWithoutTheWarehouse(t *testing.T) {
+	t.Parallel()
 	d := setup(t)
 	base, err := os.ReadFile(filepath.Join(d, "refill.yaml"))
 	if err != nil {

@@ -218,6 +218,7 @@ func (b *tab) follow(want string, within time.Duration) int {
 // and a run the page shows to its end, and a manual plan an engineer may
 // not approve. No page throws a JavaScript exception.
 func TestBrowser(t *testing.T) {
+	t.Parallel()
 	exe := chromium(t)
 	d := setup(t)
 	alice, bob := token(t, d, "alice"), token(t, d, "bob")

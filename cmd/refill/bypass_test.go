@@ -23,6 +23,7 @@ type checklistOut struct {
 // show still lists the step, approve and apply refuse — and does not stop
 // the step from being done for real.
 func TestForgedChecklistRowsCountForNothing(t *testing.T) {
+	t.Parallel()
 	d, _, plans := demoPlans(t)
 	manual := plans[2]
 	forge := func(step, actor string) {
@@ -75,6 +76,7 @@ func TestForgedChecklistRowsCountForNothing(t *testing.T) {
 // re-check judges by the schema the plan itself saw: accepting the new
 // schema for later plans does not wave through one approved on the old.
 func TestApplyOverSchemaDriftIsRefused(t *testing.T) {
+	t.Parallel()
 	d, _, plans := demoPlans(t)
 	semi := plans[1] // sessions, read from events_raw
 	step(t, d, 0, "", "approve", semi, "--as", "bob")
@@ -117,6 +119,7 @@ func TestApplyOverSchemaDriftIsRefused(t *testing.T) {
 // refuses without running it — and a plan over it is never auto, for that
 // reason rather than for want of a proof.
 func TestSideEffectsJobIsNeverRerunOrAuto(t *testing.T) {
+	t.Parallel()
 	dir := smallProject(t, `version: 1
 warehouse: sqlite:wh.db
 proof_warehouse: sqlite:proof.db
@@ -156,6 +159,7 @@ datasets:
 // moves the planning clock but no decision: rows dated after the real
 // clock fail no_future, and the plan records both clocks and is not auto.
 func TestClockSetAheadIsNeverAuto(t *testing.T) {
+	t.Parallel()
 	d := setup(t)
 	step(t, d, 0, "", "prove", "sessions", "--partition", "2026-11-25", "--as", "alice")
 	warehouseExec(t, d, `UPDATE events_raw SET event_time = '2031-06-01T10:00:00Z', ingested_at = '2031-06-01T10:05:00Z' WHERE event_date = '2026-11-28' AND event_id % 2 = 0`)
@@ -186,6 +190,7 @@ func TestClockSetAheadIsNeverAuto(t *testing.T) {
 // the lead's; a deleted freeze row let an auto plan apply. Both count for
 // nothing now, and audit verify names them (exit 5).
 func TestStateRowsCountOnlyWithTheirEntry(t *testing.T) {
+	t.Parallel()
 	d := setup(t)
 	// Two days whose amounts went missing: not_null fails on both.
 	for _, day := range []string{"2026-11-24", "2026-11-25"} {
@@ -234,6 +239,7 @@ func TestStateRowsCountOnlyWithTheirEntry(t *testing.T) {
 // only the transactional publish wrote the audit anchor into the
 // warehouse. Every publish writes it now.
 func TestCommandPublishesAnchorTheLog(t *testing.T) {
+	t.Parallel()
 	dir := smallProject(t, `version: 1
 warehouse: sqlite:wh.db
 users:

@@ -61,6 +61,7 @@ func step(t *testing.T, dir string, code int, want string, args ...string) resul
 }
 
 func TestSemiAutoApprovalRules(t *testing.T) {
+	t.Parallel()
 	d, blocked, plans := demoPlans(t)
 	semi := plans[1]
 
@@ -112,6 +113,7 @@ func TestSemiAutoApprovalRules(t *testing.T) {
 }
 
 func TestManualChecklist(t *testing.T) {
+	t.Parallel()
 	d, _, plans := demoPlans(t)
 	manual := plans[2]
 
@@ -199,6 +201,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // plans can be approved by another name, manual plans are refused with a
 // way forward.
 func TestWithoutUsers(t *testing.T) {
+	t.Parallel()
 	d, _, plans := demoPlans(t)
 	cfg, err := os.ReadFile(filepath.Join(d, "refill.yaml"))
 	if err != nil {

@@ -248,6 +248,7 @@ func publishCounts(t *testing.T, dir, planID string) map[string]int {
 // run's, no partition was published twice, and the audit chain verifies.
 // REFILL_CRASH_ROUNDS raises the count for a longer soak by hand.
 func TestKillAndResume(t *testing.T) {
+	t.Parallel()
 	rounds := 20
 	if s := os.Getenv("REFILL_CRASH_ROUNDS"); s != "" {
 		fmt.Sscan(s, &rounds)

@@ -18,6 +18,7 @@ import (
 // old way — so it restores what is this plan's to restore, and still
 // refuses what someone else wrote since.
 func TestRollbackWithChecksumsFromBeforeVersion2(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name       string
 		oldRun     bool   // the run, too, was recorded before version 2

@@ -17,6 +17,7 @@ import (
 // behind a command (whose output refill cannot see ahead) is unknown, never
 // "no change", and unknown in the totals too.
 func TestDryRunCountsDownstreamAfterTheUpstream(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db, err := sql.Open("sqlite", filepath.Join(dir, "wh.db"))
 	if err != nil {
@@ -89,6 +90,7 @@ datasets:
 // TestPolicyRulesAreCheckedAtLoad: a misspelled field in a rule is a config
 // error naming the file and line, before any plan is made.
 func TestPolicyRulesAreCheckedAtLoad(t *testing.T) {
+	t.Parallel()
 	d := setup(t)
 	restore := editConfig(t, d, "request.requested_by == 'watcher'", "request.requester == 'watcher'")
 	defer restore()
@@ -103,6 +105,7 @@ func TestPolicyRulesAreCheckedAtLoad(t *testing.T) {
 // after mid and shown going 1 -> 5, as the run will make it, and the plan
 // must not say that what reads the view reads its rows as they are.
 func TestDryRunCountsDownstreamThroughAView(t *testing.T) {
+	t.Parallel()
 	dir := smallProject(t, `version: 1
 warehouse: sqlite:wh.db
 datasets:
@@ -156,6 +159,7 @@ datasets:
 // it: they depend on the upstream, and the approver is told why, in the
 // text and in -o json.
 func TestDryRunSaysWhyARehearsalFailed(t *testing.T) {
+	t.Parallel()
 	dir := smallProject(t, `version: 1
 warehouse: sqlite:wh.db
 datasets:
@@ -204,6 +208,7 @@ datasets:
 // (3 rows), not from the weekday mornings (7), the other Saturday hours
 // (2) or the weeks' median (5).
 func TestHourHistoryKnowsTheWeek(t *testing.T) {
+	t.Parallel()
 	var values []string
 	start := time.Date(2026, 10, 31, 0, 0, 0, 0, time.UTC) // 28 days before the Saturday planned
 	for ts := start; ts.Before(time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)); ts = ts.Add(time.Hour) {

@@ -12,6 +12,7 @@ import (
 // TestFlowsOnPostgresState runs the semi-auto and manual flows end to end
 // through the binary with the state store (and River) on PostgreSQL.
 func TestFlowsOnPostgresState(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	if r := run(t, root, nil, "demo", "d", "-o", "json"); r.code != 0 {
 		t.Fatalf("demo: %s", r.stderr)

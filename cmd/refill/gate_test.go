@@ -15,6 +15,7 @@ import (
 // checks the exit codes scripts rely on: 3 for a failed gate, 5 for a
 // failed proof, 2 for bad input.
 func TestGateAndProofThroughTheBinary(t *testing.T) {
+	t.Parallel()
 	d := setup(t)
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(d, "warehouse.db")+"?_pragma=busy_timeout(5000)")
 	if err != nil {
@@ -93,6 +94,7 @@ func TestGateAndProofThroughTheBinary(t *testing.T) {
 // catches it on that day alone, on event_type, in words a reader takes in
 // at once.
 func TestDemoRemappedDayFailsDrift(t *testing.T) {
+	t.Parallel()
 	d := setup(t)
 	r := run(t, d, nil, "check", "events_raw", "--from", "2026-10-27", "--to", "2026-10-29", "-o", "json")
 	if r.code != 3 {

@@ -49,6 +49,7 @@ func normalise(out, dir string, ids []string) string {
 // and audit verify. `go test ./cmd/refill -run Golden -update` rewrites
 // the files when the output really changed; review the diff.
 func TestGoldenOutput(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	r := run(t, root, nil, "demo", "d", "-o", "json")
 	if r.code != 0 {

@@ -13,6 +13,7 @@ import (
 // tampered audit log, a blocked plan, a rollback under a later run, a
 // sign-off by the requester, and a proof that would overwrite real files.
 func TestGuards(t *testing.T) {
+	t.Parallel()
 	d, blocked, plans := demoPlans(t)
 	semi := plans[1]
 	id := func(r result) string { return decode[planJSON](t, r.stdout).ID }

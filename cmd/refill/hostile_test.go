@@ -132,6 +132,7 @@ func count(t *testing.T, dir, query string, args ...any) int {
 // caught, beside the honest jobs that must all pass — each proven on a
 // partition that is already exactly what the job builds.
 func TestProofsAreAdversarial(t *testing.T) {
+	t.Parallel()
 	dir := hostileProject(t)
 	for _, c := range []struct {
 		dataset string
@@ -179,6 +180,7 @@ func TestProofsAreAdversarial(t *testing.T) {
 // row for the next day fails its apply, naming the row's partition, and
 // the neighbour is untouched however often it is applied.
 func TestQueryJobCannotWriteOutsideItsPartition(t *testing.T) {
+	t.Parallel()
 	dir := hostileProject(t)
 	before := count(t, dir, `SELECT count(*) FROM t_outside WHERE day = '2026-11-03'`)
 	for i := 0; i < 2; i++ {
@@ -200,6 +202,7 @@ func TestQueryJobCannotWriteOutsideItsPartition(t *testing.T) {
 // job did outlives it: the victim keeps its rows, the target partition is
 // as it was, the audit log is whole.
 func TestHostileJobsAreRefusedAtApply(t *testing.T) {
+	t.Parallel()
 	dir := hostileProject(t)
 	entries := func() int {
 		t.Helper()

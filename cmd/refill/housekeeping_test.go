@@ -14,6 +14,7 @@ import (
 // REFILL_NOW, which anyone may set, neither expires other people's plans
 // nor keeps an expired one alive.
 func TestPlansExpireAndReleaseTheirPartitions(t *testing.T) {
+	t.Parallel()
 	d := setup(t)
 	const ttl = 6 * time.Second
 	restore := editConfig(t, d, "policy:\n", "policy:\n  plan_ttl: 6s\n")
@@ -72,6 +73,7 @@ func TestPlansExpireAndReleaseTheirPartitions(t *testing.T) {
 // `refill snapshot drop` drops a done plan's at once, audited, and refuses
 // a plan that may still run or still be rolled back.
 func TestSnapshotsAreDroppedWhenTheirPlanIsDone(t *testing.T) {
+	t.Parallel()
 	d := setup(t)
 	restore := editConfig(t, d, "policy:\n", "policy:\n  snapshot_ttl: 3s\n")
 	defer restore()

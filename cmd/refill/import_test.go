@@ -18,6 +18,7 @@ import (
 // datasets_from reads from the manifest itself; -o json prints them; the
 // summary goes to stderr; and refill lineage draws the manifest's edges.
 func TestImportDBT(t *testing.T) {
+	t.Parallel()
 	manifests := map[string]string{"v10": "../../dbt/testdata/manifest_v10.json"}
 	if dir := fixtures.Optional(t, "dbt"); dir != "" {
 		manifests["hubspot"] = filepath.Join(dir, "fivetran_dbt_hubspot_manifest.json")
@@ -116,6 +117,7 @@ func TestImportDBT(t *testing.T) {
 }
 
 func TestImportDBTErrors(t *testing.T) {
+	t.Parallel()
 	work := t.TempDir()
 	bad := filepath.Join(work, "manifest.json")
 	if err := os.WriteFile(bad, []byte(`{"metadata": {"dbt_schema_version": "https://schemas.getdbt.com/dbt/manifest/v9.json"}, "nodes": {}}`), 0o600); err != nil {

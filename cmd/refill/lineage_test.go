@@ -12,6 +12,7 @@ import (
 // with its origin, and a plan over sessions — auto before, since the demo
 // proved it — names the dashboard as not rebuilt and needs a person.
 func TestOpenLineageConsumers(t *testing.T) {
+	t.Parallel()
 	d := setup(t)
 	args := []string{"plan", "sessions", "--from", "2026-11-27", "--to", "2026-11-29", "--reason", "late events", "--as", "alice"}
 	if p := decode[planJSON](t, step(t, d, 0, "", append(args, "-o", "json")...).stdout); p.Tier != "auto" {

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +33,13 @@ func TestMain(m *testing.M) {
 	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building refill: %v\n%s", err, out)
 		os.Exit(1)
+	}
+	// Most of these tests wait on the processes they start (a job's
+	// sleep, an outage, a lease): more of them at once than there are
+	// cores keeps the cores busy. -parallel on the command line wins.
+	flag.Parse()
+	if !flagSet("test.parallel") {
+		_ = flag.Set("test.parallel", strconv.Itoa(max(4, 2*runtime.GOMAXPROCS(0))))
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -150,6 +160,7 @@ type proofJSON struct {
 }
 
 func TestDemoPlaysOutTheIncident(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	r := run(t, dir, nil, "demo", "d", "-o", "json")
 	if r.code != 0 {
@@ -249,6 +260,7 @@ func TestDemoPlaysOutTheIncident(t *testing.T) {
 // the manual one through its checklist, a rollback, a fixed billing job
 // and a redo that signs off.
 func TestDemoRunsItsPlans(t *testing.T) {
+	t.Parallel()
 	r := run(t, t.TempDir(), nil, "demo", "d", "-o", "json")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
@@ -322,6 +334,7 @@ func TestDemoRunsItsPlans(t *testing.T) {
 }
 
 func TestPlanShowPlansRoundTrip(t *testing.T) {
+	t.Parallel()
 	d := setup(t)
 	r := run(t, d, nil, "plan", "sessions", "--from", "2026-11-25", "--to", "2026-11-27", "--reason", "late events", "--as", "bob", "-o", "json")
 	if r.code != 0 {
@@ -384,6 +397,7 @@ func TestPlanShowPlansRoundTrip(t *testing.T) {
 }
 
 func TestLineageText(t *testing.T) {
+	t.Parallel()
 	d := setup(t)
 	r := run(t, d, nil, "lineage", "events_daily", "--format", "mermaid")
 	if r.code != 0 {
@@ -406,6 +420,7 @@ func TestLineageText(t *testing.T) {
 // TestBadInput checks every bad input exits with its code, says what and
 // where, and stores nothing.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	d := setup(t)
 	count := func() int {
 		return len(decode[[]json.RawMessage](t, run(t, d, nil, "plans", "-o", "json").stdout))
@@ -499,4 +514,11 @@ func TestVersion(t *testing.T) {
 	if v.Module != "github.com/refill-dev/refill" || !strings.HasPrefix(v.Go, "go") || !strings.HasPrefix(line, "refill "+v.Version) || strings.Count(line, "\n") != 1 {
 		t.Errorf("--version %q, version -o json %+v", line, v)
 	}
+}
+
+// flagSet reports whether the command line set the flag name.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

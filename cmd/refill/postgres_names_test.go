@@ -18,6 +18,7 @@ import (
 // both jobs prove, and each dataset's column check reads its own table's
 // column, written in either case.
 func TestPostgresNamesFoldAsPostgresDoes(t *testing.T) {
+	t.Parallel()
 	whDSN := pgtest.Schema(t)
 	schema := schemaOf(whDSN)
 	db, err := sql.Open("pgx", whDSN)
@@ -144,6 +145,7 @@ datasets:
 // and the hour 2026-11-01T05 is 05:00-06:00 UTC. The jobs are written as
 // the README's PostgreSQL example writes them.
 func TestPostgresDaylightSavingDay(t *testing.T) {
+	t.Parallel()
 	whDSN := pgtest.Schema(t)
 	db, err := sql.Open("pgx", whDSN)
 	if err != nil {

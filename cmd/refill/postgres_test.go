@@ -16,6 +16,7 @@ import (
 // TestPostgresEndToEnd runs plan, show and plans through the binary with a
 // PostgreSQL warehouse and a PostgreSQL state store.
 func TestPostgresEndToEnd(t *testing.T) {
+	t.Parallel()
 	whDSN, stateDSN := pgtest.Schema(t), pgtest.Schema(t)
 	db, err := sql.Open("pgx", whDSN)
 	if err != nil {

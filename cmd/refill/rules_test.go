@@ -35,6 +35,7 @@ datasets:
 // lead; the plan is semi-auto only because the first rule raised it, so
 // the second sees that and raises it again.
 func TestRulesSeeTheTierSoFar(t *testing.T) {
+	t.Parallel()
 	dir := rulesProject(t, `    - name: long
       when: "plan.partitions > 2"
       tier: semi-auto
@@ -60,6 +61,7 @@ func TestRulesSeeTheTierSoFar(t *testing.T) {
 // million steps) stops at its cost limit, and the plan is refused with an
 // error naming the rule, instead of stalling the planner.
 func TestRuleCostLimit(t *testing.T) {
+	t.Parallel()
 	digits := "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]"
 	when := "a + b + c + d + e + f + g > 0"
 	for _, v := range []string{"g", "f", "e", "d", "c", "b", "a"} {

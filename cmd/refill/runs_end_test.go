@@ -18,6 +18,7 @@ import (
 // like any other; when the attempts run out the run fails with the reason,
 // apply exits non-zero, and the plan is not left running.
 func TestEveryRunEnds(t *testing.T) {
+	t.Parallel()
 	dir := smallProject(t, `version: 1
 warehouse: sqlite:wh.db
 run: {attempts: 2, rescue_after: 3s, backoff: 100ms}
@@ -153,6 +154,7 @@ func (f *fakeDAG) phase(mode, failing string) []string {
 // when its attempts run out, and refill marks it failed in Airflow so that
 // it cannot start later and write unobserved.
 func TestPausedDAGEnds(t *testing.T) {
+	t.Parallel()
 	af := newFakeDAG("v1", "paused", "paused", "")
 	srv := httptest.NewServer(af)
 	defer srv.Close()

@@ -48,6 +48,7 @@ datasets:
 // an edit makes the plan stale and apply runs nothing; and a job that
 // edits its own sealed files while it runs fails, the edit never running.
 func TestInterpretedScriptsAreSealed(t *testing.T) {
+	t.Parallel()
 	dir := interpretedProject(t)
 	token := []string{"PARTNER_TOKEN=first-secret-value"}
 	stepEnv := func(code int, want string, args ...string) result {

@@ -76,6 +76,7 @@ func warehouseCount(t *testing.T, dir, query string) int {
 // refill.yaml is stale — show says how, approve and apply refuse — and
 // the other table is never touched.
 func TestRetargetAfterApproval(t *testing.T) {
+	t.Parallel()
 	d, _, plans := demoPlans(t)
 	semi := plans[1]
 	warehouseExec(t, d, `CREATE TABLE precious AS SELECT * FROM sessions`)
@@ -128,6 +129,7 @@ func mustRead(t *testing.T, path string) string {
 // TestCheckChangesNothing: `refill check` needs no identity, so it may not
 // change what later gates accept: no flags, no schema.
 func TestCheckChangesNothing(t *testing.T) {
+	t.Parallel()
 	d := setup(t)
 	stateCount := func() int {
 		db, err := sql.Open("sqlite", filepath.Join(d, ".refill", "state.db")+"?_pragma=busy_timeout(5000)")
@@ -155,6 +157,7 @@ func TestCheckChangesNothing(t *testing.T) {
 // accepted schema; planning again, even another request, does not clear
 // it; `schema accept` does, with an identity, a reason and an audit entry.
 func TestSchemaDriftIsNotClearedByPlanning(t *testing.T) {
+	t.Parallel()
 	d := setup(t)
 	plan := func(from, to string, code int) planJSON {
 		t.Helper()
@@ -205,6 +208,7 @@ func TestSchemaDriftIsNotClearedByPlanning(t *testing.T) {
 // TestSnapshotRefusesUnderAnOlderPlan: a snapshot taken while an older
 // overlapping plan can still run would, restored, silently undo that run.
 func TestSnapshotRefusesUnderAnOlderPlan(t *testing.T) {
+	t.Parallel()
 	d := setup(t)
 	id := func(r result) string { return decode[planJSON](t, r.stdout).ID }
 	older := id(step(t, d, 0, "", "plan", "sessions", "--from", "2026-10-01", "--to", "2026-10-05", "--reason", "c", "--as", "alice", "-o", "json"))
@@ -218,6 +222,7 @@ func TestSnapshotRefusesUnderAnOlderPlan(t *testing.T) {
 // between the intent and its record; a failure there is finished by
 // running the command again, never stuck on "already exists".
 func TestSnapshotAndRollbackSurviveAFailedStateWrite(t *testing.T) {
+	t.Parallel()
 	d := setup(t)
 	id := decode[planJSON](t, step(t, d, 0, "", "plan", "events_raw", "--from", "2026-10-04", "--to", "2026-10-05", "--reason", "x", "--as", "alice", "-o", "json").stdout).ID
 	r := run(t, d, []string{"REFILL_FAILPOINT=snapshot-after-warehouse"}, "snapshot", id, "--as", "alice")
@@ -262,6 +267,7 @@ func TestSnapshotAndRollbackSurviveAFailedStateWrite(t *testing.T) {
 // checked is that apply gets past the range and publishes, without
 // building ten years of partitions.
 func TestMaxRangeDaysAboveTheOldLimit(t *testing.T) {
+	t.Parallel()
 	dir := smallProject(t, `version: 1
 warehouse: sqlite:wh.db
 max_range_days: 4000
@@ -313,6 +319,7 @@ func mustAppend(t *testing.T, path, text string) {
 // TestSecondApplyDoesNotResumeALiveRun: while one apply runs a plan, a
 // second one is refused instead of building the same partitions twice.
 func TestSecondApplyDoesNotResumeALiveRun(t *testing.T) {
+	t.Parallel()
 	dir := smallProject(t, `version: 1
 warehouse: sqlite:wh.db
 datasets:
@@ -354,6 +361,7 @@ func mustReadOr(path string) string {
 // sealed table, job or checks) still loads, and says it must be planned
 // again rather than run on whatever the config says now.
 func TestPlanFromBeforeSealingIsStale(t *testing.T) {
+	t.Parallel()
 	d, _, plans := demoPlans(t)
 	id := plans[1]
 	state := openState(t, d)
@@ -391,6 +399,7 @@ func TestPlanFromBeforeSealingIsStale(t *testing.T) {
 // plan published it is not the plan's to restore; a lead may force it with
 // a reason, which the audit log keeps.
 func TestRollbackRefusesSomeoneElsesWrite(t *testing.T) {
+	t.Parallel()
 	d := setup(t)
 	id := decode[planJSON](t, step(t, d, 0, "", "plan", "sessions", "--from", "2026-10-03", "--to", "2026-10-04", "--reason", "r", "--as", "alice", "-o", "json").stdout).ID
 	step(t, d, 0, "", "snapshot", id, "--as", "alice")
@@ -418,6 +427,7 @@ func TestRollbackRefusesSomeoneElsesWrite(t *testing.T) {
 // apply that started it, so the next apply (finding the lease's holder
 // dead) is not building the same partition beside an orphan.
 func TestKilledApplyTakesItsJobsWithIt(t *testing.T) {
+	t.Parallel()
 	dir := smallProject(t, `version: 1
 warehouse: sqlite:wh.db
 datasets:
@@ -469,6 +479,7 @@ datasets:
 // TestEditedScriptMakesThePlanStale: a command job's script is part of the
 // job: editing it after the plan was made (or proven) is a different job.
 func TestEditedScriptMakesThePlanStale(t *testing.T) {
+	t.Parallel()
 	d, _, plans := demoPlans(t)
 	manual := plans[2] // rebuilds partner_feed, whose job is ./export.sh
 	step(t, d, 0, "", "show", manual)
@@ -481,6 +492,7 @@ func TestEditedScriptMakesThePlanStale(t *testing.T) {
 // proofs table, or a rejection erased from the plans and approvals tables,
 // changes nothing: the audit log decides.
 func TestStateStoreEditsDoNotOutrankTheLog(t *testing.T) {
+	t.Parallel()
 	dir := hostileProject(t)
 	step(t, dir, 5, "a rerun adds rows", "prove", "append", "--partition", "2026-11-02", "--as", "alice")
 	state := openState(t, dir)
@@ -512,6 +524,7 @@ func TestStateStoreEditsDoNotOutrankTheLog(t *testing.T) {
 // runs): a partition 400% off its expectation is flagged, apply and report
 // exit 5, where the edited tolerance of 1000% would have passed it.
 func TestReportJudgesByTheSealedTolerance(t *testing.T) {
+	t.Parallel()
 	dir := smallProject(t, `version: 1
 warehouse: sqlite:wh.db
 run: {tolerance: 0.1}

@@ -264,6 +264,7 @@ func leaks(report string, secrets map[string]string) []string {
 // still read refill's memory (README, Security): the test shows it can,
 // so that the next test's "not found" means something.
 func TestSecretsNeverReachAJob(t *testing.T) {
+	t.Parallel()
 	dir := secretsProject(t, "")
 	secrets := probeSecrets(t)
 	report := probe(t, dir, secrets, false)
@@ -286,6 +287,7 @@ func TestSecretsNeverReachAJob(t *testing.T) {
 // environment, not refill's memory (its maps and mem are closed), and
 // ptrace is refused.
 func TestSecretsNeverReachAJobUser(t *testing.T) {
+	t.Parallel()
 	dir := secretsProject(t, "nobody")
 	secrets := probeSecrets(t)
 	probe(t, dir, secrets, false)
@@ -321,6 +323,7 @@ func TestSecretsNeverReachAJobUser(t *testing.T) {
 // environment, and cannot read refill's memory nor trace it, since
 // refill made itself non-dumpable.
 func TestSecretsNeverReachASameUserJob(t *testing.T) {
+	t.Parallel()
 	dir := secretsProject(t, "")
 	secrets := probeSecrets(t)
 	report := probe(t, dir, secrets, true)
@@ -345,6 +348,7 @@ func TestSecretsNeverReachASameUserJob(t *testing.T) {
 // state store's DSN, kept in state_env, reaches no job: not in its
 // environment, nor in refill's.
 func TestJobConnectsWithTheWithheldPassword(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	wh, state := pgtest.Schema(t), pgtest.Schema(t)
 	cfg := `version: 1
@@ -397,6 +401,7 @@ datasets:
 // config that does not load is still the command's to report (exit 2,
 // file:line), and a secret's file that is missing is such an error.
 func TestBrokenConfigWithSecrets(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	env := []string{"REFILL_AUDIT_KEY=k", "SLACK_SIGNING_SECRET=s"}
 	for doc, want := range map[string]string{

@@ -22,6 +22,7 @@ import (
 // TestTokensAreShownOnceAndStoredHashed: the secret is printed once, never
 // listed, and not in the state store; revoking is for its owner or a lead.
 func TestTokensAreShownOnceAndStoredHashed(t *testing.T) {
+	t.Parallel()
 	d := setup(t)
 	created := decode[struct {
 		ID    string `json:"id"`
@@ -56,6 +57,7 @@ func TestTokensAreShownOnceAndStoredHashed(t *testing.T) {
 // approves) may not run; a plan a person approved still may. Leads only,
 // audited.
 func TestFreezeStopsAutoPlansOnly(t *testing.T) {
+	t.Parallel()
 	d := setup(t)
 	auto := decode[planJSON](t, step(t, d, 0, "", "plan", "sessions", "--from", "2026-11-24", "--to", "2026-11-26", "--reason", "late events", "--as", "alice", "-o", "json").stdout)
 	if auto.Tier != "auto" {
@@ -79,6 +81,7 @@ func TestFreezeStopsAutoPlansOnly(t *testing.T) {
 
 // TestCancelAPlanThatHasNotRun ends it at once; it can never run after.
 func TestCancelAPlanThatHasNotRun(t *testing.T) {
+	t.Parallel()
 	d := setup(t)
 	p := decode[planJSON](t, step(t, d, 0, "", "plan", "sessions", "--from", "2026-11-10", "--to", "2026-11-23", "--reason", "two weeks", "--as", "alice", "-o", "json").stdout)
 	step(t, d, 2, "--reason is required", "cancel", p.ID, "--as", "alice")
@@ -195,6 +198,7 @@ func token(t *testing.T, dir, user string) string {
 // at the CLI is approved and applied over the API with the same rules, the
 // run needs no terminal, and SIGTERM stops the server cleanly.
 func TestServeRunsWhatTheBrowserApproves(t *testing.T) {
+	t.Parallel()
 	d := setup(t)
 	alice, bob := token(t, d, "alice"), token(t, d, "bob")
 	p := decode[planJSON](t, step(t, d, 0, "", "plan", "sessions", "--from", "2026-11-10", "--to", "2026-11-23", "--reason", "two weeks", "--as", "alice", "-o", "json").stdout)
@@ -259,6 +263,7 @@ func TestServeRunsWhatTheBrowserApproves(t *testing.T) {
 // failed nor alerted — for the next refill serve to resume at once,
 // building only what is left.
 func TestServeShutdownDrainsRuns(t *testing.T) {
+	t.Parallel()
 	dir := smallProject(t, `version: 1
 warehouse: sqlite:wh.db
 run: {max_active: 1, max_active_total: 1}
@@ -378,6 +383,7 @@ func countPublished(t *testing.T, dir, id string) int {
 // script makes a plan stale there as at the CLI, a user removed can no
 // longer act, and a config that no longer loads stops every decision.
 func TestServeFollowsTheConfig(t *testing.T) {
+	t.Parallel()
 	d := setup(t)
 	carol, bob := token(t, d, "carol"), token(t, d, "bob")
 	p := decode[planJSON](t, step(t, d, 0, "", "plan", "partner_feed", "--from", "2026-10-01", "--to", "2026-10-03", "--reason", "re-export", "--as", "alice", "-o", "json").stdout)
@@ -446,6 +452,7 @@ func TestServeFollowsTheConfig(t *testing.T) {
 // and asked people (billing is downstream); a second tick waits on that
 // plan rather than planning again; nobody may act as the watcher.
 func TestWatchOnceThroughTheBinary(t *testing.T) {
+	t.Parallel()
 	d := setup(t)
 	pending := decode[[]struct {
 		ID          string `json:"id"`

@@ -39,6 +39,7 @@ func pgProject(t *testing.T, whDSN, datasets string, stmts ...string) string {
 // one name in different schemas, each get a snapshot table of their own,
 // and a rollback restores each from its own.
 func TestSnapshotTablesNeverCollide(t *testing.T) {
+	t.Parallel()
 	whDSN := pgtest.Schema(t)
 	other := schemaOf(pgtest.Schema(t))
 	longA := "quarterly_finance_reconciliation_rollup_by_region_alpha"
@@ -117,6 +118,7 @@ func TestSnapshotTablesNeverCollide(t *testing.T) {
 // and all so it can connect, while refill's own output never shows the
 // password.
 func TestCommandJobGetsThePostgresDSN(t *testing.T) {
+	t.Parallel()
 	u, err := url.Parse(pgtest.Schema(t))
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 // SIGKILL, and checks the run finishes with every partition published once,
 // by more than one process, and the warehouse right.
 func TestWorkersShareARun(t *testing.T) {
+	t.Parallel()
 	whDSN, stateDSN := pgtest.Schema(t), pgtest.Schema(t)
 	wh, err := sql.Open("pgx", whDSN)
 	if err != nil {
@@ -151,6 +152,7 @@ datasets:
 // a dataset's job (here, its query multiplied by 100) builds the approved
 // plan's partitions with the job the plan sealed, never its own.
 func TestWorkerRunsTheSealedJob(t *testing.T) {
+	t.Parallel()
 	whDSN, stateDSN := pgtest.Schema(t), pgtest.Schema(t)
 	wh := aggWarehouse(t, whDSN)
 	w := strayWorker(t, aggConfig(whDSN, stateDSN, "sum(v)"), aggConfig(whDSN, stateDSN, "sum(v) * 100"))
@@ -171,6 +173,7 @@ func TestWorkerRunsTheSealedJob(t *testing.T) {
 // plan's warehouse holds only what was published to it, and apply resumed
 // without the stray worker finishes the plan there.
 func TestWorkerWritesOnlyThePlansWarehouse(t *testing.T) {
+	t.Parallel()
 	whDSN, rogueDSN, stateDSN := pgtest.Schema(t), pgtest.Schema(t), pgtest.Schema(t)
 	// Both warehouses hold the same tables, so a worker writing the wrong
 	// one would succeed.
