@@ -89,7 +89,7 @@ func TestStopLetsJobsInFlightFinish(t *testing.T) {
 		t.Fatalf("worked %+v, want %+v", got, job)
 	}
 	running, err := q.Running(context.Background(), "p1", 1, time.Now().Add(time.Minute))
-	if err != nil || len(running) != 1 || running[0] != job {
+	if err != nil || len(running) != 1 || running[0].Args != job || running[0].Attempted.IsZero() {
 		t.Fatalf("Running = %+v, %v; want the job", running, err)
 	}
 	if other, err := q.Running(context.Background(), "p1", 2, time.Now().Add(time.Minute)); err != nil || len(other) != 0 {

@@ -315,20 +315,27 @@ func (q *Queue) Started(ctx context.Context, planID string, run int) ([]Partitio
 	return argsOf(jobs), nil
 }
 
+// Running is a partition job River counts running, and when its current
+// attempt began.
+type Running struct {
+	Args      PartitionArgs
+	Attempted time.Time
+}
+
 // Running returns the partition jobs of one run of a plan that River
 // counts running, attempted before before.
-func (q *Queue) Running(ctx context.Context, planID string, run int, before time.Time) ([]PartitionArgs, error) {
+func (q *Queue) Running(ctx context.Context, planID string, run int, before time.Time) ([]Running, error) {
 	jobs, err := q.list(ctx, planID, run, "", rivertype.JobStateRunning)
 	if err != nil {
 		return nil, fmt.Errorf("river: listing running jobs: %w", err)
 	}
-	var out []job
+	var out []Running
 	for _, j := range jobs {
-		if j.AttemptedAt != nil && j.AttemptedAt.Before(before) {
-			out = append(out, j)
+		if j.AttemptedAt != nil && !j.AttemptedAt.After(before) {
+			out = append(out, Running{Args: j.args, Attempted: *j.AttemptedAt})
 		}
 	}
-	return argsOf(out), nil
+	return out, nil
 }
 
 type job struct {

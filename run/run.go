@@ -638,16 +638,18 @@ func (r *Runner) wait(ctx context.Context, q *queue.Queue, planID string, runNo,
 const lostEvery = 5 * time.Second
 
 // requeueLost queues again the partitions whose job River counts running
-// but whose slot is not live: the process working it died (killed with -9,
-// its host lost). Its slot lapses within LeaseTTL, or at once when the
-// process was on this host, so the partition goes on within a minute
-// instead of waiting run.rescue_after for River's rescuer. A job started
-// less than LeaseTTL ago is left alone (it takes its slot first thing,
-// unless the state store is away).
-// Should the lost job come back after all, the partition's slot lets one
-// of the two build it and the other finds it published.
+// but whose process is gone (killed with -9, its host lost): its slot is
+// held by a process no longer on this host or not renewed for LeaseTTL,
+// or the job has held none for LeaseTTL since it started (it takes one
+// first thing, unless the state store is away). So the partition goes on
+// within seconds on one host, within a minute across hosts, instead of
+// waiting run.rescue_after for River's rescuer. A live job, however slow,
+// renews its slot and is left alone; should a lost job come back after
+// all, the partition's slot lets one of the two build it and the other
+// finds it published.
 func (r *Runner) requeueLost(ctx context.Context, q *queue.Queue, planID string, runNo, attempts int) error {
-	running, err := q.Running(ctx, planID, runNo, time.Now().Add(-LeaseTTL))
+	now := time.Now()
+	running, err := q.Running(ctx, planID, runNo, now)
 	if err != nil || len(running) == 0 {
 		return err
 	}
@@ -656,15 +658,16 @@ func (r *Runner) requeueLost(ctx context.Context, q *queue.Queue, planID string,
 		return err
 	}
 	var again []queue.PartitionArgs
-	for _, a := range running {
+	for _, j := range running {
+		a := j.Args
 		if published[key(a.Dataset, a.Partition)] {
 			continue
 		}
-		live, err := r.Store.SlotLive(ctx, a.Dataset, a.PlanID+"/"+a.Partition, time.Now())
+		held, live, err := r.Store.SlotOf(ctx, a.Dataset, a.PlanID+"/"+a.Partition, now)
 		if err != nil {
 			return err
 		}
-		if live {
+		if live || (!held && now.Sub(j.Attempted) < LeaseTTL) {
 			continue
 		}
 		r.logf("%s %s: the process working it is gone; queued again", a.Dataset, a.Partition)
@@ -1297,8 +1300,14 @@ func (r *Runner) outside(ctx context.Context, w *weather, a queue.PartitionArgs,
 	var jobErr error
 	if rec.Output, jobErr = job(); jobErr != nil {
 		if ctx.Err() != nil {
-			// refill stopped the job (a cancel, a shutdown past its
-			// grace): what it did before it died is unknown.
+			// refill stopped the job (its time limit, a cancel, a
+			// shutdown past its grace): what it did before it died is
+			// unknown, but it is no longer in flight, so the next
+			// attempt decides now instead of waiting for the attempt to
+			// lapse.
+			stopRenew()
+			bg := context.WithoutCancel(ctx)
+			_ = w.do(bg, "state store", func() error { return r.Store.RenewAttempt(bg, attempt, time.Now()) })
 			return jobErr
 		}
 		// The job's own failure: its outcome is known, and a retry may run

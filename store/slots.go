@@ -18,11 +18,15 @@ type Slot struct {
 	Holder, Process string
 }
 
+// deadSlotsKept is how long TakeSlot keeps the slot of a job that died.
+const deadSlotsKept = 24 * time.Hour
+
 // TakeSlot takes sl until until, unless the dataset already has limit live
 // slots held by other jobs, or another job holds sl.Key: then it takes
 // nothing and returns false. A slot is live while its alive_until is to
-// come and its process may still run (Lease.HolderAlive); dead ones are
-// cleared here. Taking a slot it already holds renews it.
+// come and its process may still run (Lease.HolderAlive); dead ones count
+// for nothing and are cleared a day after they died. Taking a slot it
+// already holds renews it.
 func (s *Store) TakeSlot(ctx context.Context, sl Slot, limit int, now, until time.Time) (bool, error) {
 	taken := false
 	err := s.slotTx(ctx, sl.Dataset, func(tx *Tx) error {
@@ -44,7 +48,12 @@ func (s *Store) TakeSlot(ctx context.Context, sl Slot, limit int, now, until tim
 				continue
 			}
 			if !(Lease{Holder: process, Expires: alive.Time}).Alive(now) {
-				dead = append(dead, key)
+				// A dead slot counts for nothing; it stays to tell that
+				// its job was lost (SlotOf) until the partition is taken
+				// again, or for a day.
+				if alive.Time.Before(now.Add(-deadSlotsKept)) {
+					dead = append(dead, key)
+				}
 				continue
 			}
 			live++
@@ -99,19 +108,19 @@ func (s *Store) ReleaseSlot(ctx context.Context, sl Slot) error {
 	return nil
 }
 
-// SlotLive reports whether some job holds a live slot for the partition
-// key of dataset at now.
-func (s *Store) SlotLive(ctx context.Context, dataset, key string, now time.Time) (bool, error) {
+// SlotOf reports whether some job holds a slot for the partition key of
+// dataset (held), and whether that slot is live at now.
+func (s *Store) SlotOf(ctx context.Context, dataset, key string, now time.Time) (held, live bool, err error) {
 	var process string
 	var alive timestamp
-	err := s.db.QueryRowContext(ctx, s.d.rebind(`SELECT process, alive_until FROM run_slots WHERE dataset = ? AND key = ?`), dataset, key).Scan(&process, &alive)
+	err = s.db.QueryRowContext(ctx, s.d.rebind(`SELECT process, alive_until FROM run_slots WHERE dataset = ? AND key = ?`), dataset, key).Scan(&process, &alive)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
-			return false, nil
+			return false, false, nil
 		}
-		return false, fmt.Errorf("%s %s: read its slot: %w", dataset, key, err)
+		return false, false, fmt.Errorf("%s %s: read its slot: %w", dataset, key, err)
 	}
-	return Lease{Holder: process, Expires: alive.Time}.Alive(now), nil
+	return true, Lease{Holder: process, Expires: alive.Time}.Alive(now), nil
 }
 
 // slotTx runs fn in a transaction that holds dataset's slot lock: not the

@@ -50,6 +50,11 @@ datasets:
 			t.Errorf("apply's log lacks %q:\n%s", want, out)
 		}
 	}
+	// The attempt cut off is over, not in flight: the retry does not
+	// wait for it to lapse.
+	if strings.Contains(string(out), "still in flight") {
+		t.Errorf("the retry waited for the attempt its time limit had cut off:\n%s", out)
+	}
 	step(t, dir, 0, "status failed", "show", id)
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"os"
 	"os/exec"
@@ -67,38 +68,20 @@ datasets:
 	if r := run(t, dir, nil, "approve", id, "--as", "bob"); r.code != 0 {
 		t.Fatalf("approve: %s", r.stderr)
 	}
-	start := func(args ...string) (*exec.Cmd, *bytes.Buffer) {
-		cmd := exec.Command(binary, args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "REFILL_NOW="+demoNow)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return cmd, &out
-	}
-	w1, _ := start("worker")
-	w2, w2out := start("worker")
-	defer func() {
-		_ = w2.Process.Signal(syscall.SIGTERM)
-		_ = w2.Wait()
-	}()
-	time.Sleep(time.Second)
-	apply, applyOut := start("apply", id, "--as", "alice")
-	time.Sleep(1500 * time.Millisecond)
-	_ = w1.Process.Signal(syscall.SIGKILL)
-	_ = w1.Wait()
-	done := make(chan error, 1)
-	go func() { done <- apply.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("apply: %v\n%s", err, applyOut)
-		}
-	case <-time.After(3 * time.Minute):
-		_ = apply.Process.Kill()
-		t.Fatalf("apply did not finish:\n%s\nworker 2:\n%s", applyOut, w2out)
+	w1 := startRefill(t, dir, "worker")
+	w2 := startRefill(t, dir, "worker")
+	apply := startRefill(t, dir, "apply", id, "--as", "alice")
+	// Worker 1 dies with SIGKILL once it has published a partition of
+	// its own, whatever it is in the middle of.
+	host, _ := os.Hostname()
+	w1ID := fmt.Sprintf("%s:%d", host, w1.cmd.Process.Pid)
+	apply.until(t, "worker 1 publishing a partition", time.Minute, func() bool {
+		return publishedBy(t, stateDSN, id, w1ID) > 0
+	})
+	_ = w1.cmd.Process.Kill()
+	w1.wait(t, time.Minute)
+	if code := apply.wait(t, 3*time.Minute); code != 0 {
+		t.Fatalf("apply exited %d:\n%s\nworker 2:\n%s", code, apply.output(), w2.output())
 	}
 
 	state, err := sql.Open("pgx", stateDSN)
@@ -132,16 +115,16 @@ datasets:
 			t.Errorf("%s published %d times", p, n)
 		}
 	}
-	if len(workers) < 2 {
-		t.Errorf("one process did all the work (%v): the workers did not share the run", workers)
+	if !workers[w1ID] || len(workers) < 2 {
+		t.Errorf("published by %v: want worker 1 (%s) and whoever finished after it died", workers, w1ID)
 	}
 	var bad int
 	if err := wh.QueryRow(`SELECT count(*) FROM (SELECT day, k, sum(v) AS v FROM src GROUP BY day, k) want
 		FULL JOIN agg USING (day, k) WHERE want.v IS DISTINCT FROM agg.v`).Scan(&bad); err != nil || bad != 0 {
 		t.Errorf("agg differs from a clean build in %d rows (%v)", bad, err)
 	}
-	if !strings.Contains(applyOut.String(), "40 of 40 partitions published") {
-		t.Errorf("apply's report:\n%s", applyOut)
+	if !strings.Contains(apply.output(), "40 of 40 partitions published") {
+		t.Errorf("apply's report:\n%s", apply.output())
 	}
 	if r := run(t, dir, nil, "audit", "verify"); r.code != 0 {
 		t.Errorf("audit verify: %s", r.stderr)
@@ -344,5 +327,19 @@ func (w stray) published(t *testing.T, stateDSN string) int {
 		w.id, `%:`+itoa(w.worker.Process.Pid)+`"%`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
+	return n
+}
+
+// publishedBy counts a plan's partitions published by worker (host:pid)
+// in a PostgreSQL state store.
+func publishedBy(t *testing.T, stateDSN, id, worker string) int {
+	t.Helper()
+	db, err := sql.Open("pgx", stateDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	_ = db.QueryRow(`SELECT count(*) FROM audit_log WHERE plan_id = $1 AND event = 'partition_published' AND detail::jsonb->>'worker' = $2`, id, worker).Scan(&n)
 	return n
 }

@@ -39,8 +39,11 @@ func exerciseSlots(t *testing.T, setup func(t *testing.T) (*store.Store, string)
 		take(slot("p/11-01", "job1"), now, true)  // its own: renewed
 		other := store.Slot{Dataset: "sessions", Key: "p/11-03", Holder: "job5", Process: me}
 		take(other, now, true) // another dataset counts apart
-		if live, err := s.SlotLive(ctx, "orders", "p/11-01", now); err != nil || !live {
-			t.Fatalf("SlotLive(11-01) = %v, %v; want live", live, err)
+		if held, live, err := s.SlotOf(ctx, "orders", "p/11-01", now); err != nil || !held || !live {
+			t.Fatalf("SlotOf(11-01) = %v, %v, %v; want held and live", held, live, err)
+		}
+		if held, live, err := s.SlotOf(ctx, "orders", "p/11-09", now); err != nil || held || live {
+			t.Fatalf("SlotOf(11-09), never taken = %v, %v, %v; want neither", held, live, err)
 		}
 
 		if err := s.ReleaseSlot(ctx, slot("p/11-01", "job2")); err != nil { // not its own: nothing
@@ -55,16 +58,24 @@ func exerciseSlots(t *testing.T, setup func(t *testing.T) (*store.Store, string)
 			t.Errorf("renewing a released slot = %v, %v; want false", ok, err)
 		}
 
-		// Past their time, slots are free: the lapsed holder learns it
-		// when it renews.
+		// Past their time, slots count for nothing: others take the
+		// dataset's slots, and a lapsed slot's partition too; its holder
+		// learns it when it renews.
 		later := until.Add(time.Second)
 		take(slot("p/11-05", "job6"), later, true)
 		take(slot("p/11-06", "job7"), later, true)
+		if held, live, err := s.SlotOf(ctx, "orders", "p/11-02", later); err != nil || !held || live {
+			t.Errorf("SlotOf a lapsed slot = %v, %v, %v; want held, not live", held, live, err)
+		}
+		if err := s.ReleaseSlot(ctx, slot("p/11-05", "job6")); err != nil {
+			t.Fatal(err)
+		}
+		take(slot("p/11-03", "job8"), later, true)
 		if ok, err := s.RenewSlot(ctx, slot("p/11-03", "job4"), later.Add(time.Minute)); err != nil || ok {
 			t.Errorf("renewing a slot another took = %v, %v; want false", ok, err)
 		}
-		if live, err := s.SlotLive(ctx, "orders", "p/11-02", later); err != nil || live {
-			t.Errorf("SlotLive of a lapsed slot = %v, %v; want not live", live, err)
+		if ok, err := s.RenewSlot(ctx, slot("p/11-02", "job3"), later.Add(time.Minute)); err != nil || !ok {
+			t.Errorf("renewing a lapsed slot nobody took = %v, %v; want true", ok, err)
 		}
 	})
 
@@ -78,8 +89,19 @@ func exerciseSlots(t *testing.T, setup func(t *testing.T) (*store.Store, string)
 		if ok, err := s.TakeSlot(ctx, store.Slot{Dataset: "orders", Key: "k1", Holder: "gone", Process: dead}, 1, now, now.Add(time.Hour)); err != nil || !ok {
 			t.Fatalf("TakeSlot = %v, %v", ok, err)
 		}
-		if live, err := s.SlotLive(ctx, "orders", "k1", now); err != nil || live {
-			t.Errorf("a slot of a process that no longer exists is live: %v, %v", live, err)
+		if held, live, err := s.SlotOf(ctx, "orders", "k1", now); err != nil || !held || live {
+			t.Errorf("a slot of a process that no longer exists: held %v, live %v, %v; want held, not live", held, live, err)
+		}
+		// Another partition's job takes the dataset's one slot; the dead
+		// job's slot still tells that its job was lost.
+		if ok, err := s.TakeSlot(ctx, store.Slot{Dataset: "orders", Key: "k2", Holder: "other", Process: "elsewhere:1"}, 1, now, now.Add(time.Minute)); err != nil || !ok {
+			t.Fatalf("TakeSlot(k2) beside a dead slot = %v, %v; want taken", ok, err)
+		}
+		if held, live, err := s.SlotOf(ctx, "orders", "k1", now); err != nil || !held || live {
+			t.Errorf("the dead job's slot after another was taken: held %v, live %v, %v; want held, not live", held, live, err)
+		}
+		if err := s.ReleaseSlot(ctx, store.Slot{Dataset: "orders", Key: "k2", Holder: "other"}); err != nil {
+			t.Fatal(err)
 		}
 		if ok, err := s.TakeSlot(ctx, store.Slot{Dataset: "orders", Key: "k1", Holder: "next", Process: "elsewhere:1"}, 1, now, now.Add(time.Minute)); err != nil || !ok {
 			t.Errorf("taking the partition of a dead process's job = %v, %v; want taken", ok, err)
