@@ -243,13 +243,13 @@ func publishCounts(t *testing.T, dir, planID string) map[string]int {
 	return out
 }
 
-// TestKillAndResume kills `refill apply` with SIGKILL at random points, 20
+// TestKillAndResume kills `refill apply` with SIGKILL at random points, 8
 // times per job kind, resumes it, and checks the warehouse equals a clean
 // run's, no partition was published twice, and the audit chain verifies.
 // REFILL_CRASH_ROUNDS raises the count for a longer soak by hand.
 func TestKillAndResume(t *testing.T) {
 	t.Parallel()
-	rounds := 20
+	rounds := 8
 	if s := os.Getenv("REFILL_CRASH_ROUNDS"); s != "" {
 		fmt.Sscan(s, &rounds)
 	}
