@@ -30,6 +30,9 @@ import (
 const (
 	partitionPoll = time.Second
 	servicePoll   = 2 * time.Second
+	// A tick comes every watch.interval (minutes): waiting a few seconds
+	// more for it costs nothing.
+	tickPoll = 10 * time.Second
 	fetchCooldown = 10 * time.Millisecond
 )
 
@@ -215,7 +218,7 @@ func start[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], migrate
 		rc.Queues[Notices] = river.QueueConfig{MaxWorkers: max(o.NotifyWorkers, 1)}
 	}
 	if o.Watch != nil {
-		rc.Queues[Ticks] = river.QueueConfig{MaxWorkers: 1}
+		rc.Queues[Ticks] = river.QueueConfig{MaxWorkers: 1, FetchPollInterval: tickPoll}
 	}
 	if len(rc.Queues) == 0 {
 		rc.Queues = nil
