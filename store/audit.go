@@ -57,8 +57,9 @@ func (e *AuditKeyError) Unwrap() error { return refill.ErrBadInput }
 // inside the transaction of the change it records, so the two commit or
 // fail together. Seq, At, AsOf, PrevHash and Hash are set here.
 //
-// At is always the real clock. A caller's clock (e.At, or e.AsOf) more than
-// a second away from it, such as REFILL_NOW, is kept as AsOf. With the
+// At is the store's clock, which is the real one (WithClock hands a test
+// another). A caller's clock (e.At, or e.AsOf) more than a second away
+// from it, such as REFILL_NOW, is kept as AsOf. With the
 // store's audit key the entry is keyed, and the first keyed entry marks
 // where keying began (keyed_from); without one it is refused if the log is
 // keyed already.
@@ -81,7 +82,7 @@ func (t *Tx) Append(ctx context.Context, e *refill.Event) error {
 	case keyedFrom > 0 && key == nil:
 		return &AuditKeyError{KeyedFrom: keyedFrom}
 	}
-	stamp(e, time.Now())
+	stamp(e, t.clock())
 	e.Seq, e.PrevHash = head.seq+1, head.hash
 	if len(e.Detail) == 0 {
 		e.Detail = []byte("{}")

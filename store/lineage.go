@@ -130,7 +130,7 @@ func (s *Store) RecordLineage(ctx context.Context, edges []LineageEdge, rep Line
 		if actor == "" {
 			actor = "openlineage"
 		}
-		return tx.Append(ctx, &refill.Event{Kind: refill.EventLineage, Actor: actor, At: time.Now(),
+		return tx.Append(ctx, &refill.Event{Kind: refill.EventLineage, Actor: actor, At: tx.clock(),
 			Detail: refill.Detail(map[string]any{"job": rep.Job, "producer": rep.Producer, "run": rep.Run, "new_edges": added, "edges": list})})
 	})
 	if err != nil {

@@ -23,7 +23,7 @@ func (t *Tx) AcceptSchema(ctx context.Context, snap refill.SchemaSnapshot) error
 		return err
 	}
 	_, err = t.tx.ExecContext(ctx, t.d.rebind(`INSERT INTO schema_snapshots (dataset, plan_id, columns, recorded_at, accepted_by, reason) VALUES (?, ?, ?, ?, ?, ?)`),
-		snap.Dataset, snap.PlanID, string(cols), t.d.timestamp(time.Now()), snap.AcceptedBy, snap.Reason)
+		snap.Dataset, snap.PlanID, string(cols), t.d.timestamp(t.clock()), snap.AcceptedBy, snap.Reason)
 	if err != nil {
 		return fmt.Errorf("accept schema of %s: %w", snap.Dataset, err)
 	}
@@ -67,7 +67,7 @@ func (t *Tx) TakeLease(ctx context.Context, planID, holder string, expires time.
 	if err != nil {
 		return err
 	}
-	if ok && cur.Holder != holder && time.Now().Before(cur.Expires) && alive(cur) {
+	if ok && cur.Holder != holder && t.clock().Before(cur.Expires) && alive(cur) {
 		return refill.Lockedf("plan %s is running now: %s holds its run until %s (renewed while it lives); wait for it, or run refill apply again once it has stopped",
 			planID, cur.Holder, cur.Expires.UTC().Format(time.RFC3339))
 	}
@@ -134,7 +134,7 @@ func (s *Store) BeginOp(ctx context.Context, op PendingOp) (got PendingOp, again
 			op.Detail = json.RawMessage("{}")
 		}
 		if op.Started.IsZero() {
-			op.Started = time.Now()
+			op.Started = tx.clock()
 		}
 		got = op
 		_, e = tx.tx.ExecContext(ctx, tx.d.rebind(`INSERT INTO pending_ops (plan_id, op, actor, detail, started_at) VALUES (?, ?, ?, ?, ?)`),

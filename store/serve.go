@@ -207,7 +207,7 @@ func (t *Tx) RequestCancel(ctx context.Context, c refill.CancelRequest) error {
 func (s *Store) SaveNotice(ctx context.Context, n refill.Notice) error {
 	_, err := s.db.ExecContext(ctx, s.d.rebind(`INSERT INTO notices (plan_id, target, channel, ts, sent_at) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (plan_id, target) DO UPDATE SET channel = excluded.channel, ts = excluded.ts`),
-		n.PlanID, n.Target, n.Channel, n.TS, s.d.timestamp(time.Now()))
+		n.PlanID, n.Target, n.Channel, n.TS, s.d.timestamp(s.clock()))
 	if err != nil {
 		return fmt.Errorf("plan %s: notice: %w", n.PlanID, err)
 	}
@@ -232,7 +232,7 @@ func (s *Store) Notice(ctx context.Context, planID, target string) (refill.Notic
 // even when its job runs twice.
 func (s *Store) MarkSent(ctx context.Context, seq int64, target string) (bool, error) {
 	res, err := s.db.ExecContext(ctx, s.d.rebind(`INSERT INTO notices_sent (event_seq, target, sent_at) VALUES (?, ?, ?) ON CONFLICT (event_seq, target) DO NOTHING`),
-		seq, target, s.d.timestamp(time.Now()))
+		seq, target, s.d.timestamp(s.clock()))
 	if err != nil {
 		return false, fmt.Errorf("notice %d: %w", seq, err)
 	}

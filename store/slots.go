@@ -137,7 +137,7 @@ func (s *Store) slotTx(ctx context.Context, dataset string, fn func(tx *Tx) erro
 			return fmt.Errorf("state store: %w", err)
 		}
 	}
-	if err := fn(&Tx{tx: sqltx, d: s.d, key: s.key}); err != nil {
+	if err := fn(&Tx{tx: sqltx, d: s.d, key: s.key, now: s.now}); err != nil {
 		return err
 	}
 	if err := sqltx.Commit(); err != nil {

@@ -45,6 +45,28 @@ type Store struct {
 	key  []byte // the audit chain's key (SetAuditKey)
 	// outbox hears every audit entry in its transaction (SetOutbox).
 	outbox Outbox
+	// now is the store's clock (WithClock): the real one unless a test
+	// hands it another.
+	now func() time.Time
+}
+
+// Option configures a store as it opens.
+type Option func(*Store)
+
+// WithClock gives the store a clock for what it stamps: audit entries,
+// the times rows are recorded, and the leases it compares against. refill
+// itself never passes one: those are the real clock's (REFILL_NOW moves no
+// decision). Tests do, to make stamps exact.
+func WithClock(now func() time.Time) Option {
+	return func(s *Store) { s.now = now }
+}
+
+// clock is the store's time now.
+func (s *Store) clock() time.Time {
+	if s.now == nil {
+		return time.Now()
+	}
+	return s.now()
 }
 
 // sqlitePragmas are applied to every SQLite connection. WAL lets readers
@@ -71,16 +93,26 @@ const pgMaxConns = 16
 // directory of refill.yaml), and missing parent directories are created, so
 // that the default sqlite:.refill/state.db needs no set-up. A PostgreSQL
 // store lives in the first schema of the URL's search_path.
-func Open(ctx context.Context, dsn, baseDir string) (*Store, error) {
+func Open(ctx context.Context, dsn, baseDir string, opts ...Option) (*Store, error) {
+	var s *Store
+	var err error
 	switch {
 	case strings.HasPrefix(dsn, "sqlite:"):
-		return openSQLite(ctx, strings.TrimPrefix(dsn, "sqlite:"), baseDir)
+		s, err = openSQLite(ctx, strings.TrimPrefix(dsn, "sqlite:"), baseDir)
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		return openPostgres(ctx, dsn)
+		s, err = openPostgres(ctx, dsn)
+	default:
+		// Only the scheme is echoed: the rest may hold a password.
+		scheme, _, _ := strings.Cut(dsn, ":")
+		return nil, refill.BadInputf("state store %q is not supported: want sqlite:PATH or postgres://HOST/DB", scheme+":…")
 	}
-	// Only the scheme is echoed: the rest may hold a password.
-	scheme, _, _ := strings.Cut(dsn, ":")
-	return nil, refill.BadInputf("state store %q is not supported: want sqlite:PATH or postgres://HOST/DB", scheme+":…")
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s, nil
 }
 
 func openSQLite(ctx context.Context, file, baseDir string) (*Store, error) {

@@ -19,6 +19,15 @@ type Tx struct {
 	d      dialect
 	key    []byte // the audit key (SetAuditKey), nil when unkeyed
 	outbox Outbox
+	now    func() time.Time // the store's clock
+}
+
+// clock is the store's time now.
+func (t *Tx) clock() time.Time {
+	if t.now == nil {
+		return time.Now()
+	}
+	return t.now()
 }
 
 // Update runs fn in one transaction and commits it when fn returns nil.
@@ -35,7 +44,7 @@ func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) error {
 			return fmt.Errorf("state store: %w", err)
 		}
 	}
-	if err := fn(&Tx{tx: sqltx, d: s.d, key: s.key, outbox: s.outbox}); err != nil {
+	if err := fn(&Tx{tx: sqltx, d: s.d, key: s.key, outbox: s.outbox, now: s.now}); err != nil {
 		return err
 	}
 	if err := sqltx.Commit(); err != nil {
@@ -66,7 +75,7 @@ func (t *Tx) SaveProof(ctx context.Context, p *refill.Proof) error {
 // SaveSchemas records sources' columns as a plan saw them.
 func (t *Tx) SaveSchemas(ctx context.Context, snaps []refill.SchemaSnapshot) error {
 	insert := t.d.rebind(`INSERT INTO schema_snapshots (dataset, plan_id, columns, recorded_at) VALUES (?, ?, ?, ?)`)
-	now := t.d.timestamp(time.Now())
+	now := t.d.timestamp(t.clock())
 	for _, sn := range snaps {
 		if sn.Dataset == "" {
 			return fmt.Errorf("save schemas for plan %s: a snapshot has no dataset", sn.PlanID)
@@ -85,7 +94,7 @@ func (t *Tx) SaveSchemas(ctx context.Context, snaps []refill.SchemaSnapshot) err
 // SaveFlags records partitions the gate found bad.
 func (t *Tx) SaveFlags(ctx context.Context, flags []refill.Flag) error {
 	insert := t.d.rebind(`INSERT INTO gate_flags (dataset, partition, "check", plan_id, flagged_at) VALUES (?, ?, ?, ?, ?)`)
-	now := t.d.timestamp(time.Now())
+	now := t.d.timestamp(t.clock())
 	for _, f := range flags {
 		if _, err := t.tx.ExecContext(ctx, insert, f.Dataset, f.Partition, f.Check, f.PlanID, now); err != nil {
 			return fmt.Errorf("save gate flag %s %s: %w", f.Dataset, f.Partition, err)
