@@ -70,7 +70,7 @@ func Stale(p *refill.Plan, cfg *refill.Config) []string {
 	}
 	// The targets may reach other datasets now (a new aggregate
 	// downstream changes both what runs and how it is tiered).
-	if g, err := lineage.New(cfg.Datasets); err == nil {
+	if g, err := lineage.Of(cfg); err == nil {
 		if cl, err := g.Closure(p.Request.Targets); err == nil {
 			var now []string
 			for _, n := range cl.Steps {

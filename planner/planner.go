@@ -53,7 +53,7 @@ type Planner struct {
 
 // New wires a planner over a loaded config.
 func New(cfg *refill.Config, wh refill.Warehouse, st *store.Store) (*Planner, error) {
-	g, err := lineage.New(cfg.Datasets)
+	g, err := lineage.Of(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -32,7 +32,7 @@ const (
 	servicePoll   = 2 * time.Second
 	// A tick comes every watch.interval (minutes): waiting a few seconds
 	// more for it costs nothing.
-	tickPoll = 10 * time.Second
+	tickPoll      = 10 * time.Second
 	fetchCooldown = 10 * time.Millisecond
 )
 

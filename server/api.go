@@ -422,7 +422,7 @@ func (s *Server) planLineage(format string) func(http.ResponseWriter, *http.Requ
 
 // lineage serves the whole lineage, or one dataset's neighbourhood.
 func (s *Server) lineage(w http.ResponseWriter, r *http.Request, _ string) {
-	g, err := lineage.New(s.conf().Datasets)
+	g, err := lineage.Of(s.conf())
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -339,7 +339,7 @@ func (ui *webUI) planLineage(w http.ResponseWriter, r *http.Request, _ string) {
 
 func (ui *webUI) datasetLineage(w http.ResponseWriter, r *http.Request, _ string) {
 	name := r.PathValue("name")
-	g, err := lineage.New(ui.s.conf().Datasets)
+	g, err := lineage.Of(ui.s.conf())
 	if err != nil {
 		ui.s.writeError(w, r, err)
 		return
@@ -411,7 +411,7 @@ func (ui *webUI) dataset(w http.ResponseWriter, r *http.Request, v *view) {
 		ui.fail(w, r, v, refill.NotFoundf("unknown dataset %q (known: %s)", name, strings.Join(ui.s.conf().DatasetNames(), ", ")))
 		return
 	}
-	g, err := lineage.New(ui.s.conf().Datasets)
+	g, err := lineage.Of(ui.s.conf())
 	if err != nil {
 		ui.fail(w, r, v, err)
 		return

@@ -141,7 +141,7 @@ as outside refill. -o json lists every edge with its origin.`,
 				return err
 			}
 			defer e.Close()
-			g, err := lineage.New(e.cfg.Datasets)
+			g, err := lineage.Of(e.cfg)
 			if err != nil {
 				return err
 			}
