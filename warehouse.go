@@ -55,6 +55,13 @@ type Warehouse interface {
 	QueryCounts(ctx context.Context, query string, partitions []string) (map[string]int64, error)
 	// Close releases the connection pool.
 	Close() error
+	// Every driver profiles, rehearses, transacts and anchors: these are
+	// part of the contract, tested by warehouse/warehousetest, not
+	// options found by type assertion.
+	Profiler
+	Rehearser
+	Transactor
+	Anchorer
 }
 
 // ProfileSpec is what the source gate measures in one scan of a table.

@@ -48,7 +48,10 @@ func (c *Control) BeforeWrite(ctx context.Context) error {
 	}
 	// A state store older than the warehouse's last anchor was put back
 	// from a copy: nothing is written over it (which would launder it).
-	an, _ := c.Warehouse.(refill.Anchorer)
+	var an refill.Anchorer // nil while the warehouse is not open
+	if c.Warehouse != nil {
+		an = c.Warehouse
+	}
 	if err := c.Store.CheckLatestAnchor(ctx, an); err != nil {
 		return refill.NotPermittedf("refusing to change anything: %v", err)
 	}
@@ -224,13 +227,13 @@ func (c *Control) VerifyAudit(ctx context.Context) (AuditCheck, error) {
 	read := false // the warehouse's anchors were read
 	note := "no anchor in the warehouse yet (nothing published)"
 	unreachable := "the warehouse is unreachable, so the anchor was not checked: "
-	an, anchored := c.Warehouse.(refill.Anchorer)
+	an := c.Warehouse
 	switch {
 	case c.Warehouse == nil && c.WarehouseErr != nil:
 		note = unreachable + c.WarehouseErr.Error()
 	case c.Warehouse == nil:
 		note = "the warehouse is not open, so the anchor was not checked"
-	case anchored:
+	default:
 		id, err := c.Store.ID(ctx)
 		if err != nil {
 			return AuditCheck{}, err

@@ -95,14 +95,10 @@ func (c *Control) Snapshot(ctx context.Context, id, actor string) (*State, []ref
 	if err := c.require(ctx, ActSnapshot, Subject{State: s}, actor); err != nil {
 		return nil, nil, err
 	}
-	tr, ok1 := c.Warehouse.(refill.Transactor)
-	rh, ok2 := c.Warehouse.(refill.Rehearser)
 	if c.Warehouse == nil {
 		return nil, nil, fmt.Errorf("a snapshot needs the warehouse, and it is not open")
 	}
-	if !ok1 || !ok2 {
-		return nil, nil, fmt.Errorf("the %s warehouse cannot take snapshots", c.Warehouse.Driver())
-	}
+	tr, rh := c.Warehouse, c.Warehouse
 	targets, skipped, err := snapTargets(p)
 	if err != nil {
 		return nil, nil, err
@@ -242,10 +238,7 @@ func (c *Control) Rollback(ctx context.Context, id, actor string, o RollbackOpti
 	if c.Warehouse == nil {
 		return nil, nil, fmt.Errorf("a rollback needs the warehouse, and it is not open")
 	}
-	tr, ok1 := c.Warehouse.(refill.Transactor)
-	if !ok1 {
-		return nil, nil, fmt.Errorf("the %s warehouse cannot restore snapshots", c.Warehouse.Driver())
-	}
+	tr := c.Warehouse
 	_, again, err := c.Store.BeginOp(ctx, store.PendingOp{PlanID: id, Op: opRollback, Actor: actor,
 		Detail: refill.Detail(map[string]any{"force": force})})
 	if err != nil {

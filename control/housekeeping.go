@@ -179,9 +179,9 @@ func (c *Control) DropSnapshot(ctx context.Context, id, actor, reason string) ([
 }
 
 func (c *Control) dropSnapshot(ctx context.Context, k store.KeptSnapshot, actor, reason string) error {
-	tr, ok := c.Warehouse.(refill.Transactor)
-	if !ok {
-		return fmt.Errorf("the %s warehouse cannot drop tables", c.Warehouse.Driver())
+	tr := c.Warehouse
+	if tr == nil {
+		return fmt.Errorf("dropping a snapshot needs the warehouse, and it is not open")
 	}
 	err := tr.Transact(ctx, func(tx refill.WarehouseTx) error {
 		for _, t := range k.Tables {

@@ -68,7 +68,7 @@ func (c *Control) Resolve(ctx context.Context, actor string, req ResolveRequest)
 		Output: fmt.Sprintf("resolved by %s: it ran (%s)", actor, req.Reason)}
 	if req.Ran && c.Warehouse != nil {
 		// What the partition holds now is its rows after.
-		if rh, ok := c.Warehouse.(refill.Rehearser); ok {
+		if rh := c.Warehouse; rh != nil {
 			if d := p.Sealed(c.Config).Datasets[rv.Dataset]; d != nil && d.Table != "" {
 				if dg, err := rh.Digest(ctx, d.Ref(), rv.Partition); err == nil {
 					rec.After = &dg

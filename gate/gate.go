@@ -93,11 +93,7 @@ func (g *Gate) Check(ctx context.Context, datasets []string, r refill.Range) (Re
 		res.Findings = append(res.Findings, drift...)
 		res.Schemas = append(res.Schemas, refill.SchemaSnapshot{Dataset: name, Columns: cols})
 		if d.Checks != nil {
-			prof, ok := g.Warehouse.(refill.Profiler)
-			if !ok {
-				return res, fmt.Errorf("the %s warehouse cannot profile tables", g.Warehouse.Driver())
-			}
-			fs, err := g.partitions(ctx, prof, d, r, res.Measured)
+			fs, err := g.partitions(ctx, g.Warehouse, d, r, res.Measured)
 			if err != nil {
 				return res, err
 			}

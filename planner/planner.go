@@ -373,10 +373,8 @@ func (p *Planner) afterUpstream(ctx context.Context, plan *refill.Plan) {
 		builds += len(rebuilt[name].Partitions)
 	}
 	var why string
-	reh, ok := p.Warehouse.(refill.Rehearser)
+	reh := p.Warehouse
 	switch {
-	case !ok:
-		why = "the warehouse cannot rehearse the plan, so its rows could not be counted after the upstream is rebuilt"
 	case builds > RehearsalBudget:
 		why = fmt.Sprintf("rehearsing would rebuild %d partitions, over the rehearsal budget of %d, so its rows could not be counted after the upstream is rebuilt", builds, RehearsalBudget)
 	default:

@@ -142,10 +142,7 @@ func (p *Prover) Prove(ctx context.Context, dataset, partition, actor string) (*
 // always rolled back, so the warehouse ends exactly as it began. Each build
 // is jr, the same runner a run uses (jobs.For).
 func (p *Prover) rehearse(ctx context.Context, jr refill.JobRunner, d *refill.Dataset, ref refill.TableRef, partition string, pr *refill.Proof) error {
-	reh, ok := p.Warehouse.(refill.Rehearser)
-	if !ok {
-		return fmt.Errorf("the %s warehouse cannot rehearse jobs", p.Warehouse.Driver())
-	}
+	reh := p.Warehouse
 	build := func(tx refill.WarehouseTx) error {
 		_, err := jr.Build(ctx, tx, d, refill.JobRun{Partition: partition})
 		return err

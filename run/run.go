@@ -1066,10 +1066,7 @@ func (r *Runner) mayStart(ctx context.Context, a queue.PartitionArgs) (bool, err
 // half of either. It fills rec's digests. A run that stopped while the job
 // worked publishes nothing (alreadyPublished).
 func (r *Runner) publish(ctx context.Context, jr refill.JobRunner, d *refill.Dataset, jrun refill.JobRun, rec *refill.Published) error {
-	tr, ok := r.Warehouse.(refill.Transactor)
-	if !ok {
-		return fmt.Errorf("the %s warehouse cannot write", r.Warehouse.Driver())
-	}
+	tr := r.Warehouse
 	// The audit log's head goes into the warehouse with the partition, so
 	// a log rewritten or cut short in the state store no longer matches
 	// what the warehouse holds.
@@ -1150,8 +1147,7 @@ func (r *Runner) publish(ctx context.Context, jr refill.JobRunner, d *refill.Dat
 // first: a publish over a state store put back from an older copy would
 // launder it.
 func (r *Runner) anchor(ctx context.Context) (refill.AuditAnchor, error) {
-	an, _ := r.Warehouse.(refill.Anchorer)
-	if err := r.Store.CheckLatestAnchor(ctx, an); err != nil {
+	if err := r.Store.CheckLatestAnchor(ctx, r.Warehouse); err != nil {
 		return refill.AuditAnchor{}, fmt.Errorf("%w: nothing is published over it", err)
 	}
 	head, err := r.Store.AuditHead(ctx)
@@ -1197,11 +1193,10 @@ func (r *Runner) record(ctx context.Context, rec *refill.Published) error {
 // digest is a partition's digest outside any transaction; nil when the
 // dataset has no table refill can read.
 func (r *Runner) digest(ctx context.Context, d *refill.Dataset, partition string) (*refill.Digest, error) {
-	rh, ok := r.Warehouse.(refill.Rehearser)
-	if d.Table == "" || !ok {
+	if d.Table == "" {
 		return nil, nil
 	}
-	dg, err := rh.Digest(ctx, d.Ref(), partition)
+	dg, err := r.Warehouse.Digest(ctx, d.Ref(), partition)
 	if err != nil {
 		return nil, err
 	}
@@ -1227,10 +1222,7 @@ func (r *Runner) digest(ctx context.Context, d *refill.Dataset, partition string
 // waits for a person instead (needs review): a second delivery to a
 // partner cannot be taken back.
 func (r *Runner) outside(ctx context.Context, w *weather, a queue.PartitionArgs, d *refill.Dataset, rec *refill.Published, job func() (string, error)) error {
-	tr, ok := r.Warehouse.(refill.Transactor)
-	if !ok {
-		return fmt.Errorf("the %s warehouse cannot write", r.Warehouse.Driver())
-	}
+	tr := r.Warehouse
 	var marked bool
 	if err := w.do(ctx, "warehouse", func() error {
 		err := tr.Transact(ctx, func(tx refill.WarehouseTx) (err error) {

@@ -630,7 +630,7 @@ func (w *Watcher) fingerprintAt(ctx context.Context, p *refill.Plan, g Gap, vers
 				}
 			}
 		}
-		if dg, ok := w.Warehouse.(refill.Rehearser); ok {
+		if dg := w.Warehouse; dg != nil {
 			if rng, err := refill.ParseRange(from, to, refill.NoRangeLimit); err == nil {
 				if parts := rng.Partitions(ref.Grain); len(parts) <= maxDigests {
 					for _, part := range parts {

@@ -51,8 +51,8 @@ func ensureTable(ctx context.Context, src, dst refill.Warehouse, t refill.TableR
 func copyPartition(ctx context.Context, src, dst refill.Warehouse, t refill.TableRef, partition string) (int64, error) {
 	s, ok1 := src.(dber)
 	d, ok2 := dst.(dber)
-	tr, ok3 := dst.(refill.Transactor)
-	if !ok1 || !ok2 || !ok3 {
+	tr := dst
+	if !ok1 || !ok2 {
 		return 0, fmt.Errorf("the %s warehouse cannot copy partitions", src.Driver())
 	}
 	cols, err := src.Columns(ctx, t.Table)

@@ -105,11 +105,7 @@ func (p *Warehouse) Run(ctx context.Context, d *refill.Dataset, partition string
 
 // Delete empties t's partition in the proof warehouse.
 func (p *Warehouse) Delete(ctx context.Context, t refill.TableRef, partition string) error {
-	tr, ok := p.wh.(refill.Transactor)
-	if !ok {
-		return fmt.Errorf("the %s proof warehouse cannot write", p.wh.Driver())
-	}
-	return tr.Transact(ctx, func(tx refill.WarehouseTx) error {
+	return p.wh.Transact(ctx, func(tx refill.WarehouseTx) error {
 		_, err := tx.DeletePartition(ctx, t, partition)
 		return err
 	})
@@ -117,20 +113,12 @@ func (p *Warehouse) Delete(ctx context.Context, t refill.TableRef, partition str
 
 // Digest checksums t's partition in the proof warehouse.
 func (p *Warehouse) Digest(ctx context.Context, t refill.TableRef, partition string) (refill.Digest, error) {
-	r, ok := p.wh.(refill.Rehearser)
-	if !ok {
-		return refill.Digest{}, fmt.Errorf("the %s proof warehouse cannot checksum", p.wh.Driver())
-	}
-	return r.Digest(ctx, t, partition)
+	return p.wh.Digest(ctx, t, partition)
 }
 
 // Spoil makes t's partition in the proof warehouse deliberately stale.
 func (p *Warehouse) Spoil(ctx context.Context, t refill.TableRef, partition string) (what string, changed bool, err error) {
-	tr, ok := p.wh.(refill.Transactor)
-	if !ok {
-		return "", false, fmt.Errorf("the %s proof warehouse cannot write", p.wh.Driver())
-	}
-	err = tr.Transact(ctx, func(tx refill.WarehouseTx) error {
+	err = p.wh.Transact(ctx, func(tx refill.WarehouseTx) error {
 		var err error
 		what, changed, err = tx.Spoil(ctx, t, partition)
 		return err
