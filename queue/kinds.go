@@ -39,6 +39,9 @@ type PartitionArgs struct {
 	// the first: one is queued again when the process working it died,
 	// rather than wait for River's rescuer.
 	Take int `json:"take,omitempty"`
+	// Limit is run.max_active as the process that queued the run read it:
+	// every process working the run holds the dataset to it.
+	Limit int `json:"limit,omitempty"`
 }
 
 // Kind implements river.JobArgs.

@@ -82,14 +82,17 @@ func TestStopLetsJobsInFlightFinish(t *testing.T) {
 	events, unsubscribe := q.Subscribe()
 	defer unsubscribe()
 	job := PartitionArgs{PlanID: "p1", Dataset: "d", Partition: "2026-11-01", Run: 1}
-	if err := q.Insert(context.Background(), []PartitionArgs{job}, 3); err != nil {
-		t.Fatal(err)
+	if n, err := q.Insert(context.Background(), []PartitionArgs{job}, 3); err != nil || n != 1 {
+		t.Fatalf("Insert = %d, %v; want 1 queued", n, err)
+	}
+	if n, err := q.Insert(context.Background(), []PartitionArgs{job}, 3); err != nil || n != 0 {
+		t.Fatalf("Insert of the same job again = %d, %v; want none queued", n, err)
 	}
 	if got := <-p.started; got != job {
 		t.Fatalf("worked %+v, want %+v", got, job)
 	}
 	running, err := q.Running(context.Background(), "p1", 1, time.Now().Add(time.Minute))
-	if err != nil || len(running) != 1 || running[0].Args != job || running[0].Attempted.IsZero() {
+	if err != nil || len(running) != 1 || running[0].Args != job || running[0].Attempted.IsZero() || running[0].By != Process {
 		t.Fatalf("Running = %+v, %v; want the job", running, err)
 	}
 	if other, err := q.Running(context.Background(), "p1", 2, time.Now().Add(time.Minute)); err != nil || len(other) != 0 {

@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -36,6 +39,17 @@ const (
 	fetchCooldown = 10 * time.Millisecond
 )
 
+// Process names this process to others as refill does everywhere
+// (holders of leases, slots and attempts): host:pid.
+var Process = func() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s:%d", host, os.Getpid())
+}()
+
+// clients numbers this process's River clients, whose ids are
+// Process#n: a job's attempted_by then names the process working it.
+var clients atomic.Int64
+
 // Options says which kinds this process works, and how.
 type Options struct {
 	// The workers of the kinds this process works, each with up to the
@@ -64,7 +78,7 @@ type Queue struct {
 
 // client is the part of River's client refill uses, whatever its driver.
 type client interface {
-	insertMany(ctx context.Context, params []river.InsertManyParams) error
+	insertMany(ctx context.Context, params []river.InsertManyParams) (int, error)
 	subscribe(kinds ...river.EventKind) (<-chan *river.Event, func())
 	jobList(ctx context.Context, params *river.JobListParams) (*river.JobListResult, error)
 	stop(ctx context.Context) error
@@ -79,9 +93,15 @@ type riverClient[TTx any] struct {
 	where string
 }
 
-func (c riverClient[TTx]) insertMany(ctx context.Context, params []river.InsertManyParams) error {
-	_, err := c.InsertMany(ctx, params)
-	return err
+func (c riverClient[TTx]) insertMany(ctx context.Context, params []river.InsertManyParams) (int, error) {
+	res, err := c.InsertMany(ctx, params)
+	n := 0
+	for _, r := range res {
+		if !r.UniqueSkippedAsDuplicate {
+			n++
+		}
+	}
+	return n, err
 }
 func (c riverClient[TTx]) subscribe(kinds ...river.EventKind) (<-chan *river.Event, func()) {
 	return c.Subscribe(kinds...)
@@ -200,6 +220,7 @@ func start[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], migrate
 		return nil, fmt.Errorf("river: %w", err)
 	}
 	rc := &river.Config{
+		ID:                   fmt.Sprintf("%s#%d", Process, clients.Add(1)),
 		Logger:               o.Logger,
 		Workers:              ws,
 		RetryPolicy:          retryPolicy{base: max(o.Backoff, time.Millisecond)},
@@ -238,10 +259,10 @@ func start[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], migrate
 	return client, nil
 }
 
-// Insert queues partition jobs, each with up to attempts attempts.
-// Queued again with the same arguments, a job already queued is not
-// doubled.
-func (q *Queue) Insert(ctx context.Context, jobs []PartitionArgs, attempts int) error {
+// Insert queues partition jobs, each with up to attempts attempts, and
+// returns how many it queued: queued again with the same arguments, a job
+// already queued is not doubled.
+func (q *Queue) Insert(ctx context.Context, jobs []PartitionArgs, attempts int) (int, error) {
 	params := make([]river.InsertManyParams, len(jobs))
 	for i, j := range jobs {
 		params[i] = river.InsertManyParams{Args: j, InsertOpts: &river.InsertOpts{
@@ -251,6 +272,16 @@ func (q *Queue) Insert(ctx context.Context, jobs []PartitionArgs, attempts int) 
 		}}
 	}
 	return q.c.insertMany(ctx, params)
+}
+
+// processOf is the process a River client id names (Process#n), "" when
+// the id is not one of refill's.
+func processOf(clientID string) string {
+	p, _, ok := strings.Cut(clientID, "#")
+	if !ok {
+		return ""
+	}
+	return p
 }
 
 // Subscribe tells of jobs this client completed, failed or cancelled.
@@ -318,11 +349,13 @@ func (q *Queue) Started(ctx context.Context, planID string, run int) ([]Partitio
 	return argsOf(jobs), nil
 }
 
-// Running is a partition job River counts running, and when its current
-// attempt began.
+// Running is a partition job River counts running, when its current
+// attempt began, and the process working it (host:pid; "" when River
+// does not say).
 type Running struct {
 	Args      PartitionArgs
 	Attempted time.Time
+	By        string
 }
 
 // Running returns the partition jobs of one run of a plan that River
@@ -335,7 +368,11 @@ func (q *Queue) Running(ctx context.Context, planID string, run int, before time
 	var out []Running
 	for _, j := range jobs {
 		if j.AttemptedAt != nil && !j.AttemptedAt.After(before) {
-			out = append(out, Running{Args: j.args, Attempted: *j.AttemptedAt})
+			r := Running{Args: j.args, Attempted: *j.AttemptedAt}
+			if n := len(j.AttemptedBy); n > 0 {
+				r.By = processOf(j.AttemptedBy[n-1])
+			}
+			out = append(out, r)
 		}
 	}
 	return out, nil

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -125,10 +124,11 @@ func (r *Runner) drained() bool {
 // renews it every third of that while it lives.
 var LeaseTTL = 30 * time.Second
 
-// A job whose dataset's slots are all taken in other processes looks
-// again slotTries times, slotLook apart, then is snoozed for slotWait.
+// A job whose dataset's slots are all taken waits slotLook for a turn in
+// its process, looks again slotTries times slotLook apart for one held
+// elsewhere, then is snoozed for slotWait (without spending an attempt).
 const (
-	slotTries = 8
+	slotTries = 1
 	slotLook  = 250 * time.Millisecond
 	slotWait  = time.Second
 )
@@ -526,7 +526,7 @@ func (r *Runner) execute(ctx context.Context, p *refill.Plan, runNo int) (runErr
 			any = true
 			for _, pp := range st.Partitions {
 				if !published[key(st.Dataset, pp.Partition)] {
-					todo = append(todo, queue.PartitionArgs{PlanID: p.ID, Dataset: st.Dataset, Partition: pp.Partition, Run: runNo})
+					todo = append(todo, queue.PartitionArgs{PlanID: p.ID, Dataset: st.Dataset, Partition: pp.Partition, Run: runNo, Limit: r.settings().MaxActive})
 				}
 			}
 		}
@@ -544,7 +544,7 @@ func (r *Runner) execute(ctx context.Context, p *refill.Plan, runNo int) (runErr
 		}
 		todo = interleave(todo)
 		r.logf("order %d: %d partition(s) to build", level, len(todo))
-		if err := w.do(ctx, "state store", func() error { return q.Insert(ctx, todo, attempts) }); err != nil {
+		if err := w.do(ctx, "state store", func() error { _, err := q.Insert(ctx, todo, attempts); return err }); err != nil {
 			return fmt.Errorf("queueing order %d: %w", level, err)
 		}
 		if err := r.wait(ctx, q, p.ID, runNo, attempts, todo, events); err != nil {
@@ -657,7 +657,6 @@ func (r *Runner) requeueLost(ctx context.Context, q *queue.Queue, planID string,
 	if err != nil {
 		return err
 	}
-	var again []queue.PartitionArgs
 	for _, j := range running {
 		a := j.Args
 		if published[key(a.Dataset, a.Partition)] {
@@ -667,19 +666,28 @@ func (r *Runner) requeueLost(ctx context.Context, q *queue.Queue, planID string,
 		if err != nil {
 			return err
 		}
-		if live || (!held && now.Sub(j.Attempted) < LeaseTTL) {
+		if live {
 			continue
 		}
-		r.logf("%s %s: the process working it is gone; queued again", a.Dataset, a.Partition)
+		// Without a slot, the job may be about to take one: unless River
+		// says which process works it and that process is gone from this
+		// host, it has LeaseTTL to do so.
+		gone := j.By != "" && !(store.Lease{Holder: j.By}).HolderAlive()
+		if !held && !gone && now.Sub(j.Attempted) < LeaseTTL {
+			continue
+		}
 		a.Take++
-		again = append(again, a)
+		// Queued again with the same arguments, a job already queued is
+		// not doubled: only a new one is told.
+		n, err := q.Insert(ctx, []queue.PartitionArgs{a}, attempts)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			r.logf("%s %s: the process working it is gone; queued again", a.Dataset, a.Partition)
+		}
 	}
-	if len(again) == 0 {
-		return nil
-	}
-	// Queued again with the same arguments, a job already queued is not
-	// doubled.
-	return q.Insert(ctx, again, attempts)
+	return nil
 }
 
 // look is one look at a run's partitions: whether todo are all
@@ -811,7 +819,7 @@ func (r *Runner) work(ctx context.Context, a queue.PartitionArgs, attempt, maxAt
 		// Recorded: the run ends waiting for a person, not failed.
 		return river.JobCancel(err)
 	}
-	if errors.Is(err, errNoSlot) {
+	if errors.Is(err, errNoSlot) || errors.Is(err, errSlotLost) {
 		// Back in a moment, without spending an attempt: another job of
 		// the dataset (in any process) gives its slot back.
 		return river.JobSnooze(slotWait)
@@ -863,10 +871,7 @@ func (r *Runner) work(ctx context.Context, a queue.PartitionArgs, attempt, maxAt
 
 // workerID names this process in the audit log, so a run shared by several
 // workers shows who published what.
-var workerID = func() string {
-	host, _ := os.Hostname()
-	return fmt.Sprintf("%s:%d", host, os.Getpid())
-}()
+var workerID = queue.Process
 
 type alreadyPublished struct{}
 
@@ -877,13 +882,18 @@ func (*alreadyPublished) Error() string { return "already published" }
 // instead of failing: a transactional publish is simply tried again, and
 // a job outside refill's transactions runs once, its outcome recorded
 // when the state store answers.
-func (r *Runner) build(ctx context.Context, a queue.PartitionArgs, attempt int) error {
+func (r *Runner) build(ctx context.Context, a queue.PartitionArgs, attempt int) (err error) {
 	w := r.weather(a)
-	release, err := r.takeSlot(ctx, w, a)
+	ctx, release, err := r.takeSlot(ctx, w, a)
 	if err != nil {
 		return err
 	}
 	defer release()
+	defer func() {
+		if err != nil && errors.Is(context.Cause(ctx), errSlotLost) {
+			err = fmt.Errorf("%w: %w", errSlotLost, err)
+		}
+	}()
 	var ok bool
 	if err := w.do(ctx, "state store", func() (err error) { ok, err = r.mayStart(ctx, a); return err }); err != nil {
 		return err
@@ -946,20 +956,31 @@ var slotHolders atomic.Int64
 // takeSlot takes one of a's dataset's run.max_active slots in the state
 // store, shared by every process, and keeps it while the job runs; the
 // returned release gives it back. errNoSlot when none is free.
-func (r *Runner) takeSlot(ctx context.Context, w *weather, a queue.PartitionArgs) (release func(), err error) {
+func (r *Runner) takeSlot(ctx context.Context, w *weather, a queue.PartitionArgs) (jobCtx context.Context, release func(), err error) {
 	sl := store.Slot{Dataset: a.Dataset, Key: a.PlanID + "/" + a.Partition,
 		Holder: fmt.Sprintf("%s#%d", workerID, slotHolders.Add(1)), Process: workerID}
-	limit := r.settings().MaxActive
-	// This process's own jobs of the dataset take turns here first, so
-	// a slot one of them gives back goes to the next at once.
-	v, _ := r.turns.LoadOrStore(a.Dataset, make(chan struct{}, limit))
+	// The limit is the one the run was queued with, whatever this
+	// process's config says, so every process holds the same.
+	limit := a.Limit
+	if limit <= 0 {
+		limit = r.settings().MaxActive
+	}
+	// This process's own jobs of the dataset take turns here first,
+	// without asking the state store. A job waits for its turn only a
+	// moment: the wait is inside the attempt's time limit, and a job
+	// waiting holds one of the process's workers. Then it is snoozed.
+	v, _ := r.turns.LoadOrStore(fmt.Sprintf("%s/%d", a.Dataset, limit), make(chan struct{}, limit))
 	turn := v.(chan struct{})
+	wait := time.NewTimer(slotLook)
+	defer wait.Stop()
 	select {
 	case turn <- struct{}{}:
+	case <-wait.C:
+		return nil, nil, errNoSlot
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, nil, ctx.Err()
 	}
-	// Other processes' jobs hold the rest: a few more looks while they
+	// Other processes' jobs hold the rest: one more look while they
 	// finish, then the job is snoozed and fetched again later.
 	taken := false
 	for try := 0; ; try++ {
@@ -969,7 +990,7 @@ func (r *Runner) takeSlot(ctx context.Context, w *weather, a queue.PartitionArgs
 			return err
 		}); err != nil {
 			<-turn
-			return nil, err
+			return nil, nil, err
 		}
 		if taken || try == slotTries {
 			break
@@ -978,13 +999,14 @@ func (r *Runner) takeSlot(ctx context.Context, w *weather, a queue.PartitionArgs
 		case <-time.After(slotLook):
 		case <-ctx.Done():
 			<-turn
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		}
 	}
 	if !taken {
 		<-turn
-		return nil, errNoSlot
+		return nil, nil, errNoSlot
 	}
+	jobCtx, lose := context.WithCancelCause(ctx)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -997,22 +1019,32 @@ func (r *Runner) takeSlot(ctx context.Context, w *weather, a queue.PartitionArgs
 			case <-done:
 				return
 			case <-t.C:
-				// An outage may let the slot lapse; the job goes on, and
-				// a lapsed slot only lets another job take the partition
-				// once this one's attempt looks lost too.
-				_, _ = r.Store.RenewSlot(context.WithoutCancel(ctx), sl, time.Now().Add(LeaseTTL))
+				// An outage may let the slot lapse; the job goes on. But
+				// a slot another job took (its process saw this one's
+				// slot lapse and queued the partition again) means
+				// another job builds the partition: this one stops.
+				held, err := r.Store.RenewSlot(context.WithoutCancel(ctx), sl, time.Now().Add(LeaseTTL))
+				if err == nil && !held {
+					r.logf("%s %s: its slot lapsed and another job took the partition; this one stops", a.Dataset, a.Partition)
+					lose(errSlotLost)
+					return
+				}
 			}
 		}
 	}()
-	return func() {
+	return jobCtx, func() {
 		close(done)
 		wg.Wait()
+		lose(nil)
 		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		_ = r.Store.ReleaseSlot(bg, sl)
 		<-turn
 	}, nil
 }
+
+// errSlotLost stops a job whose partition another job took over.
+var errSlotLost = errors.New("another job took over its partition")
 
 // mayStart reports whether a's job may start building: only the current
 // run's jobs do, only while the plan is running and not cancelled, only in

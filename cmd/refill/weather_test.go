@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"fmt"
 	"io"
 	"net"
 	"net/url"
@@ -635,9 +636,24 @@ datasets:
 	if err := db.QueryRow(`SELECT count(DISTINCT partition), count(*) - count(DISTINCT partition) FROM audit_log WHERE plan_id = $1 AND event = 'partition_published'`, id).Scan(&parts, &dup); err != nil || parts != 10 || dup != 0 {
 		t.Errorf("published %d partitions, %d twice (%v)", parts, dup, err)
 	}
+	// Each lost job is queued again once (the dead worker may have held
+	// another besides the one it was building), and said once.
+	for _, line := range strings.Split(apply.output(), "\n") {
+		if i := strings.Index(line, "feed 2026-"); i >= 0 && strings.Contains(line, "queued again") {
+			if n := strings.Count(apply.output(), line[i:]); n != 1 {
+				t.Errorf("apply said %d times %q, want once:\n%s", n, line[i:], apply.output())
+			}
+		}
+	}
 	// max_active 1 across both processes: each job's start comes after
 	// the previous job's end, whichever process ran them (the killed
 	// job has no end, and its partition ran again later).
+	atMostOneAtATime(t, dir)
+}
+
+// atMostOneAtATime fails when two pidJob jobs that ended overlapped.
+func atMostOneAtATime(t *testing.T, dir string) {
+	t.Helper()
 	type span struct{ start, end time.Time }
 	var spans []span
 	ends, _ := filepath.Glob(filepath.Join(dir, "pids", "*.end"))
@@ -649,12 +665,48 @@ datasets:
 		}
 		spans = append(spans, span{s.ModTime(), e.ModTime()})
 	}
+	if len(spans) == 0 {
+		t.Fatal("no job ended")
+	}
 	sort.Slice(spans, func(i, j int) bool { return spans[i].start.Before(spans[j].start) })
 	for i := 1; i < len(spans); i++ {
 		if spans[i].start.Before(spans[i-1].end) {
-			t.Errorf("two jobs of feed overlapped with max_active 1: %v–%v and %v–%v", spans[i-1].start, spans[i-1].end, spans[i].start, spans[i].end)
+			t.Errorf("two jobs of one dataset overlapped with max_active 1: %v–%v and %v–%v", spans[i-1].start, spans[i-1].end, spans[i].start, spans[i].end)
 		}
 	}
+}
+
+// TestMaxActiveIsTheRuns: a worker started while refill.yaml said
+// max_active 3 holds a run queued under max_active 1 to one partition at a
+// time: the limit travels with the run, not with each process's config.
+func TestMaxActiveIsTheRuns(t *testing.T) {
+	t.Parallel()
+	stateDSN := pgtest.Schema(t)
+	cfg := func(n int) string {
+		return fmt.Sprintf(`version: 1
+warehouse: sqlite:wh.db
+state: "%s"
+run: {max_active: %d, attempts: 2}
+policy: {manual_over_days: 100}
+datasets:
+  feed:
+    job:
+      command: %s
+`, stateDSN, n, pidJob)
+	}
+	dir := smallProject(t, cfg(3))
+	if err := os.Mkdir(filepath.Join(dir, "pids"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	worker := startRefill(t, dir, "worker")
+	worker.until(t, "the worker serving", time.Minute, func() bool { return strings.Contains(worker.output(), "serving partition jobs") })
+	if err := os.WriteFile(filepath.Join(dir, "refill.yaml"), []byte(cfg(1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id := decode[planJSON](t, step(t, dir, 0, "", "plan", "feed", "--from", "2026-09-01", "--to", "2026-09-06", "--reason", "limits", "--as", "alice", "-o", "json").stdout).ID
+	step(t, dir, 0, "", "approve", id, "--as", "bob")
+	step(t, dir, 0, "6 of 6 partitions published", "apply", id, "--as", "alice")
+	atMostOneAtATime(t, dir)
 }
 
 // pidJob is a command job that leaves, in pids/, the process id of the

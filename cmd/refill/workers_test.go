@@ -43,7 +43,7 @@ func TestWorkersShareARun(t *testing.T) {
 	cfg := `version: 1
 warehouse: "` + whDSN + `"
 state: "` + stateDSN + `"
-run: {max_active: 2, max_active_total: 4, attempts: 5, backoff: 50ms, rescue_after: 2s}
+run: {max_active: 2, max_active_total: 4, attempts: 5, backoff: 50ms}
 policy: {manual_over_days: 100}
 datasets:
   src: {table: src, partition: {column: day}}
