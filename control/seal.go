@@ -8,9 +8,9 @@ import (
 	"strings"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/dsn"
 	"github.com/refill-dev/refill/jobs/jobfiles"
 	"github.com/refill-dev/refill/lineage"
-	"github.com/refill-dev/refill/warehouse"
 )
 
 // Stale lists, in words, every way the config now differs from what plan p
@@ -84,7 +84,7 @@ func Stale(p *refill.Plan, cfg *refill.Config) []string {
 			}
 		}
 	}
-	if now := warehouse.Sealed(cfg.Warehouse); p.Warehouse != "" && p.Warehouse != now {
+	if now := dsn.Redact(cfg.Warehouse); p.Warehouse != "" && p.Warehouse != now {
 		add("the warehouse changed: sealed %s, now %s", p.Warehouse, now)
 	}
 	if c := policyDiff(p.Policy, cfg.Policy); c != "" {
@@ -266,7 +266,3 @@ func jsonEqual(a, b any) bool {
 	y, _ := json.Marshal(b)
 	return string(x) == string(y)
 }
-
-// Sealed returns the datasets plan p sealed as a config (see
-// refill.Plan.Sealed).
-func Sealed(p *refill.Plan, base *refill.Config) *refill.Config { return p.Sealed(base) }

@@ -103,7 +103,7 @@ func TestSealedConfigIsWhatThePlanSealed(t *testing.T) {
 	now := cfg()
 	now.Datasets["agg"].Table = "mart.precious"
 	now.Datasets["agg"].Job.Query = "SELECT 1"
-	s := Sealed(p, now)
+	s := p.Sealed(now)
 	if d := s.Datasets["agg"]; d.Table != "mart.agg" || !strings.Contains(d.Job.Query, "raw.events") {
 		t.Errorf("sealed agg = %+v %+v", d, d.Job)
 	}

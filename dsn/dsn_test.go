@@ -69,3 +69,48 @@ func FuzzRedact(f *testing.F) {
 		}
 	})
 }
+
+// TestSealedWarehouse: a plan seals its warehouse as Redact writes it,
+// without the password,
+// so a changed password is the same warehouse and a changed host is not.
+func TestSealedWarehouse(t *testing.T) {
+	for dsn, want := range map[string]string{
+		"sqlite:wh.db":                         "sqlite:wh.db",
+		"postgres://ann:hunter2@db:5432/sales": "postgres://ann:xxxxx@db:5432/sales",
+	} {
+		if got := Redact(dsn); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", dsn, got, want)
+		}
+	}
+	if Redact("postgres://ann:pw@db/wh") != Redact("postgres://ann:other@db/wh") {
+		t.Error("a changed password is another warehouse")
+	}
+	if Redact("postgres://ann:pw@db/wh") == Redact("postgres://ann:pw@db2/wh") {
+		t.Error("another host is the same warehouse")
+	}
+}
+
+func TestSQLitePath(t *testing.T) {
+	for dsn, want := range map[string]string{
+		"sqlite:wh.db":            "/cfg/wh.db",
+		"sqlite:../data/wh.db":    "/data/wh.db",
+		"sqlite:/var/wh.db":       "/var/wh.db",
+		"sqlite:///var/wh.db":     "/var/wh.db",
+		"sqlite:.refill/state.db": "/cfg/.refill/state.db",
+	} {
+		if got, ok := SQLitePath(dsn, "/cfg"); got != want || !ok {
+			t.Errorf("SQLitePath(%q) = %q, %v; want %q, true", dsn, got, ok, want)
+		}
+	}
+	for _, dsn := range []string{
+		"postgres://ann@db:5432/wh",
+		"postgresql://ann@db/wh?sslmode=disable",
+		"host=db dbname=wh",
+		"",
+		"SQLITE:wh.db",
+	} {
+		if got, ok := SQLitePath(dsn, "/cfg"); ok || got != "" {
+			t.Errorf("SQLitePath(%q) = %q, %v; want \"\", false: not SQLite", dsn, got, ok)
+		}
+	}
+}

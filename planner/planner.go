@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/dsn"
 	"github.com/refill-dev/refill/gate"
 	"github.com/refill-dev/refill/jobs"
 	"github.com/refill-dev/refill/lineage"
@@ -161,7 +162,7 @@ func (p *Planner) assemble(ctx context.Context, r Request, seen *gate.Result) (*
 		CreatedAt: p.Now().UTC(),
 		Seal:      refill.SealVersion,
 		Run:       &refill.RunSeal{Tolerance: p.Config.Run.Tolerance},
-		Warehouse: warehouse.Sealed(p.Config.Warehouse),
+		Warehouse: dsn.Redact(p.Config.Warehouse),
 	}
 	if asOf, real, ahead := refill.Clock(p.Now).Ahead(); ahead {
 		plan.Clock = &refill.PlanClock{Real: real.Truncate(time.Second), AsOf: asOf}

@@ -21,13 +21,13 @@ import (
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/control"
+	dsnpkg "github.com/refill-dev/refill/dsn"
 	"github.com/refill-dev/refill/gate"
 	"github.com/refill-dev/refill/internal/secret"
 	"github.com/refill-dev/refill/jobs"
 	"github.com/refill-dev/refill/jobs/airflow"
 	"github.com/refill-dev/refill/queue"
 	"github.com/refill-dev/refill/store"
-	"github.com/refill-dev/refill/warehouse"
 )
 
 // Runner runs plans.
@@ -1428,7 +1428,7 @@ func (r *Runner) jobDeps() jobs.Deps {
 // no password, since the job connects as refill does.
 func (r *Runner) jobWarehouse() string {
 	dsn := r.Config.Warehouse
-	if path, ok := warehouse.SQLitePath(dsn, r.Config.Dir); ok {
+	if path, ok := dsnpkg.SQLitePath(dsn, r.Config.Dir); ok {
 		dsn = "sqlite:" + path
 	}
 	return secret.Reader{}.DSN(dsn)
@@ -1478,7 +1478,7 @@ func (r *Runner) sameWarehouse(ctx context.Context, planID string) error {
 	if err != nil {
 		return err
 	}
-	if now := warehouse.Sealed(r.Config.Warehouse); p.Warehouse != "" && p.Warehouse != now {
+	if now := dsnpkg.Redact(r.Config.Warehouse); p.Warehouse != "" && p.Warehouse != now {
 		return refill.NotPermittedf("worker %s: this worker's warehouse %s is not the warehouse plan %s sealed, %s: start the worker with the plan's refill.yaml",
 			workerID, now, planID, p.Warehouse)
 	}

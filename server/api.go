@@ -411,7 +411,7 @@ func (s *Server) planLineage(format string) func(http.ResponseWriter, *http.Requ
 			s.writeError(w, r, err)
 			return
 		}
-		dot, err := PlanDOT(st.Plan, s.conf())
+		dot, err := lineage.PlanDOT(st.Plan, s.conf())
 		if err != nil {
 			s.writeError(w, r, err)
 			return

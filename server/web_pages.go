@@ -329,7 +329,7 @@ func (ui *webUI) planLineage(w http.ResponseWriter, r *http.Request, _ string) {
 		http.Error(w, err.Error(), HTTPStatus(err))
 		return
 	}
-	dot, err := PlanDOT(st.Plan, ui.s.conf())
+	dot, err := lineage.PlanDOT(st.Plan, ui.s.conf())
 	if err != nil {
 		ui.s.writeError(w, r, err)
 		return

@@ -33,7 +33,7 @@ import (
 func Open(ctx context.Context, dsn, baseDir string) (refill.Warehouse, error) {
 	switch scheme, _, _ := strings.Cut(dsn, ":"); scheme {
 	case "sqlite":
-		path, _ := SQLitePath(dsn, baseDir)
+		path, _ := dsnpkg.SQLitePath(dsn, baseDir)
 		info, err := os.Stat(path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
@@ -73,14 +73,3 @@ func Dialect(w refill.Warehouse) sqltext.Dialect {
 	}
 	return sqltext.Postgres
 }
-
-// SQLitePath is dsn.SQLitePath: the file a sqlite: DSN names, ok=false
-// for any other engine's DSN.
-func SQLitePath(d, baseDir string) (path string, ok bool) { return dsnpkg.SQLitePath(d, baseDir) }
-
-// Sealed is how a plan records the warehouse it was made against: the DSN
-// as written, with any password redacted. A SQLite path stays as written
-// (relative to refill.yaml), so a project directory copied or moved keeps
-// its plans; two configs naming the same relative path in different
-// directories therefore read as one warehouse (see README, Security).
-func Sealed(d string) string { return dsnpkg.Redact(d) }

@@ -595,22 +595,7 @@ datasets:
 // across the two processes: no two of the dataset's jobs ever overlap.
 func TestKilledWorkersPartitionGoesOn(t *testing.T) {
 	t.Parallel()
-	stateDSN := pgtest.Schema(t)
-	dir := smallProject(t, `version: 1
-warehouse: sqlite:wh.db
-state: "`+stateDSN+`"
-run: {max_active: 1, max_active_total: 1, attempts: 2}
-policy: {manual_over_days: 100}
-datasets:
-  feed:
-    job:
-      command: `+pidJob+`
-`)
-	if err := os.Mkdir(filepath.Join(dir, "pids"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	id := decode[planJSON](t, step(t, dir, 0, "", "plan", "feed", "--from", "2026-09-01", "--to", "2026-09-10", "--reason", "killed worker", "--as", "alice", "-o", "json").stdout).ID
-	step(t, dir, 0, "", "approve", id, "--as", "bob")
+	stateDSN, dir, id := pidPlan(t, "2026-09-10", "killed worker")
 	worker := startRefill(t, dir, "worker")
 	apply := startRefill(t, dir, "apply", id, "--as", "alice")
 	// The worker is killed in the middle of a partition of its own.
@@ -709,6 +694,30 @@ datasets:
 	atMostOneAtATime(t, dir)
 }
 
+// pidPlan writes a project of one dataset of pidJob, one partition at a
+// time, on a PostgreSQL state store, and plans and approves it from
+// 2026-09-01 to last: its state DSN, directory and plan.
+func pidPlan(t *testing.T, last, reason string) (stateDSN, dir, id string) {
+	t.Helper()
+	stateDSN = pgtest.Schema(t)
+	dir = smallProject(t, `version: 1
+warehouse: sqlite:wh.db
+state: "`+stateDSN+`"
+run: {max_active: 1, max_active_total: 1, attempts: 2}
+policy: {manual_over_days: 100}
+datasets:
+  feed:
+    job:
+      command: `+pidJob+`
+`)
+	if err := os.Mkdir(filepath.Join(dir, "pids"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	id = decode[planJSON](t, step(t, dir, 0, "", "plan", "feed", "--from", "2026-09-01", "--to", last, "--reason", reason, "--as", "alice", "-o", "json").stdout).ID
+	step(t, dir, 0, "", "approve", id, "--as", "bob")
+	return stateDSN, dir, id
+}
+
 // pidJob is a command job that leaves, in pids/, the process id of the
 // refill that ran it when it starts (PARTITION.start) and when it ends
 // (PARTITION.end), a second later.
@@ -741,22 +750,7 @@ func midPartition(t *testing.T, dir string, worker, apply *background) string {
 // plan to its end.
 func TestWorkerDrainsOnSIGTERM(t *testing.T) {
 	t.Parallel()
-	stateDSN := pgtest.Schema(t)
-	dir := smallProject(t, `version: 1
-warehouse: sqlite:wh.db
-state: "`+stateDSN+`"
-run: {max_active: 1, max_active_total: 1, attempts: 2}
-policy: {manual_over_days: 100}
-datasets:
-  feed:
-    job:
-      command: `+pidJob+`
-`)
-	if err := os.Mkdir(filepath.Join(dir, "pids"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	id := decode[planJSON](t, step(t, dir, 0, "", "plan", "feed", "--from", "2026-09-01", "--to", "2026-09-06", "--reason", "deploy", "--as", "alice", "-o", "json").stdout).ID
-	step(t, dir, 0, "", "approve", id, "--as", "bob")
+	stateDSN, dir, id := pidPlan(t, "2026-09-06", "deploy")
 	worker := startRefill(t, dir, "worker", "--grace", "1m")
 	apply := startRefill(t, dir, "apply", id, "--as", "alice")
 	mid := midPartition(t, dir, worker, apply)

@@ -47,7 +47,7 @@ func Open(ctx context.Context, cfg *refill.Config, src refill.Warehouse) (*Wareh
 	if err != nil {
 		return nil, fmt.Errorf("proof_warehouse: %w", err)
 	}
-	path, isFile := warehouse.SQLitePath(dsn, cfg.Dir)
+	path, isFile := dsnpkg.SQLitePath(dsn, cfg.Dir)
 	if isFile {
 		dsn = "sqlite:" + path
 	}
