@@ -124,9 +124,10 @@ func (r *Runner) drained() bool {
 // renews it every third of that while it lives.
 var LeaseTTL = 30 * time.Second
 
-// A job whose dataset's slots are all taken waits slotLook for a turn in
-// its process, looks again slotTries times slotLook apart for one held
-// elsewhere, then is snoozed for slotWait (without spending an attempt).
+// A job whose dataset's slots are all taken waits a while for a turn in
+// its process (takeSlot), looks again slotTries times slotLook apart for
+// one held elsewhere, then is snoozed for slotWait (without spending an
+// attempt).
 const (
 	slotTries = 1
 	slotLook  = 250 * time.Millisecond
@@ -966,12 +967,19 @@ func (r *Runner) takeSlot(ctx context.Context, w *weather, a queue.PartitionArgs
 		limit = r.settings().MaxActive
 	}
 	// This process's own jobs of the dataset take turns here first,
-	// without asking the state store. A job waits for its turn only a
-	// moment: the wait is inside the attempt's time limit, and a job
-	// waiting holds one of the process's workers. Then it is snoozed.
+	// without asking the state store, so a turn given back goes to the
+	// next at once. A job waits for its turn a while, not for ever: the
+	// wait is inside the attempt's time limit (a quarter of what is left
+	// of it at most), and a job without a slot for LeaseTTL looks lost to
+	// whoever waits on the run (half of that at most). Then it is
+	// snoozed, without spending an attempt.
 	v, _ := r.turns.LoadOrStore(fmt.Sprintf("%s/%d", a.Dataset, limit), make(chan struct{}, limit))
 	turn := v.(chan struct{})
-	wait := time.NewTimer(slotLook)
+	patience := LeaseTTL / 2
+	if deadline, ok := ctx.Deadline(); ok {
+		patience = min(patience, time.Until(deadline)/4)
+	}
+	wait := time.NewTimer(max(patience, slotLook))
 	defer wait.Stop()
 	select {
 	case turn <- struct{}{}:
