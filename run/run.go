@@ -59,8 +59,9 @@ type Runner struct {
 	// pass through (refill.Job.EnvSeal); nil skips that check.
 	EnvKey []byte
 
-	mu     sync.Mutex
-	active chan struct{} // bounds partitions in flight in this process
+	mu         sync.Mutex
+	active     chan struct{} // bounds partitions in flight in this process
+	activeOnce sync.Once
 	// plans caches the plans this process builds partitions of: a plan
 	// never changes once saved, and its sealed steps are all a job runs.
 	plans sync.Map
@@ -806,8 +807,9 @@ func (r *Runner) exhausted(ctx context.Context, planID string) (string, error) {
 
 // work builds and publishes one partition: River calls it for each attempt.
 func (r *Runner) work(ctx context.Context, a queue.PartitionArgs, attempt, maxAttempts int) error {
-	r.active <- struct{}{}
-	defer func() { <-r.active }()
+	active := r.active
+	active <- struct{}{}
+	defer func() { <-active }()
 	err := r.build(ctx, a, attempt)
 	if err == nil {
 		return nil

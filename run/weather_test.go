@@ -279,7 +279,7 @@ func TestSideEffectsOfUnknownOutcomeWaitForAPerson(t *testing.T) {
 			t.Fatal(err)
 		}
 		if s.Plan.Status != refill.StatusNeedsReview || len(s.Reviews) != 1 || s.Reviews[0].Partition != "2026-11-02" || !strings.Contains(s.Reviews[0].Why, "gone:1") {
-			t.Fatalf("status %s, reviews %+v", s.Plan.Status, s.Reviews)
+			t.Fatalf("status %s, reviews %+v\n%s", s.Plan.Status, s.Reviews, log.String())
 		}
 		if s.Run != nil && !s.Run.Orphaned && s.Run.Holder != "" {
 			t.Errorf("a plan waiting for review is still held by %s", s.Run.Holder)

@@ -47,7 +47,9 @@ func (r *Runner) settings() refill.RunConfig {
 // setup fills defaults shared by apply and workers.
 func (r *Runner) setup() {
 	def := refill.DefaultRunConfig()
-	r.active = make(chan struct{}, r.settings().MaxActiveTotal)
+	// Once: jobs in flight hold a place in it, so a second run's setup
+	// must not swap it under them.
+	r.activeOnce.Do(func() { r.active = make(chan struct{}, r.settings().MaxActiveTotal) })
 	if r.Backoff <= 0 {
 		r.Backoff = time.Duration(def.Backoff)
 	}
