@@ -1017,34 +1017,21 @@ func (r *Runner) takeSlot(ctx context.Context, w *weather, a queue.PartitionArgs
 		return nil, nil, errNoSlot
 	}
 	jobCtx, lose := context.WithCancelCause(ctx)
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(LeaseTTL / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				// An outage may let the slot lapse; the job goes on. But
-				// a slot another job took (its process saw this one's
-				// slot lapse and queued the partition again) means
-				// another job builds the partition: this one stops.
-				held, err := r.Store.RenewSlot(context.WithoutCancel(ctx), sl, time.Now().Add(LeaseTTL))
-				if err == nil && !held {
-					r.logf("%s %s: its slot lapsed and another job took the partition; this one stops", a.Dataset, a.Partition)
-					lose(errSlotLost)
-					return
-				}
-			}
+	stop := renewing(func() bool {
+		// An outage may let the slot lapse; the job goes on. But a slot
+		// another job took (its process saw this one's slot lapse and
+		// queued the partition again) means another job builds the
+		// partition: this one stops.
+		held, err := r.Store.RenewSlot(context.WithoutCancel(ctx), sl, time.Now().Add(LeaseTTL))
+		if err == nil && !held {
+			r.logf("%s %s: its slot lapsed and another job took the partition; this one stops", a.Dataset, a.Partition)
+			lose(errSlotLost)
+			return false
 		}
-	}()
+		return true
+	})
 	return jobCtx, func() {
-		close(done)
-		wg.Wait()
+		stop()
 		lose(nil)
 		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
@@ -1384,23 +1371,43 @@ var errInFlight = errors.New("an attempt is in flight")
 // keepAlive renews attempt in the state store while its job runs, until
 // the returned stop is called.
 func (r *Runner) keepAlive(ctx context.Context, attempt store.Attempt) (stop func()) {
+	return renewing(func() bool {
+		if ctx.Err() != nil {
+			return false
+		}
+		_ = r.Store.RenewAttempt(context.WithoutCancel(ctx), attempt, time.Now().Add(LeaseTTL))
+		return true
+	})
+}
+
+// renewing calls renew every LeaseTTL/3 from a goroutine of its own, until
+// renew returns false or the returned stop is called. stop waits for the
+// goroutine, so nothing is renewed after it returns; it may be called more
+// than once.
+func renewing(renew func() bool) (stop func()) {
 	done := make(chan struct{})
+	var wg sync.WaitGroup
 	var once sync.Once
+	wg.Add(1)
 	go func() {
+		defer wg.Done()
 		t := time.NewTicker(LeaseTTL / 3)
 		defer t.Stop()
 		for {
 			select {
 			case <-done:
 				return
-			case <-ctx.Done():
-				return
 			case <-t.C:
-				_ = r.Store.RenewAttempt(context.WithoutCancel(ctx), attempt, time.Now().Add(LeaseTTL))
+				if !renew() {
+					return
+				}
 			}
 		}
 	}()
-	return func() { once.Do(func() { close(done) }) }
+	return func() {
+		once.Do(func() { close(done) })
+		wg.Wait()
+	}
 }
 
 // errNeedsReview ends a partition that waits for a person (refill
@@ -1522,26 +1529,16 @@ func leaseHolder() string { return workerID }
 // cancelled so this process stops working on it.
 func (r *Runner) renew(ctx context.Context, planID, holder string) (context.Context, func()) {
 	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	var once sync.Once
-	go func() {
-		t := time.NewTicker(LeaseTTL / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				err := r.Store.RenewLease(ctx, planID, holder, time.Now().Add(LeaseTTL))
-				if errors.Is(err, refill.ErrNotPermitted) {
-					r.logf("ALERT plan %s: %v; this process stops working on it", planID, err)
-					cancel()
-					return
-				}
-			}
+	stop := renewing(func() bool {
+		err := r.Store.RenewLease(ctx, planID, holder, time.Now().Add(LeaseTTL))
+		if errors.Is(err, refill.ErrNotPermitted) {
+			r.logf("ALERT plan %s: %v; this process stops working on it", planID, err)
+			cancel()
+			return false
 		}
-	}()
-	return runCtx, func() { once.Do(func() { close(done); cancel() }) }
+		return true
+	})
+	return runCtx, func() { stop(); cancel() }
 }
 
 // adopt records a partition an earlier attempt published but did not live
