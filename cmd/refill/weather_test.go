@@ -321,24 +321,7 @@ func TestStateStoreOutageIsRiddenOut(t *testing.T) {
 	t.Parallel()
 	stateDSN := pgtest.Schema(t)
 	px := newProxy(t, pgTarget(t))
-	dir := smallProject(t, `version: 1
-warehouse: sqlite:wh.db
-state: "`+px.through(t, stateDSN)+`"
-run: {max_active: 2, attempts: 1}
-policy: {manual_over_days: 100}
-datasets:
-  src: {table: src, partition: {column: day}}
-  agg:
-    table: agg
-    partition: {column: day}
-    upstream: [src]
-    job:
-      command: ["sh", "-c", "sleep 0.3"]
-`, `CREATE TABLE src (day TEXT, v INTEGER)`,
-		`WITH RECURSIVE d(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM d WHERE i < 11) INSERT INTO src SELECT date('2026-09-01', '+' || i || ' days'), i FROM d`,
-		`CREATE TABLE agg (day TEXT, v INTEGER)`)
-	id := decode[planJSON](t, step(t, dir, 0, "", "plan", "src", "--from", "2026-09-01", "--to", "2026-09-12", "--reason", "weather", "--as", "alice", "-o", "json").stdout).ID
-	step(t, dir, 0, "", "approve", id, "--as", "bob")
+	dir, id := sleepyAggPlan(t, `state: "`+px.through(t, stateDSN)+`"`, "0.3")
 	apply := startRefill(t, dir, "apply", id, "--as", "alice")
 	apply.until(t, "first partition published", time.Minute, func() bool { return publishedIn(t, "pgx", stateDSN, id) >= 1 })
 	px.cut()
@@ -369,23 +352,7 @@ datasets:
 // and finishes on its first apply.
 func TestSQLiteLockedByAnotherProcessIsRiddenOut(t *testing.T) {
 	t.Parallel()
-	dir := smallProject(t, `version: 1
-warehouse: sqlite:wh.db
-run: {max_active: 2, attempts: 1}
-policy: {manual_over_days: 100}
-datasets:
-  src: {table: src, partition: {column: day}}
-  agg:
-    table: agg
-    partition: {column: day}
-    upstream: [src]
-    job:
-      command: ["sh", "-c", "sleep 0.5"]
-`, `CREATE TABLE src (day TEXT, v INTEGER)`,
-		`WITH RECURSIVE d(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM d WHERE i < 11) INSERT INTO src SELECT date('2026-09-01', '+' || i || ' days'), i FROM d`,
-		`CREATE TABLE agg (day TEXT, v INTEGER)`)
-	id := decode[planJSON](t, step(t, dir, 0, "", "plan", "src", "--from", "2026-09-01", "--to", "2026-09-12", "--reason", "weather", "--as", "alice", "-o", "json").stdout).ID
-	step(t, dir, 0, "", "approve", id, "--as", "bob")
+	dir, id := sleepyAggPlan(t, "", "0.5")
 	state := filepath.Join(dir, ".refill", "state.db")
 	apply := startRefill(t, dir, "apply", id, "--as", "alice")
 	apply.until(t, "first partition published", time.Minute, func() bool { return publishedIn(t, "sqlite", state, id) >= 1 })
@@ -768,4 +735,30 @@ func TestWorkerDrainsOnSIGTERM(t *testing.T) {
 	if n := publishedIn(t, "pgx", stateDSN, id); n != 6 {
 		t.Errorf("%d partitions published, want 6", n)
 	}
+}
+
+// sleepyAggPlan writes a project whose agg, over 12 days of src, is a
+// command job sleeping sleep seconds a partition (stateLine, when not "",
+// names the state store), and plans and approves agg's rebuild.
+func sleepyAggPlan(t *testing.T, stateLine, sleep string) (dir, id string) {
+	t.Helper()
+	dir = smallProject(t, `version: 1
+warehouse: sqlite:wh.db
+`+stateLine+`
+run: {max_active: 2, attempts: 1}
+policy: {manual_over_days: 100}
+datasets:
+  src: {table: src, partition: {column: day}}
+  agg:
+    table: agg
+    partition: {column: day}
+    upstream: [src]
+    job:
+      command: ["sh", "-c", "sleep `+sleep+`"]
+`, `CREATE TABLE src (day TEXT, v INTEGER)`,
+		`WITH RECURSIVE d(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM d WHERE i < 11) INSERT INTO src SELECT date('2026-09-01', '+' || i || ' days'), i FROM d`,
+		`CREATE TABLE agg (day TEXT, v INTEGER)`)
+	id = decode[planJSON](t, step(t, dir, 0, "", "plan", "src", "--from", "2026-09-01", "--to", "2026-09-12", "--reason", "weather", "--as", "alice", "-o", "json").stdout).ID
+	step(t, dir, 0, "", "approve", id, "--as", "bob")
+	return dir, id
 }
