@@ -20,7 +20,6 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/refill-dev/refill"
-	"github.com/refill-dev/refill/store"
 )
 
 // Check names, as findings carry them.
@@ -46,12 +45,23 @@ var scaleFloor = math.Log(1.10)
 type Gate struct {
 	Config    *refill.Config
 	Warehouse refill.Warehouse
-	Store     *store.Store
+	Store     Store
 	Now       refill.Clock
 	// Baseline, when set, is the schema each dataset is judged against
 	// instead of the accepted one in the store: the apply-time re-check
 	// judges against the columns the plan itself saw and sealed.
 	Baseline map[string][]refill.Column
+}
+
+// Store is what the gate reads from the state store: the accepted schema
+// it judges drift against, the partitions whose checks failed before, and
+// the acceptances that let a finding pass. *store.Store implements it; a
+// nil Store judges without history (no baseline, nothing flagged, nothing
+// accepted).
+type Store interface {
+	SchemaBaseline(ctx context.Context, dataset string) (refill.SchemaSnapshot, bool, error)
+	Flagged(ctx context.Context, dataset string) (map[string]bool, error)
+	Acceptances(ctx context.Context, dataset, partition string) ([]refill.Acceptance, error)
 }
 
 // Result is a gate verdict plus what it saw, so a plan can record schemas

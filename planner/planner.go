@@ -21,7 +21,6 @@ import (
 	"github.com/refill-dev/refill/lineage"
 	"github.com/refill-dev/refill/policy"
 	"github.com/refill-dev/refill/store"
-	"github.com/refill-dev/refill/warehouse"
 	"github.com/refill-dev/refill/warehouse/sqltext"
 )
 
@@ -37,13 +36,23 @@ type ProofSource interface {
 	ProofStatus(ctx context.Context, dataset, fingerprint string) (policy.Evidence, error)
 }
 
+// Store is what the planner reads from and writes to the state store: what
+// the gate reads, the OpenLineage edges outside jobs reported, and the plan
+// it records. *store.Store implements it; a nil Store builds plans (Build)
+// without history or outside readers, and cannot record them.
+type Store interface {
+	gate.Store
+	LineageEdges(ctx context.Context) ([]store.LineageEdge, error)
+	RecordPlan(ctx context.Context, rec refill.PlanRecord) ([]string, error)
+}
+
 // Planner builds and stores plans.
 type Planner struct {
 	Config    *refill.Config
 	Graph     *lineage.Graph
 	Policy    *policy.Policy
 	Warehouse refill.Warehouse
-	Store     *store.Store
+	Store     Store
 	// Gate checks the plan's inputs; Proofs says which jobs are proven.
 	// Without Proofs, no dataset has a proof.
 	Gate   *gate.Gate
@@ -53,7 +62,7 @@ type Planner struct {
 }
 
 // New wires a planner over a loaded config.
-func New(cfg *refill.Config, wh refill.Warehouse, st *store.Store) (*Planner, error) {
+func New(cfg *refill.Config, wh refill.Warehouse, st Store) (*Planner, error) {
 	g, err := lineage.Of(cfg)
 	if err != nil {
 		return nil, err
@@ -63,7 +72,10 @@ func New(cfg *refill.Config, wh refill.Warehouse, st *store.Store) (*Planner, er
 		return nil, err
 	}
 	p := &Planner{Config: cfg, Graph: g, Policy: pol, Warehouse: wh, Store: st, Now: time.Now}
-	p.Gate = &gate.Gate{Config: cfg, Warehouse: wh, Store: st, Now: func() time.Time { return p.Now() }}
+	p.Gate = &gate.Gate{Config: cfg, Warehouse: wh, Now: func() time.Time { return p.Now() }}
+	if st != nil {
+		p.Gate.Store = st
+	}
 	return p, nil
 }
 
@@ -83,6 +95,9 @@ func (p *Planner) Plan(ctx context.Context, r Request) (*refill.Plan, error) {
 	plan, seen, err := p.build(ctx, r)
 	if err != nil {
 		return nil, err
+	}
+	if p.Store == nil {
+		return nil, errors.New("storing plan: no state store")
 	}
 	if _, err := p.Store.RecordPlan(ctx, refill.PlanRecord{Plan: plan, Schemas: seen.Schemas, Flags: seen.Flags}); err != nil {
 		return nil, fmt.Errorf("storing plan: %w", err)
@@ -500,7 +515,7 @@ func (p *Planner) checkTable(ctx context.Context, d *refill.Dataset) error {
 	}
 	// The column is found as the driver finds it, so that a plan is never
 	// made for a column the run cannot find, or refused for one it can.
-	dialect := warehouse.Dialect(p.Warehouse)
+	dialect := sqltext.Of(p.Warehouse.Driver())
 	if _, ok := dialect.Column(cols, d.Partition.Column); ok {
 		return nil
 	}

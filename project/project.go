@@ -134,9 +134,15 @@ func Wire(cfg *refill.Config, wh refill.Warehouse, st *store.Store, now func() t
 	if now == nil {
 		now = time.Now
 	}
+	// The small interfaces the gate and planner take stay nil without a
+	// store (a nil *store.Store inside one would not be).
+	var gs planner.Store
+	if st != nil {
+		gs = st
+	}
 	c := &control.Control{Config: cfg, Store: st, Warehouse: wh, Now: now}
 	r := &run.Runner{Config: cfg, Warehouse: wh, Store: st, Now: now,
-		Gate:    &gate.Gate{Config: cfg, Warehouse: wh, Store: st, Now: now},
+		Gate:    &gate.Gate{Config: cfg, Warehouse: wh, Store: gs, Now: now},
 		Backoff: time.Duration(cfg.Run.Backoff), RescueAfter: time.Duration(cfg.Run.RescueAfter)}
 	c.Executor = r
 	// A plan seals the values its command jobs pass through from refill's
@@ -158,12 +164,14 @@ func Wire(cfg *refill.Config, wh refill.Warehouse, st *store.Store, now func() t
 	c.Prover = &proof.Prover{Config: cfg, Warehouse: wh, Store: st, Now: now,
 		OpenCommands: scratch.Opener(cfg, wh)}
 	if wh != nil {
-		pl, err := planner.New(cfg, wh, st)
+		pl, err := planner.New(cfg, wh, gs)
 		if err != nil {
 			return nil, nil, err
 		}
 		pl.Now = now
-		pl.Proofs = proof.Status{Store: st}
+		if st != nil {
+			pl.Proofs = proof.Status{Store: st}
+		}
 		c.Planner = pl
 	}
 	return c, r, nil

@@ -20,7 +20,6 @@ import (
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/jobs"
 	"github.com/refill-dev/refill/policy"
-	"github.com/refill-dev/refill/store"
 	"github.com/refill-dev/refill/warehouse/sqltext"
 )
 
@@ -46,13 +45,23 @@ const (
 type Prover struct {
 	Config    *refill.Config
 	Warehouse refill.Warehouse
-	Store     *store.Store
+	Store     Saver
 	Now       refill.Clock
 	// OpenCommands opens where command jobs are built (proof_warehouse,
 	// package proof/scratch) for one proof, which closes it after; nil
 	// means command jobs cannot be proven here. Opening it per proof keeps
 	// a core that never proves a command job from ever touching it.
 	OpenCommands func(ctx context.Context) (CommandRunner, error)
+}
+
+// Saver records a proof's evidence; *store.Store implements it.
+type Saver interface {
+	SaveProof(ctx context.Context, p *refill.Proof) error
+}
+
+// Reader lists a dataset's proofs, newest first; *store.Store implements it.
+type Reader interface {
+	Proofs(ctx context.Context, dataset string) ([]refill.Proof, error)
 }
 
 // CommandRunner runs a command job for one partition against a warehouse
@@ -270,7 +279,7 @@ func judge(pr *refill.Proof) error {
 // once to depend on prior state stays failing until it changes, however
 // many later proofs on other partitions pass.
 type Status struct {
-	Store *store.Store
+	Store Reader
 }
 
 // ProofStatus implements planner.ProofSource.

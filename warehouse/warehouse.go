@@ -61,15 +61,5 @@ func Open(ctx context.Context, dsn, baseDir string) (refill.Warehouse, error) {
 	return nil, refill.BadInputf("warehouse %q: want sqlite:PATH or postgres://USER@HOST:PORT/DATABASE", dsnpkg.Redact(dsn))
 }
 
-// Dialect returns the SQL dialect of w's engine, by its Driver name as Open
-// maps a DSN's scheme: how it folds, quotes and matches the table and
-// column names of the config (sqltext.Dialect.Column), so that code above
-// the drivers, such as the planner checking a partition column, finds a
-// column exactly as the driver will. A driver Open does not make gets
-// PostgreSQL's rules, under which a name matches only as SQL would fold it.
-func Dialect(w refill.Warehouse) sqltext.Dialect {
-	if w.Driver() == "sqlite" {
-		return sqltext.SQLite
-	}
-	return sqltext.Postgres
-}
+// Dialect returns the SQL dialect of w's engine (sqltext.Of its Driver).
+func Dialect(w refill.Warehouse) sqltext.Dialect { return sqltext.Of(w.Driver()) }

@@ -288,14 +288,20 @@ func (a *app) actor(cfg *refill.Config) (string, error) {
 }
 
 func (a *app) planner(e *env) (*planner.Planner, error) {
-	p, err := planner.New(e.cfg, e.wh, e.st)
+	var st planner.Store // a nil *store.Store would be a non-nil Store
+	if e.st != nil {
+		st = e.st
+	}
+	p, err := planner.New(e.cfg, e.wh, st)
 	if err != nil {
 		return nil, err
 	}
 	if p.Now, err = a.now(); err != nil {
 		return nil, err
 	}
-	p.Proofs = proof.Status{Store: e.st}
+	if e.st != nil {
+		p.Proofs = proof.Status{Store: e.st}
+	}
 	return p, nil
 }
 

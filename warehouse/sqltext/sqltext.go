@@ -381,3 +381,16 @@ func (e *QueryError) Error() string {
 // Unwrap lets errors.Is find refill.ErrBadInput and errors.As the driver's
 // error.
 func (e *QueryError) Unwrap() []error { return []error{refill.ErrBadInput, e.Err} }
+
+// Of returns the dialect of the engine a warehouse driver names (its Driver
+// method, as the warehouse opener maps a DSN's scheme): how it folds,
+// quotes and matches the table and column names of the config, so that code
+// above the drivers, such as the planner checking a partition column, finds
+// a column exactly as the driver will. A driver it does not know gets
+// PostgreSQL's rules, under which a name matches only as SQL would fold it.
+func Of(driver string) Dialect {
+	if driver == "sqlite" {
+		return SQLite
+	}
+	return Postgres
+}
