@@ -2,41 +2,62 @@ package main
 
 import (
 	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
-// demoPlans runs the demo (which runs its own plans to the end) and makes
-// fresh plans over its warehouse: the demo's blocked incident plan, and new
-// auto, semi-auto and manual plans, all waiting.
+// demoPlans gives a test the finished demo (setup) with fresh plans over
+// its warehouse: the demo's blocked incident plan, and new auto, semi-auto
+// and manual plans, all waiting. The plans are made once per test process,
+// into a template each test gets a copy of, as setup does with the demo.
 func demoPlans(t *testing.T) (dir string, blocked string, plans []string) {
 	t.Helper()
-	root := t.TempDir()
-	r := run(t, root, nil, "demo", "d", "-o", "json")
-	if r.code != 0 {
-		t.Fatalf("demo: %s", r.stderr)
+	plansOnce.Do(func() {
+		src := setup(t)
+		for _, req := range [][]string{
+			{"sessions", "2026-11-27", "2026-11-29"},
+			{"sessions", "2026-11-06", "2026-11-19"},
+			{"events_raw", "2026-11-21", "2026-11-23"},
+		} {
+			r := run(t, src, nil, "plan", req[0], "--from", req[1], "--to", req[2], "--reason", "upstream schema change broke 72h of events (INC-4711)", "--as", "alice", "-o", "json")
+			if r.code != 0 {
+				plansErr = fmt.Errorf("plan %v: exit %d\n%s", req, r.code, r.stderr)
+				return
+			}
+			plansIDs = append(plansIDs, decode[planJSON](t, r.stdout).ID)
+		}
+		plansDir = filepath.Join(filepath.Dir(binary), "template-plans")
+		plansErr = os.CopyFS(plansDir, os.DirFS(src))
+	})
+	if plansErr != nil {
+		t.Fatal(plansErr)
+	}
+	if plansDir == "" {
+		t.Fatal("the test that made the demo's plans stopped before it was done")
+	}
+	dir = filepath.Join(t.TempDir(), "d")
+	if err := os.CopyFS(dir, os.DirFS(plansDir)); err != nil {
+		t.Fatal(err)
 	}
 	out := decode[struct {
 		Blocked planJSON `json:"blocked"`
-	}](t, r.stdout)
-	dir = filepath.Join(root, "d")
-	for _, req := range [][]string{
-		{"sessions", "2026-11-27", "2026-11-29"},
-		{"sessions", "2026-11-06", "2026-11-19"},
-		{"events_raw", "2026-11-21", "2026-11-23"},
-	} {
-		r := run(t, dir, nil, "plan", req[0], "--from", req[1], "--to", req[2], "--reason", "upstream schema change broke 72h of events (INC-4711)", "--as", "alice", "-o", "json")
-		if r.code != 0 {
-			t.Fatalf("plan %v: %s", req, r.stderr)
-		}
-		plans = append(plans, decode[planJSON](t, r.stdout).ID)
-	}
-	return dir, out.Blocked.ID, plans
+	}](t, demoOut)
+	return dir, out.Blocked.ID, slices.Clone(plansIDs)
 }
+
+var (
+	plansOnce sync.Once
+	plansDir  string
+	plansIDs  []string
+	plansErr  error
+)
 
 type stateOut struct {
 	planJSON

@@ -84,9 +84,11 @@ func setup(t *testing.T) string {
 			demoErr = err
 			return
 		}
-		if r := run(t, demoDir, nil, "demo", "d", "-o", "json"); r.code != 0 {
+		r := run(t, demoDir, nil, "demo", "d", "-o", "json")
+		if r.code != 0 {
 			demoErr = fmt.Errorf("demo: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
+		demoOut = r.stdout
 	})
 	if demoErr != nil {
 		t.Fatal(demoErr)
@@ -101,6 +103,7 @@ func setup(t *testing.T) string {
 var (
 	demoOnce sync.Once
 	demoDir  string
+	demoOut  string // what the demo wrote, -o json
 	demoErr  error
 )
 
