@@ -35,6 +35,7 @@ func acceptNow(t *testing.T, st *store.Store, a refill.Acceptance) {
 // else; an acceptance of not_null on another column passes nothing; once
 // the partition changes, the acceptance lapses.
 func TestAcceptancePassesOnlyItsFinding(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, b *bundle) {
 		ctx := context.Background()
 		data := seasonal(rand.New(rand.NewPCG(14, 1)), 60, 150)
@@ -99,6 +100,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // short of history; a volume failure on a calendar day is a warning that
 // says why.
 func TestCalendarAndAcceptedDaysLeaveHistory(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, b *bundle) {
 		ctx := context.Background()
 		data := seasonal(rand.New(rand.NewPCG(15, 1)), 31, 150)
@@ -151,6 +153,7 @@ func TestCalendarAndAcceptedDaysLeaveHistory(t *testing.T) {
 // fails; an hour that holds two rows on a typical week is empty by chance,
 // and fails only when its score says so.
 func TestEmptyHourOfAFewRows(t *testing.T) {
+	t.Parallel()
 	judge := func(g refill.Grain, history []int64, rows int64) []refill.Finding {
 		se := refill.TableRef{Grain: g}.Season()
 		p := "2026-11-24T10"
@@ -179,6 +182,7 @@ func TestEmptyHourOfAFewRows(t *testing.T) {
 }
 
 func TestZText(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		z, limit float64
 		want     string

@@ -116,6 +116,7 @@ func failedColumns(res Result) []string {
 // clean sales and checks each is caught on its partition, by its check and
 // column, and nothing else is, on both warehouses.
 func TestDriftUniqueAccepted(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(13, 1))
 	data := sales(rng, 60, 300)
 	for i := range data[day(20)][:7] { // seven ids loaded twice, one of them three times
@@ -187,6 +188,7 @@ func TestDriftUniqueAccepted(t *testing.T) {
 // days of clean sales (weekly seasonality, a month-end peak of +20%, ±10%
 // noise) stay at or under 1% of partitions: none of 62.
 func TestDriftCleanDataRarelyFlags(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(2026, 13))
 	eachSales(t, sales(rng, 90, 300), func(t *testing.T, g *Gate) {
 		res, err := g.Check(t.Context(), []string{"sales"}, rangeOf(t, 62, 1))
@@ -212,6 +214,7 @@ func TestDriftCleanDataRarelyFlags(t *testing.T) {
 // TestDriftInsufficientHistoryWarns checks a range without history warns
 // (shown, not passed for auto) instead of passing silently.
 func TestDriftInsufficientHistoryWarns(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	eachSales(t, sales(rng, 10, 100), func(t *testing.T, g *Gate) {
 		res, err := g.Check(context.Background(), []string{"sales"}, rangeOf(t, 3, 1))

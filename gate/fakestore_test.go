@@ -46,6 +46,7 @@ func (m *memStore) Acceptances(_ context.Context, dataset, _ string) ([]refill.A
 // schema judged against its baseline, an acceptance passing exactly its
 // finding — hold over any Store, here one in memory.
 func TestRulesOverASmallStore(t *testing.T) {
+	t.Parallel()
 	whtest.Each(t, func(t *testing.T, w *whtest.Warehouse) {
 		ctx := context.Background()
 		w.Exec(t, w.Pick(

@@ -140,6 +140,7 @@ func failedAt(res Result) []string {
 // TestVerdicts injects one fault per partition into 60 days of clean data
 // and checks the gate finds each fault on its partition and nothing else.
 func TestVerdicts(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, b *bundle) {
 		rng := rand.New(rand.NewPCG(7, 11))
 		data := seasonal(rng, 60, 200)
@@ -217,6 +218,7 @@ func TestVerdicts(t *testing.T) {
 // TestCleanDataRarelyFlags checks false alarms on clean seasonal data with
 // ±10% noise stay at or under 1% of partitions.
 func TestCleanDataRarelyFlags(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, b *bundle) {
 		rng := rand.New(rand.NewPCG(2026, 1))
 		load(t, b.db, seasonal(rng, 90, 150))
@@ -240,6 +242,7 @@ func TestCleanDataRarelyFlags(t *testing.T) {
 }
 
 func TestInsufficientHistoryWarnsAndFlaggedHistoryIsSkipped(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, b *bundle) {
 		rng := rand.New(rand.NewPCG(3, 3))
 		data := seasonal(rng, 50, 100)
@@ -286,6 +289,7 @@ func TestInsufficientHistoryWarnsAndFlaggedHistoryIsSkipped(t *testing.T) {
 }
 
 func TestSchemaDrift(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, b *bundle) {
 		ctx := context.Background()
 		load(t, b.db, seasonal(rand.New(rand.NewPCG(1, 1)), 3, 10))
@@ -342,6 +346,7 @@ func withPlan(s []refill.SchemaSnapshot, id string) []refill.SchemaSnapshot {
 }
 
 func TestBadChecks(t *testing.T) {
+	t.Parallel()
 	each(t, func(t *testing.T, b *bundle) {
 		d := b.gate.Config.Datasets["ev"]
 		for _, c := range []struct {

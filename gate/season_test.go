@@ -210,6 +210,7 @@ datasets:
 //	go test ./gate -run TestHourlySeasons -v
 //	go test ./gate -run TestHourlySeasons -v -season.daily
 func TestHourlySeasons(t *testing.T) {
+	t.Parallel()
 	counts := hourlyCounts(2026)
 	whtest.Each(t, func(t *testing.T, w *whtest.Warehouse) {
 		loadSeason(t, w, counts)

@@ -29,6 +29,7 @@ func (proven) ProofStatus(context.Context, string, string) (policy.Evidence, err
 // a managed reader, a reader of a dataset the plan does not rewrite, and
 // an older report of the same consumer change nothing.
 func TestConsumersOutsideRefill(t *testing.T) {
+	t.Parallel()
 	fixtures := append([]string{
 		"CREATE TABLE src (day TEXT, v INTEGER)",
 		"CREATE TABLE copy (day TEXT, v INTEGER)",
@@ -99,6 +100,7 @@ func TestConsumersOutsideRefill(t *testing.T) {
 // consumers is what refill computed before consumers existed, so plans
 // stored earlier still load and their approvals still hold.
 func TestPlansWithoutConsumersHashAsBefore(t *testing.T) {
+	t.Parallel()
 	// hashed as plan.go had it before consumers.
 	type hashedBefore struct {
 		Request     refill.Request      `json:"request"`
@@ -129,6 +131,7 @@ func TestPlansWithoutConsumersHashAsBefore(t *testing.T) {
 // TestConsumersOfAView: a dashboard reading a lineage-only view over a
 // rebuilt table reads rewritten rows too, and is named.
 func TestConsumersOfAView(t *testing.T) {
+	t.Parallel()
 	fixtures := append([]string{
 		"CREATE TABLE src (day TEXT, v INTEGER)",
 		"CREATE TABLE copy (day TEXT, v INTEGER)",

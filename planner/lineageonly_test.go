@@ -13,6 +13,7 @@ import (
 // model has no table at all), but what reads it is rebuilt after what it
 // reads, and its tags decide the tier.
 func TestLineageOnly(t *testing.T) {
+	t.Parallel()
 	fixtures := append([]string{
 		"CREATE TABLE src (day TEXT, v INTEGER)",
 		"CREATE TABLE a (day TEXT, v INTEGER)",

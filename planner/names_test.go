@@ -14,6 +14,7 @@ import (
 // On PostgreSQL a plain name folds to lower case and a quoted one keeps
 // its case; SQLite ignores case either way.
 func TestPartitionColumnNames(t *testing.T) {
+	t.Parallel()
 	fixtures := []string{
 		"CREATE TABLE plain (event_day TEXT, v INTEGER)",
 		"INSERT INTO plain VALUES ('2026-11-01', 1)",

@@ -95,6 +95,7 @@ func day(s string) time.Time {
 }
 
 func TestExpectedRows(t *testing.T) {
+	t.Parallel()
 	fixtures := append([]string{
 		"CREATE TABLE src (day TEXT, v INTEGER)",
 		"CREATE TABLE agg (day TEXT, v INTEGER)",
@@ -161,6 +162,7 @@ func rowsOf(n *int64) string {
 }
 
 func TestHashIsCanonical(t *testing.T) {
+	t.Parallel()
 	datasets := map[string]*refill.Dataset{
 		"src": {Table: "src", Partition: refill.PartitionSpec{Column: "day"}},
 		"a": {Table: "a", Partition: refill.PartitionSpec{Column: "day"}, Upstream: []string{"src"},
@@ -213,6 +215,7 @@ func TestHashIsCanonical(t *testing.T) {
 }
 
 func TestHourGrain(t *testing.T) {
+	t.Parallel()
 	datasets := map[string]*refill.Dataset{
 		"clicks": {Table: "clicks", Partition: refill.PartitionSpec{Column: "hour", Grain: refill.GrainHour}},
 		"hourly": {Table: "hourly", Partition: refill.PartitionSpec{Column: "hour", Grain: refill.GrainHour}, Upstream: []string{"clicks"},
@@ -243,6 +246,7 @@ func TestHourGrain(t *testing.T) {
 }
 
 func TestNothingToRebuild(t *testing.T) {
+	t.Parallel()
 	datasets := map[string]*refill.Dataset{"src": {Table: "src", Partition: refill.PartitionSpec{Column: "day"}}}
 	each(t, datasets, []string{"CREATE TABLE src (day TEXT)"}, func(t *testing.T, b *bundle) {
 		_, err := b.p.Build(context.Background(), req("src", "2026-11-01", "2026-11-02"))
@@ -257,6 +261,7 @@ func TestNothingToRebuild(t *testing.T) {
 // "1 -> 1, no change"; counted as mid will be after the plan, it reads 5.
 // Behind a command job the count cannot be known and says so.
 func TestDownstreamExpectationsFollowThePlan(t *testing.T) {
+	t.Parallel()
 	fixtures := []string{
 		"CREATE TABLE raw (day TEXT, v INTEGER)",
 		"CREATE TABLE mid (day TEXT, v INTEGER)",
@@ -316,6 +321,7 @@ func TestDownstreamExpectationsFollowThePlan(t *testing.T) {
 // plan does not rebuild). An unpartitioned table in the same place
 // keeps its rows, so what reads it is counted as it is.
 func TestDownstreamExpectationsReadThroughAView(t *testing.T) {
+	t.Parallel()
 	fixtures := []string{
 		"CREATE TABLE raw (day TEXT, v INTEGER)",
 		"CREATE TABLE mid (day TEXT, v INTEGER)",
@@ -371,6 +377,7 @@ func TestDownstreamExpectationsReadThroughAView(t *testing.T) {
 // same hour of the same weekday — Saturday 10:00 like Saturdays at 10:00,
 // not like Tuesday mornings.
 func TestHourExpectationsKnowTheWeek(t *testing.T) {
+	t.Parallel()
 	counts := map[string]int64{}
 	var history []string
 	start := time.Date(2026, 10, 3, 0, 0, 0, 0, time.UTC) // a Saturday
@@ -405,6 +412,7 @@ func TestHourExpectationsKnowTheWeek(t *testing.T) {
 // clock and the "as of" one — is refused, naming that partition; years
 // out of bounds are refused before anything is asked of the warehouse.
 func TestRangeRules(t *testing.T) {
+	t.Parallel()
 	datasets := map[string]*refill.Dataset{
 		"src": {Table: "src", Partition: refill.PartitionSpec{Column: "day"}},
 		"agg": {Table: "agg", Partition: refill.PartitionSpec{Column: "day"}, Upstream: []string{"src"},

@@ -18,6 +18,7 @@ import (
 // attempt) ends the run, failed, with River's word for it; the run does not
 // wait for a partition nothing will ever publish.
 func TestRiverGaveUpEndsTheRun(t *testing.T) {
+	t.Parallel()
 	eachStore(t, func(t *testing.T, b *bundle) {
 		// mid's partitions take as long as the test lets them.
 		b.r.Config.Datasets["mid"].Job = &refill.Job{Kind: refill.JobCommand, Command: []string{"sleep", "300"}}

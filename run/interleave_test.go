@@ -10,6 +10,7 @@ import (
 // TestInterleave: one level's jobs are queued a partition of each dataset
 // at a time, each dataset's partitions in their order, none lost.
 func TestInterleave(t *testing.T) {
+	t.Parallel()
 	var todo []queue.PartitionArgs
 	for _, j := range []string{"a1", "a2", "a3", "a4", "b1", "c1", "c2"} {
 		todo = append(todo, queue.PartitionArgs{Dataset: j[:1], Partition: j[1:]})

@@ -79,6 +79,7 @@ func partial(t *testing.T, db *sql.DB) int {
 // nothing half-written is visible, and a resume after the lock is released
 // finishes the job.
 func TestSQLiteWarehouseLockedStopsCleanlyAndResumes(t *testing.T) {
+	t.Parallel()
 	// Two partitions: each attempt waits out the warehouse's 5 s busy
 	// timeout before it fails.
 	_, c, w, st, id := outage(t, "sqlite", 2, "2026-10-02")
@@ -120,6 +121,7 @@ func TestSQLiteWarehouseLockedStopsCleanlyAndResumes(t *testing.T) {
 // run.attempts is 1 — and the run finishes with every partition whole and
 // published once.
 func TestPostgresConnectionsKilledMidRun(t *testing.T) {
+	t.Parallel()
 	r, c, w, st, id := outage(t, "postgres", 1, "2026-10-20")
 	r.Config.Run.OutagePatience = refill.Duration(time.Minute)
 	var log logBuf

@@ -20,6 +20,7 @@ import (
 // is recorded the partition is already there; were it recorded first, the
 // job would publish into a run already failed.
 func TestPublishCommitsBeforeAFailureOrNotAtAll(t *testing.T) {
+	t.Parallel()
 	eachStore(t, func(t *testing.T, b *bundle) {
 		ctx := context.Background()
 		pl := b.plan(t)

@@ -112,6 +112,7 @@ func (b *bundle) top(t *testing.T) string {
 }
 
 func TestApplyRunsLevelsInOrderAndReports(t *testing.T) {
+	t.Parallel()
 	eachStore(t, func(t *testing.T, b *bundle) {
 		ctx := context.Background()
 		pl := b.plan(t)
@@ -169,6 +170,7 @@ func TestApplyRunsLevelsInOrderAndReports(t *testing.T) {
 }
 
 func TestFailedRunResumesWithoutRebuilding(t *testing.T) {
+	t.Parallel()
 	eachStore(t, func(t *testing.T, b *bundle) {
 		ctx := context.Background()
 		// top's job also reads a table that does not exist yet: every
@@ -213,6 +215,7 @@ func TestFailedRunResumesWithoutRebuilding(t *testing.T) {
 }
 
 func TestGateIsCheckedAgainBeforeWriting(t *testing.T) {
+	t.Parallel()
 	eachStore(t, func(t *testing.T, b *bundle) {
 		ctx := context.Background()
 		pl := b.plan(t)
@@ -238,6 +241,7 @@ func TestGateIsCheckedAgainBeforeWriting(t *testing.T) {
 // fail: the publish is rolled back, the live partition keeps its rows, and
 // the run fails without retrying.
 func TestAuditOfStagedRows(t *testing.T) {
+	t.Parallel()
 	eachStore(t, func(t *testing.T, b *bundle) {
 		ctx := context.Background()
 		b.w.Exec(t, "INSERT INTO mid VALUES ('2026-11-02', 42)")
@@ -269,6 +273,7 @@ func TestAuditOfStagedRows(t *testing.T) {
 // and its record in the state store, with a job that is not idempotent:
 // the resumed run must adopt the partition, not apply the job again.
 func TestPublishedButNotRecorded(t *testing.T) {
+	t.Parallel()
 	eachStore(t, func(t *testing.T, b *bundle) {
 		ctx := context.Background()
 		top := b.r.Config.Datasets["top"].Job

@@ -28,6 +28,7 @@ import (
 // drivers return when a server or a file is briefly away is waited out;
 // a job's own failure, a refusal or a cancel never is.
 func TestTransientIsTheWeatherNotTheJob(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	// A real refused connection: a port nothing listens on.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -131,6 +132,7 @@ func TestTransientIsTheWeatherNotTheJob(t *testing.T) {
 // for it, says so, and finishes on its first apply, no partition spending
 // a second attempt (run.attempts is 1).
 func TestSQLiteLockedIsWaitedOut(t *testing.T) {
+	t.Parallel()
 	r, c, w, st, id := outage(t, "sqlite", 1, "2026-10-04")
 	r.Config.Run.OutagePatience = refill.Duration(time.Minute)
 	var log logBuf
@@ -184,6 +186,7 @@ func TestSQLiteLockedIsWaitedOut(t *testing.T) {
 // TestOutagePatienceRunsOut: past run.outage_patience the partition fails
 // as any attempt would, cleanly, saying for how long what was away.
 func TestOutagePatienceRunsOut(t *testing.T) {
+	t.Parallel()
 	r, c, w, st, id := outage(t, "sqlite", 1, "2026-10-01")
 	r.Config.Run.OutagePatience = refill.Duration(2 * time.Second)
 	ctx := context.Background()
@@ -255,6 +258,7 @@ func deliveries(t *testing.T, path string) []string {
 // partitions go on; the plan then needs review; refill resolve --not-ran
 // lets it run again, --ran records it published without running it.
 func TestSideEffectsOfUnknownOutcomeWaitForAPerson(t *testing.T) {
+	t.Parallel()
 	eachStore(t, func(t *testing.T, b *bundle) {
 		out := sideEffects(t, b, true)
 		var log logBuf
@@ -334,6 +338,7 @@ func TestSideEffectsOfUnknownOutcomeWaitForAPerson(t *testing.T) {
 // TestResolvedRanIsPublishedWithoutRunning: --ran records the partition
 // published (by the person's word) and the resumed run never starts it.
 func TestResolvedRanIsPublishedWithoutRunning(t *testing.T) {
+	t.Parallel()
 	eachStore(t, func(t *testing.T, b *bundle) {
 		out := sideEffects(t, b, true)
 		pl := b.plan(t)
@@ -377,6 +382,7 @@ func TestResolvedRanIsPublishedWithoutRunning(t *testing.T) {
 // attempt's outcome is unknown simply runs again, as before; its key is
 // the same across retries of the same run and differs between runs.
 func TestNoSideEffectsRunAgain(t *testing.T) {
+	t.Parallel()
 	eachStore(t, func(t *testing.T, b *bundle) {
 		out := sideEffects(t, b, false)
 		pl := b.plan(t)

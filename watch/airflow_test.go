@@ -343,6 +343,7 @@ func ask(t *testing.T, c *airflow.Client, d *refill.Dataset, from, to string) (f
 // reruns — refill's own, and a clear in Airflow — deciding by which began
 // last.
 func TestAirflowRunsAtDayGrain(t *testing.T) {
+	t.Parallel()
 	for _, api := range []string{"v1", "v2"} {
 		t.Run(api, func(t *testing.T) {
 			f := newFakeAF(t, api)
@@ -375,6 +376,7 @@ func TestAirflowRunsAtDayGrain(t *testing.T) {
 
 // TestAirflowRunsAtHourGrain: the same at hour grain, over a day boundary.
 func TestAirflowRunsAtHourGrain(t *testing.T) {
+	t.Parallel()
 	for _, api := range []string{"v1", "v2"} {
 		t.Run(api, func(t *testing.T) {
 			f := newFakeAF(t, api)
@@ -403,6 +405,7 @@ func TestAirflowRunsAtHourGrain(t *testing.T) {
 // TestAirflowRunsErrors: refused credentials and a server error come back
 // as errors that say so, with no secret in them.
 func TestAirflowRunsErrors(t *testing.T) {
+	t.Parallel()
 	for _, api := range []string{"v1", "v2"} {
 		t.Run(api, func(t *testing.T) {
 			f := newFakeAF(t, api)
@@ -430,6 +433,7 @@ func TestAirflowRunsErrors(t *testing.T) {
 // days whose DAG run failed or never ran are the gap, planned by the
 // watcher, and — not auto — not run.
 func TestWatcherAsksAirflow(t *testing.T) {
+	t.Parallel()
 	f := newFakeAF(t, "v1")
 	// Due at now (2026-11-30 12:00, lag 2h, horizon 5): Nov 25..29.
 	f.scheduled(day(25), 24*time.Hour, "success")

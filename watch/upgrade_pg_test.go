@@ -38,6 +38,7 @@ func (v version1) Rehearse(ctx context.Context, fn func(tx refill.WarehouseTx) e
 // checksum is of version 1 checksums; after the upgrade the same rows are
 // no change, and a real repair still is.
 func TestUpgradeIsNoChangeInTheSource(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.Schema(t)
 	db, err := sql.Open("pgx", dsn)
 	if err != nil {

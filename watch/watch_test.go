@@ -145,6 +145,7 @@ func one(t *testing.T, rep watch.Report) watch.Decision {
 }
 
 func TestDue(t *testing.T) {
+	t.Parallel()
 	d := &refill.Dataset{Table: "x", Partition: refill.PartitionSpec{Column: "day", Grain: refill.GrainDay},
 		Schedule: &refill.Schedule{Every: refill.GrainDay, Lag: refill.Duration(2 * time.Hour), Horizon: 3}}
 	if got := strings.Join(watch.Due(d, now), " "); got != "2026-11-27 2026-11-28 2026-11-29" {
@@ -164,6 +165,7 @@ func TestDue(t *testing.T) {
 
 // TestGapOverAProvenLeafIsFilled: the safe case runs on its own.
 func TestGapOverAProvenLeafIsFilled(t *testing.T) {
+	t.Parallel()
 	wd := newWorld(t, false, "")
 	wd.miss("2026-11-26", "2026-11-27")
 	d := one(t, wd.tick())
@@ -197,6 +199,7 @@ func TestGapOverAProvenLeafIsFilled(t *testing.T) {
 // aggregate is downstream: the watcher plans and waits for people, and
 // two ticks make one plan.
 func TestGapWithAnAggregateDownstreamIsProposed(t *testing.T) {
+	t.Parallel()
 	wd := newWorld(t, true, "")
 	wd.miss("2026-11-27")
 	d := one(t, wd.tick())
@@ -234,6 +237,7 @@ func TestGapWithAnAggregateDownstreamIsProposed(t *testing.T) {
 // TestGapDuringAFailingGate is proposed blocked, and not planned again
 // until the source changes.
 func TestGapDuringAFailingGate(t *testing.T) {
+	t.Parallel()
 	wd := newWorld(t, false, "")
 	wd.miss("2026-11-28")
 	if _, err := wd.db.Exec(`UPDATE src SET v = NULL WHERE day = '2026-11-28'`); err != nil {
@@ -263,6 +267,7 @@ func TestGapDuringAFailingGate(t *testing.T) {
 
 // TestFreezeStopsTheWatcherRunning: planned, never run, while frozen.
 func TestFreezeStopsTheWatcherRunning(t *testing.T) {
+	t.Parallel()
 	wd := newWorld(t, false, "")
 	wd.miss("2026-11-29")
 	if _, err := wd.p.Control.Freeze(context.Background(), "carol", "quarter close"); err != nil {
@@ -286,6 +291,7 @@ func TestFreezeStopsTheWatcherRunning(t *testing.T) {
 // TestFailedPartitionsAreRetried: a partition whose last run failed is a
 // gap; an auto plan that failed is resumed.
 func TestFailedPartitionsAreRetried(t *testing.T) {
+	t.Parallel()
 	wd := newWorld(t, false, "")
 	// A failed attempt on a partition that still holds old rows.
 	err := wd.p.Store.Update(context.Background(), func(tx *store.Tx) error {
@@ -306,6 +312,7 @@ func TestFailedPartitionsAreRetried(t *testing.T) {
 
 // TestNobodyActsAsTheWatcher: the identity is reserved.
 func TestNobodyActsAsTheWatcher(t *testing.T) {
+	t.Parallel()
 	wd := newWorld(t, false, "")
 	if _, err := wd.p.Config.Actor(refill.Watcher, ""); !errors.Is(err, refill.ErrNotPermitted) {
 		t.Errorf("--as watcher: %v", err)
@@ -319,6 +326,7 @@ func TestNobodyActsAsTheWatcher(t *testing.T) {
 // TestFailingAutoPlanIsHandedToPeople: the watcher resumes its own failing
 // auto plan a bounded number of times, then asks.
 func TestFailingAutoPlanIsHandedToPeople(t *testing.T) {
+	t.Parallel()
 	wd := newWorld(t, false, "")
 	wd.miss("2026-11-26")
 	if _, err := wd.db.Exec(`CREATE TRIGGER boom BEFORE INSERT ON leaf WHEN NEW.day = '2026-11-26' BEGIN SELECT raise(abort, 'boom'); END`); err != nil {
@@ -341,6 +349,7 @@ func TestFailingAutoPlanIsHandedToPeople(t *testing.T) {
 // TestAGapAfterAnAppliedPlanIsPlannedAgain: rows an applied plan left that
 // went missing since are a new gap; a long outage is missing all through.
 func TestAGapAfterAnAppliedPlanIsPlannedAgain(t *testing.T) {
+	t.Parallel()
 	wd := newWorld(t, false, "")
 	wd.miss("2026-11-28")
 	first := one(t, wd.tick())
@@ -368,6 +377,7 @@ func TestAGapAfterAnAppliedPlanIsPlannedAgain(t *testing.T) {
 // TestSourceRepairedInPlaceIsPlannedAgain: a blocked gap's source is
 // re-delivered with the same row counts; the checksum sees the change.
 func TestSourceRepairedInPlaceIsPlannedAgain(t *testing.T) {
+	t.Parallel()
 	wd := newWorld(t, false, "")
 	wd.miss("2026-11-27")
 	if _, err := wd.db.Exec(`UPDATE src SET v = NULL WHERE day = '2026-11-27'`); err != nil {
@@ -389,6 +399,7 @@ func TestSourceRepairedInPlaceIsPlannedAgain(t *testing.T) {
 
 // TestTwoTicksAtOnceMakeOnePlan: ticks take turns.
 func TestTwoTicksAtOnceMakeOnePlan(t *testing.T) {
+	t.Parallel()
 	wd := newWorld(t, true, "")
 	wd.miss("2026-11-27")
 	done := make(chan watch.Report, 4)
@@ -416,6 +427,7 @@ func TestTwoTicksAtOnceMakeOnePlan(t *testing.T) {
 // unchanged tick after tick, until someone accepts the finding as real
 // data; then it is planned again, for another person to approve.
 func TestAcceptedFindingIsPlannedAgain(t *testing.T) {
+	t.Parallel()
 	wd := newWorld(t, false, "")
 	wd.miss("2026-11-26")
 	if _, err := wd.db.Exec(`UPDATE src SET v = NULL WHERE day = '2026-11-26'`); err != nil {
@@ -451,6 +463,7 @@ func TestAcceptedFindingIsPlannedAgain(t *testing.T) {
 // no process holds its run (the one running it died) is not waited on for
 // ever: the watcher's own auto plan is resumed, as a failed one would be.
 func TestRunningPlanThatNothingRunsIsResumed(t *testing.T) {
+	t.Parallel()
 	wd := newWorld(t, false, "")
 	ctx := context.Background()
 	wd.miss("2026-11-26")

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -140,13 +138,13 @@ func TestWorkerRunsTheSealedJob(t *testing.T) {
 	wh := aggWarehouse(t, whDSN)
 	w := strayWorker(t, aggConfig(whDSN, stateDSN, "sum(v)"), aggConfig(whDSN, stateDSN, "sum(v) * 100"))
 	if r := run(t, w.dir, nil, "apply", w.id, "--as", "alice"); r.code != 0 {
-		t.Fatalf("apply: %s\nworker:\n%s", r.stderr, w.out.String())
+		t.Fatalf("apply: %s\nworker:\n%s", r.stderr, w.worker.output())
 	}
 	if bad := aggDiffers(t, wh); bad != 0 {
 		t.Errorf("agg differs from the sealed job's build in %d rows: a worker ran its own config", bad)
 	}
 	if n := w.published(t, stateDSN); n == 0 {
-		t.Errorf("the rogue worker published nothing, so this test proved nothing:\n%s", w.out.String())
+		t.Errorf("the rogue worker published nothing, so this test proved nothing:\n%s", w.worker.output())
 	}
 }
 
@@ -173,18 +171,18 @@ func TestWorkerWritesOnlyThePlansWarehouse(t *testing.T) {
 	}
 	var strays int
 	if err := rogueWH.QueryRow(`SELECT count(*) FROM agg`).Scan(&strays); err != nil || strays != 0 {
-		t.Errorf("the stray worker wrote %d rows into its own warehouse (%v):\n%s", strays, err, w.out.String())
+		t.Errorf("the stray worker wrote %d rows into its own warehouse (%v):\n%s", strays, err, w.worker.output())
 	}
 	if r.code == 0 {
-		t.Fatalf("apply exited 0 although a worker with another warehouse served the run (if it took no job, this test proved nothing)\nworker:\n%s", w.out.String())
+		t.Fatalf("apply exited 0 although a worker with another warehouse served the run (if it took no job, this test proved nothing)\nworker:\n%s", w.worker.output())
 	}
 	for _, want := range []string{"this worker's warehouse", schema(rogueDSN), schema(whDSN), "start the worker with the plan's refill.yaml"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("apply's failure does not say %q:\n%s", want, r.stderr)
 		}
 	}
-	if !strings.Contains(w.out.String(), "ALERT") || !strings.Contains(w.out.String(), "this worker's warehouse") {
-		t.Errorf("the stray worker did not log why it refused:\n%s", w.out.String())
+	if !strings.Contains(w.worker.output(), "ALERT") || !strings.Contains(w.worker.output(), "this worker's warehouse") {
+		t.Errorf("the stray worker did not log why it refused:\n%s", w.worker.output())
 	}
 	w.stop()
 	if n := w.published(t, stateDSN); n != 0 {
@@ -276,8 +274,7 @@ func aggDiffers(t *testing.T, wh *sql.DB) int {
 // a worker serving it from another refill.yaml, stray.
 type stray struct {
 	dir, id string
-	worker  *exec.Cmd
-	out     *bytes.Buffer
+	worker  *background
 	stop    func()
 }
 
@@ -298,19 +295,16 @@ func strayWorker(t *testing.T, planned, strayYAML string) stray {
 	if r := run(t, dir, nil, "approve", id, "--as", "bob"); r.code != 0 {
 		t.Fatalf("approve: %s", r.stderr)
 	}
-	w := stray{dir: dir, id: id, worker: exec.Command(binary, "worker"), out: &bytes.Buffer{}}
-	w.worker.Dir = rogue
-	w.worker.Env = append(os.Environ(), "REFILL_NOW="+demoNow)
-	w.worker.Stdout, w.worker.Stderr = w.out, w.out
-	if err := w.worker.Start(); err != nil {
-		t.Fatal(err)
-	}
+	w := stray{dir: dir, id: id, worker: startRefill(t, rogue, "worker")}
+	// It serves once it says so; the apply that follows finds it there.
+	w.worker.until(t, "the stray worker serving", time.Minute, func() bool {
+		return strings.Contains(w.worker.output(), "worker: serving partition jobs")
+	})
 	w.stop = sync.OnceFunc(func() {
-		_ = w.worker.Process.Signal(syscall.SIGTERM)
-		_ = w.worker.Wait()
+		_ = w.worker.cmd.Process.Signal(syscall.SIGTERM)
+		w.worker.wait(t, time.Minute)
 	})
 	t.Cleanup(w.stop)
-	time.Sleep(time.Second)
 	return w
 }
 
@@ -324,7 +318,7 @@ func (w stray) published(t *testing.T, stateDSN string) int {
 	defer state.Close()
 	var n int
 	if err := state.QueryRow(`SELECT count(*) FROM audit_log WHERE plan_id = $1 AND event = 'partition_published' AND detail LIKE $2`,
-		w.id, `%:`+itoa(w.worker.Process.Pid)+`"%`).Scan(&n); err != nil {
+		w.id, `%:`+itoa(w.worker.cmd.Process.Pid)+`"%`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
