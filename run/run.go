@@ -126,13 +126,12 @@ func (r *Runner) drained() bool {
 var LeaseTTL = 30 * time.Second
 
 // A job whose dataset's slots are all taken waits a while for a turn in
-// its process (takeSlot), looks again slotTries times slotLook apart for
-// one held elsewhere, then is snoozed for slotWait (without spending an
-// attempt).
+// its process (takeSlot), looks every slotLook for one held elsewhere
+// within the same while, then is snoozed for slotWait (without spending
+// an attempt).
 const (
-	slotTries = 1
-	slotLook  = 250 * time.Millisecond
-	slotWait  = time.Second
+	slotLook = 250 * time.Millisecond
+	slotWait = time.Second
 )
 
 func (r *Runner) logf(format string, args ...any) {
@@ -990,10 +989,13 @@ func (r *Runner) takeSlot(ctx context.Context, w *weather, a queue.PartitionArgs
 	case <-ctx.Done():
 		return nil, nil, ctx.Err()
 	}
-	// Other processes' jobs hold the rest: one more look while they
-	// finish, then the job is snoozed and fetched again later.
+	// Other processes' jobs hold the rest: the job looks again every
+	// slotLook within the same patience, keeping its partition's place
+	// among the dataset's waiters in every process (the oldest waiter
+	// gets a slot that frees), then is snoozed and fetched again later,
+	// its place kept a while (store.WaiterKept).
 	taken := false
-	for try := 0; ; try++ {
+	for {
 		if err := w.do(ctx, "state store", func() (err error) {
 			now := time.Now()
 			taken, err = r.Store.TakeSlot(ctx, sl, limit, now, now.Add(LeaseTTL))
@@ -1002,15 +1004,25 @@ func (r *Runner) takeSlot(ctx context.Context, w *weather, a queue.PartitionArgs
 			<-turn
 			return nil, nil, err
 		}
-		if taken || try == slotTries {
+		if taken {
 			break
 		}
+		look := time.NewTimer(slotLook)
 		select {
-		case <-time.After(slotLook):
+		case <-look.C:
+			continue
+		case <-wait.C:
 		case <-ctx.Done():
+			look.Stop()
 			<-turn
+			// It stops waiting for good: its place goes to the next.
+			bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			_ = r.Store.LeaveSlotQueue(bg, sl.Dataset, sl.Key)
+			cancel()
 			return nil, nil, ctx.Err()
 		}
+		look.Stop()
+		break
 	}
 	if !taken {
 		<-turn

@@ -21,9 +21,17 @@ type Slot struct {
 // deadSlotsKept is how long TakeSlot keeps the slot of a job that died.
 const deadSlotsKept = 24 * time.Hour
 
+// WaiterKept is how long a partition keeps its place among its dataset's
+// waiters (table slot_waiters) after it last asked for a slot: longer than
+// a job is snoozed and fetched again, short enough that a job that stopped
+// asking (its plan ended, its worker stopped) holds nobody back for long.
+const WaiterKept = 10 * time.Second
+
 // TakeSlot takes sl until until, unless the dataset already has limit live
-// slots held by other jobs, or another job holds sl.Key: then it takes
-// nothing and returns false. A slot is live while its alive_until is to
+// slots held by other jobs, or another job holds sl.Key, or partitions
+// that began to wait before sl's still wait for the free ones: then it
+// takes nothing, keeps sl's partition's place among the waiters (or gives
+// it one) and returns false. A slot is live while its alive_until is to
 // come and its process may still run (Lease.HolderAlive); dead ones count
 // for nothing and are cleared a day after they died. Taking a slot it
 // already holds renews it.
@@ -36,7 +44,7 @@ func (s *Store) TakeSlot(ctx context.Context, sl Slot, limit int, now, until tim
 			return err
 		}
 		var dead []string
-		busy, live := false, 0
+		busy, live, own := false, 0, false
 		for rows.Next() {
 			var key, holder, process string
 			var alive timestamp
@@ -45,6 +53,7 @@ func (s *Store) TakeSlot(ctx context.Context, sl Slot, limit int, now, until tim
 				return err
 			}
 			if holder == sl.Holder {
+				own = true
 				continue
 			}
 			if !(Lease{Holder: process, Expires: alive.Time}).Alive(now) {
@@ -64,8 +73,34 @@ func (s *Store) TakeSlot(ctx context.Context, sl Slot, limit int, now, until tim
 			return err
 		}
 		rows.Close()
-		if busy || live >= limit {
-			return nil
+		// A free slot goes to the partitions that waited longest, in any
+		// process: this one takes one only if fewer live waiters are ahead
+		// of it than slots are free. Otherwise it keeps (or takes) its
+		// place, renewed while it asks.
+		var ahead int
+		var mine *time.Time
+		if !own {
+			if ahead, mine, err = tx.slotWaitersAhead(ctx, sl, now); err != nil {
+				return err
+			}
+		}
+		if busy || live+ahead >= limit {
+			if busy {
+				return nil
+			}
+			since := now
+			if mine != nil {
+				since = *mine
+			}
+			_, err := tx.tx.ExecContext(ctx, tx.d.rebind(`INSERT INTO slot_waiters (dataset, key, process, since, alive_until) VALUES (?, ?, ?, ?, ?)
+				ON CONFLICT (dataset, key) DO UPDATE SET process = excluded.process, alive_until = excluded.alive_until`),
+				sl.Dataset, sl.Key, sl.Process, tx.d.timestamp(since), tx.d.timestamp(now.Add(WaiterKept)))
+			return err
+		}
+		if mine != nil {
+			if _, err := tx.tx.ExecContext(ctx, tx.d.rebind(`DELETE FROM slot_waiters WHERE dataset = ? AND key = ?`), sl.Dataset, sl.Key); err != nil {
+				return err
+			}
 		}
 		for _, key := range dead {
 			if _, err := tx.tx.ExecContext(ctx, tx.d.rebind(`DELETE FROM run_slots WHERE dataset = ? AND key = ?`), sl.Dataset, key); err != nil {
@@ -84,6 +119,69 @@ func (s *Store) TakeSlot(ctx context.Context, sl Slot, limit int, now, until tim
 		return false, fmt.Errorf("%s %s: take a slot: %w", sl.Dataset, sl.Key, err)
 	}
 	return taken, nil
+}
+
+// slotWaitersAhead counts the live waiters of sl's dataset that began to
+// wait before sl's partition (ties go by key), and returns when sl's began
+// (nil: it is not waiting). Waiters that stopped asking are cleared.
+func (tx *Tx) slotWaitersAhead(ctx context.Context, sl Slot, now time.Time) (ahead int, mine *time.Time, err error) {
+	rows, err := tx.tx.QueryContext(ctx, tx.d.rebind(`SELECT key, process, since, alive_until FROM slot_waiters WHERE dataset = ?`), sl.Dataset)
+	if err != nil {
+		return 0, nil, err
+	}
+	type waiter struct {
+		key   string
+		since time.Time
+	}
+	var others []waiter
+	var gone []string
+	for rows.Next() {
+		var key, process string
+		var since, alive timestamp
+		if err := rows.Scan(&key, &process, &since, &alive); err != nil {
+			rows.Close()
+			return 0, nil, err
+		}
+		switch {
+		case key == sl.Key:
+			t := since.Time
+			mine = &t
+		case !(Lease{Holder: process, Expires: alive.Time}).Alive(now):
+			gone = append(gone, key)
+		default:
+			others = append(others, waiter{key, since.Time})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		rows.Close()
+		return 0, nil, err
+	}
+	rows.Close()
+	since := now
+	if mine != nil {
+		since = *mine
+	}
+	for _, w := range others {
+		if w.since.Before(since) || (w.since.Equal(since) && w.key < sl.Key) {
+			ahead++
+		}
+	}
+	for _, key := range gone {
+		if _, err := tx.tx.ExecContext(ctx, tx.d.rebind(`DELETE FROM slot_waiters WHERE dataset = ? AND key = ?`), sl.Dataset, key); err != nil {
+			return 0, nil, err
+		}
+	}
+	return ahead, mine, nil
+}
+
+// LeaveSlotQueue gives up the place of dataset's partition key among the
+// slot's waiters: its job stopped waiting for good (cancelled, or its
+// process shutting down).
+func (s *Store) LeaveSlotQueue(ctx context.Context, dataset, key string) error {
+	if _, err := s.db.ExecContext(ctx, s.d.rebind(`DELETE FROM slot_waiters WHERE dataset = ? AND key = ?`), dataset, key); err != nil {
+		return fmt.Errorf("%s %s: leave the slot's queue: %w", dataset, key, err)
+	}
+	return nil
 }
 
 // RenewSlot keeps sl live until until, while its job runs. It reports

@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 	// cores keeps the cores busy. -parallel on the command line wins.
 	flag.Parse()
 	if !flagSet("test.parallel") {
-		_ = flag.Set("test.parallel", strconv.Itoa(max(4, 2*runtime.GOMAXPROCS(0))))
+		_ = flag.Set("test.parallel", strconv.Itoa(max(8, 4*runtime.GOMAXPROCS(0))))
 	}
 	code := m.Run()
 	os.RemoveAll(dir)

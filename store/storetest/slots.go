@@ -79,6 +79,56 @@ func exerciseSlots(t *testing.T, setup func(t *testing.T) (*store.Store, string)
 		}
 	})
 
+	t.Run("SlotsGoToTheOldestWaiter", func(t *testing.T) {
+		t.Parallel()
+		s, _ := setup(t)
+		ctx := t.Context()
+		host, _ := os.Hostname()
+		me := fmt.Sprintf("%s:%d", host, os.Getpid())
+		slot := func(key, holder string) store.Slot {
+			return store.Slot{Dataset: "orders", Key: key, Holder: holder, Process: me}
+		}
+		take := func(sl store.Slot, when time.Time, want bool) {
+			t.Helper()
+			got, err := s.TakeSlot(ctx, sl, 1, when, when.Add(30*time.Second))
+			if err != nil || got != want {
+				t.Fatalf("TakeSlot(%s by %s) at %s = %v, %v; want %v", sl.Key, sl.Holder, when.Format(time.TimeOnly), got, err, want)
+			}
+		}
+		now := at(0)
+		take(slot("p/11-01", "a1"), now, true)
+		take(slot("p/11-02", "w1"), now.Add(time.Second), false) // another process's job waits first
+		if err := s.ReleaseSlot(ctx, slot("p/11-01", "a1")); err != nil {
+			t.Fatal(err)
+		}
+		// The process that gave the slot back asks at once for its next
+		// partition: the one waiting longer gets it.
+		take(slot("p/11-03", "a2"), now.Add(2*time.Second), false)
+		take(slot("p/11-02", "w2"), now.Add(3*time.Second), true) // asked again (snoozed, fetched again): its place kept
+		if err := s.ReleaseSlot(ctx, slot("p/11-02", "w2")); err != nil {
+			t.Fatal(err)
+		}
+		take(slot("p/11-04", "w3"), now.Add(4*time.Second), false) // behind 11-03
+		take(slot("p/11-03", "a3"), now.Add(5*time.Second), true)
+		if err := s.ReleaseSlot(ctx, slot("p/11-03", "a3")); err != nil {
+			t.Fatal(err)
+		}
+		// A waiter that gave up for good, or stopped asking, holds nobody
+		// back.
+		if err := s.LeaveSlotQueue(ctx, "orders", "p/11-04"); err != nil {
+			t.Fatal(err)
+		}
+		take(slot("p/11-05", "a4"), now.Add(6*time.Second), true)
+		if err := s.ReleaseSlot(ctx, slot("p/11-05", "a4")); err != nil {
+			t.Fatal(err)
+		}
+		take(slot("p/11-06", "w4"), now.Add(7*time.Second), true)
+		take(slot("p/11-07", "a5"), now.Add(8*time.Second), false) // waits from 8 s
+		if err := s.ReleaseSlot(ctx, slot("p/11-06", "w4")); err != nil {
+			t.Fatal(err)
+		}
+		take(slot("p/11-08", "w5"), now.Add(8*time.Second+store.WaiterKept+time.Second), true) // 11-07 stopped asking
+	})
 	t.Run("SlotsOfADeadProcessAreFree", func(t *testing.T) {
 		t.Parallel()
 		s, _ := setup(t)
