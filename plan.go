@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -277,11 +278,15 @@ func (g GateVerdict) Failed() int {
 
 // Plan is the immutable, hashed dry run of a request.
 type Plan struct {
-	ID        string      `json:"id"`
-	Hash      string      `json:"hash"`
-	Status    Status      `json:"status"`
-	Tier      Tier        `json:"tier"`
-	Reasons   []string    `json:"reasons"`
+	ID      string   `json:"id"`
+	Hash    string   `json:"hash"`
+	Status  Status   `json:"status"`
+	Tier    Tier     `json:"tier"`
+	Reasons []string `json:"reasons"`
+	// Attention is everything else that would keep the plan from auto:
+	// the not-auto reasons of a manual plan, and the reasons a policy rule
+	// displaced when it raised the tier. Sealed with the plan.
+	Attention []string    `json:"attention,omitempty"`
 	Request   Request     `json:"request"`
 	Steps     []Step      `json:"steps"`
 	Sources   []string    `json:"sources"`
@@ -348,13 +353,14 @@ type hashed struct {
 	Warehouse   string       `json:"warehouse,omitempty"`
 	Consumers   []Consumer   `json:"consumers,omitempty"`
 	Clock       *PlanClock   `json:"clock,omitempty"`
+	Attention   []string     `json:"attention,omitempty"`
 }
 
 // ComputeHash returns the SHA-256 of the canonical encoding of everything
 // the plan decided from. encoding/json writes struct fields in declaration
 // order and map keys sorted, so the encoding is canonical for these types.
 func (p *Plan) ComputeHash() string {
-	b, err := json.Marshal(hashed{p.Request, p.Tier, p.Reasons, p.Steps, p.Sources, p.Gate, p.Policy, p.Seal, p.SourceSeals, p.Run, p.Warehouse, p.Consumers, p.Clock})
+	b, err := json.Marshal(hashed{p.Request, p.Tier, p.Reasons, p.Steps, p.Sources, p.Gate, p.Policy, p.Seal, p.SourceSeals, p.Run, p.Warehouse, p.Consumers, p.Clock, p.Attention})
 	if err != nil {
 		panic("refill: plan is not encodable: " + err.Error()) // only plain data types
 	}
@@ -387,4 +393,19 @@ func (s Step) RowTotals() (cur, exp int64, curUnknown, expUnknown int) {
 		}
 	}
 	return cur, exp, curUnknown, expUnknown
+}
+
+// failedProofPrefix begins the reason a failed idempotency proof gives.
+const failedProofPrefix = "the idempotency proof of "
+
+// FailedProofReason is the reason a plan gives when dataset's current
+// idempotency proof failed (why: what the proof saw).
+func FailedProofReason(dataset, why string) string {
+	return failedProofPrefix + dataset + " failed: " + why
+}
+
+// IsFailedProof reports whether a plan's reason is a failed proof, which
+// every door shows first and in red.
+func IsFailedProof(reason string) bool {
+	return strings.HasPrefix(reason, failedProofPrefix) && strings.Contains(reason, " failed: ")
 }

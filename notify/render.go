@@ -50,6 +50,13 @@ func Message(s *control.State, publicURL string) []slack.Block {
 	blocks := []slack.Block{
 		slack.NewHeaderBlock(plain(fmt.Sprintf("%s Backfill plan %s · %s", statusEmoji(p.Status), p.ID, p.Tier))),
 		slack.NewSectionBlock(md(escape(control.Impact(p))), nil, nil),
+	}
+	// Risks first: a failed proof, then what else keeps the plan from
+	// auto beyond what decided its tier.
+	if risks := risksText(p); risks != "" {
+		blocks = append(blocks, slack.NewSectionBlock(md(risks), nil, nil))
+	}
+	blocks = append(blocks,
 		slack.NewSectionBlock(nil, []*slack.TextBlockObject{
 			field("Requested by", escape(p.Request.RequestedBy)),
 			field("Range", fmt.Sprintf("%s → %s (%s)", escape(p.Request.From), escape(p.Request.To), plural(p.Request.Days, "day"))),
@@ -58,7 +65,7 @@ func Message(s *control.State, publicURL string) []slack.Block {
 		}, nil),
 		slack.NewSectionBlock(md(datasetsText(p)), nil, nil),
 		slack.NewSectionBlock(md(gateText(p.Gate)), nil, nil),
-	}
+	)
 	if lines := stateLines(s); len(lines) > 0 {
 		blocks = append(blocks, contextBlock(lines...))
 	}
@@ -228,6 +235,26 @@ func statusEmoji(st refill.Status) string {
 		return ":black_square_for_stop:"
 	}
 	return ":card_index_dividers:"
+}
+
+// risksText is the plan's failed proofs (red) and its attention list, ""
+// when it has neither.
+func risksText(p *refill.Plan) string {
+	var failed, rest []string
+	for _, r := range append(slices.Clone(p.Reasons), p.Attention...) {
+		if refill.IsFailedProof(r) {
+			failed = append(failed, ":red_circle: *Failed proof:* "+escape(r))
+		}
+	}
+	for _, r := range p.Attention {
+		if !refill.IsFailedProof(r) {
+			rest = append(rest, "• "+escape(r))
+		}
+	}
+	if len(rest) > 0 {
+		rest = append([]string{":warning: *Also keeping it from auto:*"}, rest...)
+	}
+	return strings.Join(append(failed, rest...), "\n")
 }
 
 func tierText(p *refill.Plan) string {
@@ -402,9 +429,10 @@ func stateLines(s *control.State) []string {
 	return lines
 }
 
-// links point at the plan's page and its lineage picture. The picture is a
-// link, not an image block: Slack fetches images itself, renders no SVG,
-// and could not pass the API's bearer token.
+// links point at the plan's page and its lineage picture, both page
+// routes a browser opens with its web session (never /api/v1, which wants
+// a bearer token). The picture is a link, not an image block: Slack
+// fetches images itself and renders no SVG.
 func links(id, publicURL string) slack.Block {
 	if publicURL == "" {
 		return contextBlock(fmt.Sprintf("Links to the plan need `server.public_url` in refill.yaml. Meanwhile: `refill show %s`", escape(id)))
@@ -412,7 +440,7 @@ func links(id, publicURL string) slack.Block {
 	base := strings.TrimRight(publicURL, "/")
 	return slack.NewSectionBlock(md(fmt.Sprintf("%s · %s",
 		link(base+"/plans/"+id, "Open plan "+id),
-		link(base+"/api/v1/plans/"+id+"/lineage.svg", "Lineage picture"))), nil, nil)
+		link(base+"/plans/"+id+"/lineage.svg", "Lineage picture"))), nil, nil)
 }
 
 // buttons are the decisions the plan's status allows: Approve and Reject

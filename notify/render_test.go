@@ -110,6 +110,10 @@ func TestGoldenMessages(t *testing.T) {
 	pending.Unmet = []string{"an approval by someone other than alice"}
 	golden(t, "plan-pending", notify.Message(pending, "https://refill.example.com"))
 
+	manual := fixedPlan(refill.StatusPending, refill.TierManual)
+	manual.Plan.Attention = []string{refill.FailedProofReason("revenue_daily", "a second build of 2026-11-02 differed from the first"), "no idempotency proof for orders_daily (1 of 2 datasets): run `refill prove`"}
+	golden(t, "plan-manual-failed-proof", notify.Message(manual, "https://refill.example.com"))
+
 	running := fixedPlan(refill.StatusRunning, refill.TierManual)
 	running.Approvals = []refill.Approval{{Actor: "carol", Decision: refill.DecisionApprove, Note: "checked with finance"}}
 	golden(t, "plan-running-no-public-url", notify.Message(running, ""))

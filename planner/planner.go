@@ -260,7 +260,7 @@ func (p *Planner) assemble(ctx context.Context, r Request, seen *gate.Result) (*
 	if err != nil {
 		return nil, err
 	}
-	plan.Tier, plan.Reasons = dec.Tier, dec.Reasons
+	plan.Tier, plan.Reasons, plan.Attention = dec.Tier, dec.Reasons, dec.Attention
 	switch {
 	case !plan.Gate.Passed:
 		plan.Status = refill.StatusBlocked

@@ -64,10 +64,15 @@ type Input struct {
 	Clock *refill.PlanClock
 }
 
-// Decision is a tier and why.
+// Decision is a tier and why: Reasons decided the tier; Attention is
+// everything else that would keep the plan from auto (the not-auto reasons
+// of a manual plan, the reasons a rule displaced when it raised the tier),
+// so that nothing a person should see is dropped. A failed proof comes
+// first in whichever list holds it.
 type Decision struct {
-	Tier    refill.Tier
-	Reasons []string
+	Tier      refill.Tier
+	Reasons   []string
+	Attention []string
 }
 
 // Policy is a compiled tier policy.
@@ -220,14 +225,14 @@ func (p *Policy) Decide(in Input) (Decision, error) {
 		}
 		notAuto = append(notAuto, fmt.Sprintf("%d finding(s) of the source gate pass only because a person accepted them as real data: %s%s; someone else must look", n, in.Accepted[0], more))
 	}
-	var unproven, stale []string
+	var unproven, stale, failed []string
 	for _, d := range in.Rebuilt {
 		pr := in.Proofs[d.Name]
 		switch {
 		case d.Job != nil && d.Job.SideEffects:
 			notAuto = append(notAuto, fmt.Sprintf("%s declares side_effects: it writes outside the warehouse, so it is never proven by rerunning and never auto", d.Name))
 		case pr.Failed:
-			notAuto = append(notAuto, fmt.Sprintf("the idempotency proof of %s failed: %s", d.Name, pr.Message))
+			failed = append(failed, refill.FailedProofReason(d.Name, pr.Message))
 		case pr.Current:
 		case pr.Exists:
 			stale = append(stale, d.Name)
@@ -235,6 +240,8 @@ func (p *Policy) Decide(in Input) (Decision, error) {
 			unproven = append(unproven, d.Name)
 		}
 	}
+	// A failed proof is what a person must see first.
+	notAuto = append(failed, notAuto...)
 	if len(unproven) > 0 {
 		notAuto = append(notAuto, fmt.Sprintf("no idempotency proof for %s (%d of %d datasets): run `refill prove`", strings.Join(unproven, ", "), len(unproven), len(in.Rebuilt)))
 	}
@@ -272,7 +279,7 @@ func (p *Policy) Decide(in Input) (Decision, error) {
 	var dec Decision
 	switch {
 	case len(manual) > 0:
-		dec = Decision{Tier: refill.TierManual, Reasons: manual}
+		dec = Decision{Tier: refill.TierManual, Reasons: manual, Attention: notAuto}
 	case len(notAuto) > 0:
 		dec = Decision{Tier: refill.TierSemiAuto, Reasons: notAuto}
 	default:
@@ -302,7 +309,13 @@ func (p *Policy) Decide(in Input) (Decision, error) {
 		reason := fmt.Sprintf("rule %s: %s", r.rule.Name, r.rule.Reason)
 		switch {
 		case r.rule.Tier.Rank() > dec.Tier.Rank():
-			dec = Decision{Tier: r.rule.Tier, Reasons: []string{reason}}
+			// The rule decides now; what decided before still needs a
+			// person's eye, unless it only said why the plan was auto.
+			displaced := dec.Reasons
+			if dec.Tier == refill.TierAuto {
+				displaced = nil
+			}
+			dec = Decision{Tier: r.rule.Tier, Reasons: []string{reason}, Attention: firstFailedProofs(append(displaced, dec.Attention...))}
 		case r.rule.Tier == dec.Tier:
 			dec.Reasons = append(dec.Reasons, reason)
 		}
@@ -357,4 +370,18 @@ func plural(n int, unit string) string {
 		return "1 " + unit
 	}
 	return fmt.Sprintf("%d %ss", n, unit)
+}
+
+// firstFailedProofs moves failed proofs to the front, keeping the order
+// otherwise.
+func firstFailedProofs(rs []string) []string {
+	var failed, rest []string
+	for _, r := range rs {
+		if refill.IsFailedProof(r) {
+			failed = append(failed, r)
+		} else {
+			rest = append(rest, r)
+		}
+	}
+	return append(failed, rest...)
 }

@@ -168,3 +168,44 @@ func TestRulesAreTypedOrderedAndBounded(t *testing.T) {
 		t.Errorf("a rule over its cost limit: %v, want an error about cost", err)
 	}
 }
+
+// TestNothingIsDropped: a manual plan keeps what would have kept it from
+// auto, a failed proof first; a rule that raises the tier keeps what it
+// displaced; an auto plan's own reason is not attention.
+func TestNothingIsDropped(t *testing.T) {
+	def := refill.DefaultPolicy()
+	bill, agg := dataset("bill", "billing"), dataset("agg", "aggregate")
+	failed := map[string]Evidence{"bill": {Exists: true, Failed: true, Message: "a second build differed"}}
+
+	d := decide(t, def, Input{Request: refill.Request{Days: 3}, Rebuilt: []*refill.Dataset{agg, bill}, Downstream: []string{"agg", "bill"}, Proofs: failed})
+	if d.Tier != refill.TierManual || len(d.Reasons) != 1 || !strings.Contains(d.Reasons[0], "bill is tagged billing") {
+		t.Fatalf("tier %s, reasons %q", d.Tier, d.Reasons)
+	}
+	if len(d.Attention) < 3 || d.Attention[0] != refill.FailedProofReason("bill", "a second build differed") ||
+		!strings.Contains(strings.Join(d.Attention, "|"), "no idempotency proof for agg") ||
+		!strings.Contains(strings.Join(d.Attention, "|"), "agg downstream of the target is tagged aggregate") {
+		t.Errorf("attention of a manual plan: %q", d.Attention)
+	}
+
+	// Semi-auto: the failed proof decides, first among the reasons.
+	plain := dataset("bill")
+	d = decide(t, def, Input{Request: refill.Request{Days: 9}, Rebuilt: []*refill.Dataset{plain}, Proofs: failed})
+	if d.Tier != refill.TierSemiAuto || len(d.Reasons) != 2 || !refill.IsFailedProof(d.Reasons[0]) || len(d.Attention) != 0 {
+		t.Errorf("semi-auto: %s %q, attention %q", d.Tier, d.Reasons, d.Attention)
+	}
+
+	// A rule raising semi-auto to manual keeps what decided before.
+	p := def
+	p.Rules = []refill.Rule{{Name: "weekend", When: "true", Tier: refill.TierManual, Reason: "no backfills at the weekend"}}
+	d = decide(t, p, Input{Request: refill.Request{Days: 9}, Rebuilt: []*refill.Dataset{plain}, Proofs: failed})
+	if d.Tier != refill.TierManual || len(d.Reasons) != 1 || len(d.Attention) != 2 || !refill.IsFailedProof(d.Attention[0]) ||
+		!strings.Contains(d.Attention[1], "range is 9 days, over the auto limit") {
+		t.Errorf("raised by a rule: %s %q, attention %q", d.Tier, d.Reasons, d.Attention)
+	}
+
+	// An auto plan raised by a rule: "why it was auto" is no risk.
+	d = decide(t, p, Input{Request: refill.Request{Days: 1}, Rebuilt: []*refill.Dataset{plain}, Proofs: proven("bill")})
+	if d.Tier != refill.TierManual || len(d.Attention) != 0 {
+		t.Errorf("auto raised by a rule: %s, attention %q", d.Tier, d.Attention)
+	}
+}

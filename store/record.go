@@ -33,11 +33,15 @@ func (s *Store) RecordPlan(ctx context.Context, rec refill.PlanRecord) ([]string
 			return err
 		}
 		actor := p.Request.RequestedBy
+		created := map[string]any{
+			"hash": p.Hash, "tier": p.Tier, "status": p.Status, "targets": p.Request.Targets,
+			"from": p.Request.From, "to": p.Request.To, "reason": p.Request.Reason, "reasons": p.Reasons,
+		}
+		if len(p.Attention) > 0 {
+			created["attention"] = p.Attention
+		}
 		events := []*refill.Event{
-			{Kind: refill.EventPlanCreated, Actor: actor, PlanID: p.ID, At: p.CreatedAt, Detail: refill.Detail(map[string]any{
-				"hash": p.Hash, "tier": p.Tier, "status": p.Status, "targets": p.Request.Targets,
-				"from": p.Request.From, "to": p.Request.To, "reason": p.Request.Reason, "reasons": p.Reasons,
-			})},
+			{Kind: refill.EventPlanCreated, Actor: actor, PlanID: p.ID, At: p.CreatedAt, Detail: refill.Detail(created)},
 		}
 		failed := p.Gate.Failed()
 		events = append(events, &refill.Event{Kind: refill.EventGateResult, Actor: actor, PlanID: p.ID, At: p.CreatedAt,

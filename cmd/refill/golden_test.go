@@ -140,3 +140,37 @@ func golden(t *testing.T, name, got string) {
 		t.Errorf("output changed from %s (go test ./cmd/refill -run Golden -update, then review the diff)\n--- got ---\n%s", path, got)
 	}
 }
+
+// TestManualPlanNamesItsFailedProof: the demo's manual plan, decided by
+// its tags, still tells the lead that billing's proof failed — first, in
+// the text, and in -o json's attention.
+func TestManualPlanNamesItsFailedProof(t *testing.T) {
+	t.Parallel()
+	d := setup(t)
+	var manual string
+	for _, p := range decode[struct {
+		Plans []planJSON `json:"plans"`
+	}](t, demoOut).Plans {
+		if p.Tier == "manual" && manual == "" {
+			manual = p.ID // the first, made while billing's proof failed
+		}
+	}
+	if manual == "" {
+		t.Fatal("the demo made no manual plan")
+	}
+	js := decode[struct {
+		Reasons   []string `json:"reasons"`
+		Attention []string `json:"attention"`
+	}](t, step(t, d, 0, "", "show", manual, "-o", "json").stdout)
+	if len(js.Attention) == 0 || !strings.HasPrefix(js.Attention[0], "the idempotency proof of revenue_daily failed: ") {
+		t.Errorf("attention of the manual plan: %q (reasons %q)", js.Attention, js.Reasons)
+	}
+	text := step(t, d, 0, "", "show", manual).stdout
+	i, j := strings.Index(text, "FAILED PROOF  the idempotency proof of revenue_daily failed"), strings.Index(text, "Source gate:")
+	if i < 0 || j < 0 || i > j {
+		t.Errorf("show does not lead with the failed proof:\n%s", text)
+	}
+	if strings.ContainsRune(text, 0) || strings.Contains(text, "\x1b[") {
+		t.Errorf("show to a pipe carries colour or marks: %q", text[:min(len(text), 400)])
+	}
+}

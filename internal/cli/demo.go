@@ -104,7 +104,7 @@ func (a *app) demo(ctx context.Context, dir string) error {
 		if pl == nil {
 			return nil, err
 		}
-		say("%s\n", renderPlan(pl, e.cfg))
+		say("%s\n", paint(renderPlan(pl, e.cfg), terminal(a.stdout) && os.Getenv("NO_COLOR") == ""))
 		return pl, err
 	}
 	prove := func(dataset, partition string) (*refill.Proof, error) {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -25,6 +26,19 @@ func renderPlan(p *refill.Plan, cfg *refill.Config) string {
 	fmt.Fprintf(&b, "  reason    %s\n", refill.OneLine(p.Request.Reason))
 	fmt.Fprintf(&b, "  created   %s\n\n", p.CreatedAt.Format("2006-01-02 15:04:05 MST"))
 
+	// A failed proof is what the approver must see first, whatever the
+	// tier (in reasons when it decided it, in attention otherwise).
+	failed := 0
+	for _, r := range append(slices.Clone(p.Reasons), p.Attention...) {
+		if refill.IsFailedProof(r) {
+			fmt.Fprintf(&b, "%s\n", red("  FAILED PROOF  "+r))
+			failed++
+		}
+	}
+	if failed > 0 {
+		b.WriteString("\n")
+	}
+
 	renderGate(&b, p.Gate)
 
 	nparts := 0
@@ -35,8 +49,19 @@ func renderPlan(p *refill.Plan, cfg *refill.Config) string {
 		c, e, cu, eu := s.RowTotals()
 		cur, exp, curUnknown, expUnknown = cur+c, exp+e, curUnknown+cu, expUnknown+eu
 	}
-	fmt.Fprintf(&b, "refill will rebuild %d %s, %d %s, in this order (nothing has been written):\n\n",
-		len(p.Steps), plural(len(p.Steps), "dataset", "datasets"), nparts, plural(nparts, "partition", "partitions"))
+	written := "nothing has been written"
+	switch p.Status {
+	case refill.StatusRunning, refill.StatusFailed, refill.StatusNeedsReview:
+		written = "a run began: refill report " + p.ID + " says what was written"
+	case refill.StatusCancelled:
+		written = "cancelled: refill report " + p.ID + " says what, if anything, was written"
+	case refill.StatusApplied:
+		written = "applied: refill report " + p.ID + " says what was written"
+	case refill.StatusRolledBack:
+		written = "it was applied and rolled back: the partitions hold what they held before"
+	}
+	fmt.Fprintf(&b, "refill %s %d %s, %d %s, in this order (%s):\n\n", willOrDid(p.Status),
+		len(p.Steps), plural(len(p.Steps), "dataset", "datasets"), nparts, plural(nparts, "partition", "partitions"), written)
 	order := 0
 	for _, s := range p.Steps {
 		if s.Order != order {
@@ -51,6 +76,12 @@ func renderPlan(p *refill.Plan, cfg *refill.Config) string {
 	fmt.Fprintf(&b, "Tier: %s\n", strings.ToUpper(string(p.Tier)))
 	for _, r := range p.Reasons {
 		fmt.Fprintf(&b, "  - %s\n", r)
+	}
+	if len(p.Attention) > 0 {
+		fmt.Fprintf(&b, "Also keeping it from auto:\n")
+		for _, r := range p.Attention {
+			fmt.Fprintf(&b, "  - %s\n", r)
+		}
 	}
 	b.WriteString("\n")
 	b.WriteString(nextSteps(p, cfg))
@@ -236,4 +267,32 @@ func renderConsumers(b *strings.Builder, cs []refill.Consumer) {
 			refill.OneLine(c.Dataset), refill.OneLine(c.Reads), refill.OneLine(c.Job), c.LastSeen.UTC().Format("2006-01-02 15:04"))
 	}
 	b.WriteString("\n")
+}
+
+// red marks s to be shown in red on a terminal (paint); elsewhere the
+// marks are dropped.
+func red(s string) string { return redOn + s + redOff }
+
+const (
+	redOn  = "\x00<red>"
+	redOff = "\x00</red>"
+)
+
+// paint turns red's marks into the terminal's colour, or drops them when
+// color is false (a pipe, a file).
+func paint(s string, color bool) string {
+	if color {
+		return strings.NewReplacer(redOn, "\x1b[1;31m", redOff, "\x1b[0m").Replace(s)
+	}
+	return strings.NewReplacer(redOn, "", redOff, "").Replace(s)
+}
+
+// willOrDid is what the plan's steps are to the reader: still to come, or
+// (once a run began) what the run was to do.
+func willOrDid(s refill.Status) string {
+	switch s {
+	case refill.StatusRunning, refill.StatusFailed, refill.StatusNeedsReview, refill.StatusCancelled, refill.StatusApplied, refill.StatusRolledBack:
+		return "was to rebuild"
+	}
+	return "will rebuild"
 }

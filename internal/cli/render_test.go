@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,6 +26,8 @@ func goldenPlan() *refill.Plan {
 	p := &refill.Plan{
 		ID: "0a1b2c3d", Status: refill.StatusBlocked, Tier: refill.TierManual,
 		Reasons: []string{"revenue_daily is tagged billing (manual_tags)", "range is 31 days, over the manual limit of 30"},
+		Attention: []string{refill.FailedProofReason("revenue_daily", "a second build of 2026-10-02 differed from the first (checksum 1a2b -> 3c4d)"),
+			"range is 31 days, over the auto limit of 7"},
 		Request: refill.Request{Targets: []string{"events_raw"}, From: "2026-10-01", To: "2026-10-31", Reason: "INC-4711", RequestedBy: "alice", Days: 31},
 		Steps: []refill.Step{
 			{Dataset: "events_daily", Order: 1, Kind: refill.JobQuery, Table: "events_daily", Tags: []string{"aggregate"}, Partitions: parts},
@@ -47,7 +50,7 @@ func goldenPlan() *refill.Plan {
 }
 
 func TestRenderPlanGolden(t *testing.T) {
-	got := renderPlan(goldenPlan(), &refill.Config{})
+	got := paint(renderPlan(goldenPlan(), &refill.Config{}), false)
 	path := filepath.Join("testdata", "plan.txt")
 	if *update {
 		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
@@ -60,5 +63,21 @@ func TestRenderPlanGolden(t *testing.T) {
 	}
 	if got != string(want) {
 		t.Errorf("plan text differs from %s:\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+// TestFailedProofIsRedOnATerminal: the failed proof leads the plan, red on
+// a terminal and unmarked elsewhere.
+func TestFailedProofIsRedOnATerminal(t *testing.T) {
+	out := renderPlan(goldenPlan(), &refill.Config{})
+	want := "  FAILED PROOF  the idempotency proof of revenue_daily failed"
+	if i, j := strings.Index(paint(out, false), want), strings.Index(paint(out, false), "Source gate:"); i < 0 || j < 0 || i > j {
+		t.Errorf("the failed proof does not come before the gate:\n%s", paint(out, false))
+	}
+	if !strings.Contains(paint(out, true), "\x1b[1;31m"+want) {
+		t.Errorf("on a terminal the failed proof is not red:\n%q", paint(out, true))
+	}
+	if strings.ContainsRune(paint(out, false), 0) || strings.Contains(paint(out, false), "\x1b[") {
+		t.Errorf("off a terminal, marks or colours remain:\n%q", paint(out, false))
 	}
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -96,7 +97,7 @@ func (v jsonView) Freeze(f *refill.Freeze, lifted bool) error {
 type textView struct{ a *app }
 
 func (v textView) print(s string) error {
-	_, err := fmt.Fprint(v.a.stdout, s)
+	_, err := fmt.Fprint(v.a.stdout, paint(s, terminal(v.a.stdout) && os.Getenv("NO_COLOR") == ""))
 	return err
 }
 
