@@ -832,9 +832,17 @@ func (s *Store) CheckLatestAnchor(ctx context.Context, an refill.Anchorer) error
 		// Every publish anchors the log: a log that records publishes
 		// and a warehouse without a single anchor of this store means the
 		// anchors were deleted, or the store's id changed to shed them.
+		// A publish commits its anchor in the warehouse before its entry
+		// here, so one that committed after the warehouse was read is
+		// counted: read the warehouse again, after the count.
 		n, err := s.publishes(ctx)
 		if err != nil || n == 0 {
 			return err
+		}
+		if a, found, err = an.LatestAnchor(ctx, id); err != nil {
+			return nil
+		} else if found {
+			return s.CheckAnchors(ctx, []refill.AuditAnchor{a})
 		}
 		return verificationf("the warehouse holds no audit anchor of this state store (id %s), though its log records %d publish(es): the anchors were deleted, or the store's id was changed; run refill audit verify", id, n)
 	}

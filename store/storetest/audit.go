@@ -144,6 +144,37 @@ func exerciseAudit(t *testing.T, newDSN func(t *testing.T) string) {
 		}
 	})
 
+	t.Run("AnchorLandingWhileChecked", func(t *testing.T) {
+		t.Parallel()
+		s, _ := setup(t, key)
+		ctx := t.Context()
+		id, err := s.ID(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Another partition publishes while this check runs: its anchor
+		// lands in the warehouse after the warehouse was read, and its
+		// entry here before the log is counted. That is no deletion.
+		h, err := s.AuditHead(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Store = id
+		landing := &landingAnchors{anchor: s.SealAnchor(h)}
+		if err := s.Update(ctx, func(tx *store.Tx) error {
+			return tx.Append(ctx, &refill.Event{Kind: refill.EventPartitionPublished, Actor: "refill", PlanID: "p1", Dataset: "d", Partition: "2026-11-01",
+				Detail: refill.Detail(map[string]any{"anchor": h.Seq})})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CheckLatestAnchor(ctx, landing); err != nil {
+			t.Errorf("CheckLatestAnchor while an anchor lands = %v", err)
+		}
+		if landing.reads != 2 {
+			t.Errorf("the warehouse was read %d times, want twice (again after the count)", landing.reads)
+		}
+	})
+
 	t.Run("AuditRealClock", func(t *testing.T) {
 		t.Parallel()
 		s, _ := setup(t, nil)
@@ -807,6 +838,31 @@ func (a *anchors) LatestAnchors(ctx context.Context) ([]refill.AuditAnchor, erro
 	return []refill.AuditAnchor{l}, err
 }
 func (a *anchors) Anchors(context.Context, string) ([]refill.AuditAnchor, error) { return a.list, nil }
+
+// landingAnchors holds no anchor at its first read and one from then on,
+// as a warehouse does while another partition's publish commits.
+type landingAnchors struct {
+	anchor refill.AuditAnchor
+	reads  int
+}
+
+func (a *landingAnchors) LatestAnchor(context.Context, string) (refill.AuditAnchor, bool, error) {
+	a.reads++
+	if a.reads == 1 {
+		return refill.AuditAnchor{}, false, nil
+	}
+	return a.anchor, true, nil
+}
+func (a *landingAnchors) LatestAnchors(ctx context.Context) ([]refill.AuditAnchor, error) {
+	l, ok, err := a.LatestAnchor(ctx, "")
+	if !ok {
+		return nil, err
+	}
+	return []refill.AuditAnchor{l}, err
+}
+func (a *landingAnchors) Anchors(context.Context, string) ([]refill.AuditAnchor, error) {
+	return []refill.AuditAnchor{a.anchor}, nil
+}
 
 // cut deletes the log's entries after seq and moves its head and
 // checkpoint back, as putting back an older copy of the store would.
