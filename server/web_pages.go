@@ -21,6 +21,7 @@ import (
 )
 
 var webFuncs = template.FuncMap{
+	"warningGroups": refill.GroupWarnings,
 	// failedProofs are a plan's failed proofs, from its reasons or its
 	// attention: the page shows them first.
 	"failedProofs": func(p *refill.Plan) []string {

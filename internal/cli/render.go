@@ -108,14 +108,7 @@ func renderGate(b *strings.Builder, g refill.GateVerdict) {
 	default:
 		fmt.Fprintf(b, "Source gate: passed (%s)\n", strings.Join(g.Checked, ", "))
 	}
-	for _, f := range append(append(bad, warn...), accepted...) {
-		mark := "x"
-		switch {
-		case f.Warning:
-			mark = "!"
-		case f.Accepted != nil:
-			mark = "="
-		}
+	line := func(f refill.Finding, mark string) {
 		col := ""
 		if f.Column != "" {
 			col = "." + f.Column
@@ -125,6 +118,24 @@ func renderGate(b *strings.Builder, g refill.GateVerdict) {
 			msg = fmt.Sprintf("observed %g, limit %g", f.Observed, f.Limit)
 		}
 		fmt.Fprintf(b, "  %s %s%s %s %s: %s\n", mark, f.Dataset, col, f.Partition, f.Check, msg)
+	}
+	for _, f := range bad {
+		line(f, "x")
+	}
+	// Warnings that say the same of many partitions read as one line.
+	for _, g := range refill.GroupWarnings(warn) {
+		if len(g.Partitions) == 1 {
+			line(refill.Finding{Dataset: g.Dataset, Column: g.Column, Partition: g.First, Check: g.Check, Message: g.Example}, "!")
+			continue
+		}
+		col := ""
+		if g.Column != "" {
+			col = "." + g.Column
+		}
+		fmt.Fprintf(b, "  ! %s%s %s, %s: %d partitions, %s … %s (e.g. %s)\n", g.Dataset, col, g.Check, g.What, len(g.Partitions), g.First, g.Last, g.Example)
+	}
+	for _, f := range accepted {
+		line(f, "=")
 	}
 	b.WriteString("\n")
 }

@@ -42,6 +42,9 @@ func goldenPlan() *refill.Plan {
 		Gate: refill.GateVerdict{Passed: false, Checked: []string{"events_raw"}, Findings: []refill.Finding{
 			{Dataset: "events_raw", Partition: "2026-10-04", Check: "not_null", Column: "amount", Observed: 0.97, Limit: 0.01},
 			{Dataset: "events_raw", Partition: "2026-10-01", Check: "volume", Warning: true, Passed: true, Message: "insufficient history: 2 same-weekday partitions, need 4"},
+			{Dataset: "events_raw", Partition: "2026-10-02", Check: "volume", Warning: true, Passed: true, Message: "insufficient history: 2 same-weekday partitions, need 4"},
+			{Dataset: "events_raw", Partition: "2026-10-03", Check: "volume", Warning: true, Passed: true, Message: "insufficient history: 3 same-weekday partitions, need 4"},
+			{Dataset: "events_raw", Partition: "2026-10-12", Check: "volume", Warning: true, Passed: true, Message: "on a calendar day: 12 rows against a median of 1,000"},
 		}},
 		CreatedAt: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC),
 	}
