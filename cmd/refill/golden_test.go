@@ -173,4 +173,17 @@ func TestManualPlanNamesItsFailedProof(t *testing.T) {
 	if strings.ContainsRune(text, 0) || strings.Contains(text, "\x1b[") {
 		t.Errorf("show to a pipe carries colour or marks: %q", text[:min(len(text), 400)])
 	}
+	// The demo rolled this plan back: show and report say so.
+	if rolled := decode[struct {
+		RolledBack string `json:"rolled_back"`
+	}](t, demoOut).RolledBack; rolled == manual {
+		if !strings.Contains(text, "(it was applied and rolled back: the partitions hold what they held before)") {
+			t.Errorf("show of a rolled-back plan does not say so:\n%s", text)
+		}
+		if r := step(t, d, 0, "", "report", manual); !strings.Contains(r.stdout, "It was rolled back") {
+			t.Errorf("report of a rolled-back plan does not say so:\n%s", r.stdout)
+		}
+	} else {
+		t.Errorf("the demo rolled back %q, not its first manual plan %s", rolled, manual)
+	}
 }

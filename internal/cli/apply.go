@@ -116,6 +116,10 @@ func renderReport(rep control.Report) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Report of plan %s (%s): %d of %d partitions published, %d flagged (tolerance %.0f%%)\n\n",
 		rep.PlanID, rep.Status, rep.Published, rep.Total, rep.Flagged, 100*rep.Tolerance)
+	if rep.Status == refill.StatusRolledBack {
+		b.WriteString("It was rolled back: the partitions it published hold what they held before its run\n" +
+			"again (BEFORE below); AFTER is what the run had written. refill history says by whom and when.\n\n")
+	}
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  DATASET\tPARTITION\tBEFORE\tAFTER\tEXPECTED\tCHECKSUM BEFORE -> AFTER\t")
 	for _, r := range rep.Partitions {
