@@ -423,6 +423,9 @@ func TestWebApproveAndApply(t *testing.T) {
 	if got := text(page.body, "status"); got != "approved" {
 		t.Errorf("#status = %q, want approved", got)
 	}
+	if got := text(page.body, "written"); !strings.HasPrefix(got, "Nothing has been written") {
+		t.Errorf("#written before the run = %q", got)
+	}
 	if !strings.Contains(text(page.body, "flash"), "You approved") {
 		t.Errorf("#flash = %q", text(page.body, "flash"))
 	}
@@ -467,6 +470,9 @@ func TestWebApproveAndApply(t *testing.T) {
 	}
 	if !has(page.body, "report-summary") || !strings.Contains(page.body, "<th class=\"num\">After</th>") {
 		t.Error("no before/after after the run")
+	}
+	if got := text(page.body, "written"); !strings.HasPrefix(got, "The run wrote 3 of 3 partitions") {
+		t.Errorf("#written of an applied plan = %q", got)
 	}
 	if has(page.body, "apply") || has(page.body, "cancel") {
 		t.Error("Apply or Cancel offered on an applied plan")
