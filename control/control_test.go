@@ -885,3 +885,42 @@ func TestHolderSaysLapsedOrGone(t *testing.T) {
 		t.Errorf("a lease past its expiry: %+v, want orphaned, lapsed", h)
 	}
 }
+
+// TestWaitingFor: the plans list's "waiting for me" is what each person
+// could do now, by the same requirements as the buttons: bob may approve
+// alice's semi-auto plan, not his own; a manual plan waits for alice's
+// checklist, then for carol, the lead.
+func TestWaitingFor(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	semi := b.plan(t, "alice", "sessions", 14, 12, refill.TierSemiAuto)
+	own := b.plan(t, "bob", "sessions", 24, 22, refill.TierSemiAuto)
+	manual := b.plan(t, "alice", "events_raw", 5, 4, refill.TierManual)
+	ids := func(user string) []string {
+		t.Helper()
+		list, err := b.c.WaitingFor(b.ctx, user, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, p := range list {
+			out = append(out, p.ID)
+		}
+		slices.Sort(out)
+		return out
+	}
+	sorted := func(s ...string) []string { slices.Sort(s); return s }
+	if got, want := ids("bob"), sorted(semi.ID); !slices.Equal(got, want) {
+		t.Errorf("waiting for bob: %v, want %v (alice's semi-auto plan, not his own, not the manual one)", got, want)
+	}
+	if got, want := ids("alice"), sorted(own.ID, manual.ID); !slices.Equal(got, want) {
+		t.Errorf("waiting for alice: %v, want %v (bob's plan, and her manual plan's snapshot)", got, want)
+	}
+	if slices.Contains(ids("carol"), manual.ID) {
+		t.Error("the manual plan waits for carol before its snapshot and scope")
+	}
+	b.checklist(t, manual.ID, "alice")
+	if !slices.Contains(ids("carol"), manual.ID) || slices.Contains(ids("alice"), manual.ID) {
+		t.Errorf("after the checklist: carol %v, alice %v; the manual plan waits for the lead only", ids("carol"), ids("alice"))
+	}
+}

@@ -521,3 +521,59 @@ func (c *Control) dropReqs(ctx context.Context, r *reqs, s *State) error {
 	}
 	return nil
 }
+
+// waitingActions are the steps a person takes that a plan waits for.
+// Snapshot and scope wait only on a manual plan (elsewhere they are
+// optional), and for its requester, who states the scope of their own
+// request.
+var waitingActions = []Action{ActApprove, ActSnapshot, ActScope, ActSignoff, ActResolve}
+
+func waitsOn(act Action, p *refill.Plan, user string) bool {
+	switch act {
+	case ActSnapshot, ActScope:
+		return p.Tier == refill.TierManual && user == p.Request.RequestedBy
+	}
+	return true
+}
+
+// waitingStatuses are the statuses in which a plan waits for a person.
+var waitingStatuses = []refill.Status{refill.StatusPending, refill.StatusReady, refill.StatusApproved, refill.StatusApplied, refill.StatusNeedsReview}
+
+// WaitingFor lists the plans, newest first, on which user could take a
+// step now that the plan waits for — approve it, snapshot or scope their
+// own manual plan, sign it off, say whether a partition ran — by
+// Requirements, as the buttons are decided. Only the newest limit plans of each status are
+// looked at (0: 200).
+func (c *Control) WaitingFor(ctx context.Context, user string, limit int) ([]refill.PlanSummary, error) {
+	if limit <= 0 {
+		limit = 200
+	}
+	var out []refill.PlanSummary
+	for _, status := range waitingStatuses {
+		list, err := c.Plans(ctx, refill.PlanFilter{Status: status, Limit: limit})
+		if err != nil {
+			return nil, err
+		}
+		for _, ps := range list {
+			s, err := c.Load(ctx, ps.ID)
+			if err != nil {
+				return nil, err
+			}
+			for _, act := range waitingActions {
+				if !waitsOn(act, s.Plan, user) {
+					continue
+				}
+				unmet, err := c.Requirements(ctx, act, Subject{State: s}, user)
+				if err != nil {
+					return nil, err
+				}
+				if len(unmet) == 0 {
+					out = append(out, ps)
+					break
+				}
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b refill.PlanSummary) int { return strings.Compare(b.CreatedAt, a.CreatedAt) })
+	return out, nil
+}

@@ -83,6 +83,9 @@ var webFuncs = template.FuncMap{
 
 type plansData struct {
 	Plans    []refill.PlanSummary
+	// Mine lists only the plans waiting for the signed-in user
+	// (control.WaitingFor), not paged.
+	Mine     bool
 	Status   refill.Status
 	Statuses []refill.Status
 	Limit    int
@@ -113,7 +116,16 @@ func (ui *webUI) plans(w http.ResponseWriter, r *http.Request, v *view) {
 		ui.fail(w, r, v, refill.BadInputf("status %q: want one of %s", d.Status, statusNames()))
 		return
 	}
-	if d.Plans, d.Next, err = ui.s.plans(r.Context(), f); err != nil {
+	if r.URL.Query().Get("waiting") == "me" {
+		d.Mine = true
+		d.Plans, err = ui.s.ctl().WaitingFor(r.Context(), v.User, 0)
+		if d.Status != "" {
+			d.Plans = slices.DeleteFunc(d.Plans, func(p refill.PlanSummary) bool { return p.Status != d.Status })
+		}
+	} else {
+		d.Plans, d.Next, err = ui.s.plans(r.Context(), f)
+	}
+	if err != nil {
 		ui.fail(w, r, v, err)
 		return
 	}

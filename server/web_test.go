@@ -575,6 +575,13 @@ func TestWebListsAndFreeze(t *testing.T) {
 	if r := e.get(t, "/?status=bogus", "bob"); r.StatusCode != http.StatusBadRequest {
 		t.Errorf("unknown status: %d, want 400", r.StatusCode)
 	}
+	// Waiting for me: alice's plan waits for bob's approval, not for hers.
+	if r := e.get(t, "/?waiting=me", "bob"); !strings.Contains(r.body, `data-id="`+p.ID+`"`) {
+		t.Error("waiting for bob hides the plan he may approve")
+	}
+	if r := e.get(t, "/?waiting=me", "alice"); strings.Contains(r.body, `data-id="`+p.ID+`"`) || !strings.Contains(r.body, "waiting for you") {
+		t.Error("waiting for alice shows her own plan, which waits for someone else")
+	}
 
 	ds := e.get(t, "/datasets/events_daily", "bob")
 	if ds.StatusCode != http.StatusOK || !strings.Contains(ds.body, "events_daily") || !strings.Contains(ds.body, `href="/datasets/revenue_daily"`) ||
