@@ -82,7 +82,7 @@ var webFuncs = template.FuncMap{
 // The plans list.
 
 type plansData struct {
-	Plans    []refill.PlanSummary
+	Plans []refill.PlanSummary
 	// Mine lists only the plans waiting for the signed-in user
 	// (control.WaitingFor), not paged.
 	Mine     bool
