@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/refill-dev/refill"
-	"github.com/refill-dev/refill/internal/pgtest"
 	"github.com/refill-dev/refill/warehouse/postgres"
 )
 
@@ -32,7 +31,7 @@ func TestRollbackWithChecksumsFromBeforeVersion2(t *testing.T) {
 		{name: "written since, run after", writeSince: true, code: 4, want: "it was written since this plan published it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			whDSN, stateDSN := pgtest.Schema(t), pgtest.Schema(t)
+			whDSN, stateDSN := pgSchema(t), pgSchema(t)
 			db, err := sql.Open("pgx", whDSN)
 			if err != nil {
 				t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/refill-dev/refill/internal/pgtest"
 )
 
 // TestFlowsOnPostgresState runs the semi-auto and manual flows end to end
@@ -23,7 +22,7 @@ func TestFlowsOnPostgresState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pg := strings.Replace(string(cfg), "state: sqlite:.refill/state.db", `state: "`+pgtest.Schema(t)+`"`, 1)
+	pg := strings.Replace(string(cfg), "state: sqlite:.refill/state.db", `state: "`+pgSchema(t)+`"`, 1)
 	if pg == string(cfg) {
 		t.Fatal("could not point state: at PostgreSQL")
 	}

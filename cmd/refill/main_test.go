@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/refill-dev/refill/internal/pgtest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -525,3 +526,25 @@ func flagSet(name string) bool {
 	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
 }
+
+// pgSchema is pgtest.Schema for a binary test, which first waits for one
+// of pgTurns: each refill process these tests start holds its own pools
+// on the one PostgreSQL server, and eight such tests at once (twice that
+// with another suite beside) would pass its max_connections. A test takes
+// one turn however many schemas it makes, and gives it back when it ends.
+func pgSchema(t *testing.T) string {
+	t.Helper()
+	if _, had := pgHolding.LoadOrStore(t.Name(), true); !had {
+		pgTurns <- struct{}{}
+		t.Cleanup(func() {
+			pgHolding.Delete(t.Name())
+			<-pgTurns
+		})
+	}
+	return pgtest.Schema(t)
+}
+
+var (
+	pgTurns   = make(chan struct{}, 3)
+	pgHolding sync.Map
+)

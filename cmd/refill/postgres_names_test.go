@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/refill-dev/refill/internal/pgtest"
 )
 
 // TestPostgresNamesFoldAsPostgresDoes: refill.yaml names tables and
@@ -19,7 +18,7 @@ import (
 // column, written in either case.
 func TestPostgresNamesFoldAsPostgresDoes(t *testing.T) {
 	t.Parallel()
-	whDSN := pgtest.Schema(t)
+	whDSN := pgSchema(t)
 	schema := schemaOf(whDSN)
 	db, err := sql.Open("pgx", whDSN)
 	if err != nil {
@@ -146,7 +145,7 @@ datasets:
 // the README's PostgreSQL example writes them.
 func TestPostgresDaylightSavingDay(t *testing.T) {
 	t.Parallel()
-	whDSN := pgtest.Schema(t)
+	whDSN := pgSchema(t)
 	db, err := sql.Open("pgx", whDSN)
 	if err != nil {
 		t.Fatal(err)

@@ -10,14 +10,13 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/refill-dev/refill/internal/pgtest"
 )
 
 // TestPostgresEndToEnd runs plan, show and plans through the binary with a
 // PostgreSQL warehouse and a PostgreSQL state store.
 func TestPostgresEndToEnd(t *testing.T) {
 	t.Parallel()
-	whDSN, stateDSN := pgtest.Schema(t), pgtest.Schema(t)
+	whDSN, stateDSN := pgSchema(t), pgSchema(t)
 	db, err := sql.Open("pgx", whDSN)
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/refill-dev/refill/internal/pgtest"
 )
 
 // probeMarker starts every secret these tests give refill, so that the
@@ -350,7 +349,7 @@ func TestSecretsNeverReachASameUserJob(t *testing.T) {
 func TestJobConnectsWithTheWithheldPassword(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	wh, state := pgtest.Schema(t), pgtest.Schema(t)
+	wh, state := pgSchema(t), pgSchema(t)
 	cfg := `version: 1
 warehouse: "` + wh + `"
 state_env: REFILL_STATE_DSN

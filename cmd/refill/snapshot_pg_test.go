@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/refill-dev/refill/internal/pgtest"
 )
 
 // pgProject writes refill.yaml for a PostgreSQL warehouse (and a SQLite
@@ -40,8 +39,8 @@ func pgProject(t *testing.T, whDSN, datasets string, stmts ...string) string {
 // and a rollback restores each from its own.
 func TestSnapshotTablesNeverCollide(t *testing.T) {
 	t.Parallel()
-	whDSN := pgtest.Schema(t)
-	other := schemaOf(pgtest.Schema(t))
+	whDSN := pgSchema(t)
+	other := schemaOf(pgSchema(t))
 	longA := "quarterly_finance_reconciliation_rollup_by_region_alpha"
 	longB := "quarterly_finance_reconciliation_rollup_by_region_beta"
 	tables := []string{longA, longB, "agg", other + ".agg"}
@@ -119,7 +118,7 @@ func TestSnapshotTablesNeverCollide(t *testing.T) {
 // password.
 func TestCommandJobGetsThePostgresDSN(t *testing.T) {
 	t.Parallel()
-	u, err := url.Parse(pgtest.Schema(t))
+	u, err := url.Parse(pgSchema(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -254,7 +254,7 @@ func publishedIn(t *testing.T, driver, dsn, id string) int {
 // first attempt (run.attempts is 1: waiting spends none).
 func TestWarehouseOutageIsRiddenOut(t *testing.T) {
 	t.Parallel()
-	whDSN := pgtest.Schema(t)
+	whDSN := pgSchema(t)
 	wh, err := sql.Open("pgx", whDSN)
 	if err != nil {
 		t.Fatal(err)
@@ -319,7 +319,7 @@ datasets:
 // and finishes the plan, and no plan is left running.
 func TestStateStoreOutageIsRiddenOut(t *testing.T) {
 	t.Parallel()
-	stateDSN := pgtest.Schema(t)
+	stateDSN := pgSchema(t)
 	px := newProxy(t, pgTarget(t))
 	dir, id := sleepyAggPlan(t, `state: "`+px.through(t, stateDSN)+`"`, "0.3")
 	apply := startRefill(t, dir, "apply", id, "--as", "alice")
@@ -516,7 +516,7 @@ datasets:
 // published once, without anyone running apply again.
 func TestWorkerFinishesARunWhoseApplyDied(t *testing.T) {
 	t.Parallel()
-	stateDSN := pgtest.Schema(t)
+	stateDSN := pgSchema(t)
 	dir := smallProject(t, `version: 1
 warehouse: sqlite:wh.db
 state: "`+stateDSN+`"
@@ -633,7 +633,7 @@ func atMostOneAtATime(t *testing.T, dir string) {
 // time: the limit travels with the run, not with each process's config.
 func TestMaxActiveIsTheRuns(t *testing.T) {
 	t.Parallel()
-	stateDSN := pgtest.Schema(t)
+	stateDSN := pgSchema(t)
 	cfg := func(n int) string {
 		return fmt.Sprintf(`version: 1
 warehouse: sqlite:wh.db
@@ -666,7 +666,7 @@ datasets:
 // 2026-09-01 to last: its state DSN, directory and plan.
 func pidPlan(t *testing.T, last, reason string) (stateDSN, dir, id string) {
 	t.Helper()
-	stateDSN = pgtest.Schema(t)
+	stateDSN = pgSchema(t)
 	dir = smallProject(t, `version: 1
 warehouse: sqlite:wh.db
 state: "`+stateDSN+`"

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/refill-dev/refill/internal/pgtest"
 )
 
 // TestWorkersShareARun starts two `refill worker` processes beside `refill
@@ -22,7 +21,7 @@ import (
 // by more than one process, and the warehouse right.
 func TestWorkersShareARun(t *testing.T) {
 	t.Parallel()
-	whDSN, stateDSN := pgtest.Schema(t), pgtest.Schema(t)
+	whDSN, stateDSN := pgSchema(t), pgSchema(t)
 	wh, err := sql.Open("pgx", whDSN)
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +133,7 @@ datasets:
 // plan's partitions with the job the plan sealed, never its own.
 func TestWorkerRunsTheSealedJob(t *testing.T) {
 	t.Parallel()
-	whDSN, stateDSN := pgtest.Schema(t), pgtest.Schema(t)
+	whDSN, stateDSN := pgSchema(t), pgSchema(t)
 	wh := aggWarehouse(t, whDSN)
 	w := strayWorker(t, aggConfig(whDSN, stateDSN, "sum(v)"), aggConfig(whDSN, stateDSN, "sum(v) * 100"))
 	if r := run(t, w.dir, nil, "apply", w.id, "--as", "alice"); r.code != 0 {
@@ -155,7 +154,7 @@ func TestWorkerRunsTheSealedJob(t *testing.T) {
 // without the stray worker finishes the plan there.
 func TestWorkerWritesOnlyThePlansWarehouse(t *testing.T) {
 	t.Parallel()
-	whDSN, rogueDSN, stateDSN := pgtest.Schema(t), pgtest.Schema(t), pgtest.Schema(t)
+	whDSN, rogueDSN, stateDSN := pgSchema(t), pgSchema(t), pgSchema(t)
 	// Both warehouses hold the same tables, so a worker writing the wrong
 	// one would succeed.
 	wh, rogueWH := aggWarehouse(t, whDSN), aggWarehouse(t, rogueDSN)
