@@ -408,6 +408,9 @@ func stateLines(s *control.State) []string {
 	}
 	switch p.Status {
 	case refill.StatusPending, refill.StatusApproved, refill.StatusReady:
+		if p.Tier == refill.TierManual {
+			lines = append(lines, checklistLine(s))
+		}
 		if s.Freeze != nil && p.Tier == refill.TierAuto {
 			lines = append(lines, fmt.Sprintf(":rotating_light: refill is frozen by *%s*%s", escape(s.Freeze.By), colon(s.Freeze.Reason)))
 		}
@@ -427,6 +430,30 @@ func stateLines(s *control.State) []string {
 		lines = append(lines[:maxContext-1], fmt.Sprintf("… and %d more", len(lines)-maxContext+1))
 	}
 	return lines
+}
+
+// checklistLine is a manual plan's checklist as it stands: the steps done
+// (by whom) and those still to do, in order. Until snapshot and scope are
+// done the message offers no Approve; this line says why.
+func checklistLine(s *control.State) string {
+	var steps []string
+	for _, item := range []refill.ChecklistItem{refill.ChecklistSnapshot, refill.ChecklistScope} {
+		if st, ok := s.Done(item); ok {
+			steps = append(steps, fmt.Sprintf(":ballot_box_with_check: %s by *%s*", item, escape(st.Actor)))
+		} else {
+			steps = append(steps, fmt.Sprintf(":white_large_square: %s", item))
+		}
+	}
+	approved := false
+	for _, a := range s.Approvals {
+		approved = approved || a.Decision == refill.DecisionApprove
+	}
+	if approved {
+		steps = append(steps, ":ballot_box_with_check: a lead's approval")
+	} else {
+		steps = append(steps, ":white_large_square: a lead's approval")
+	}
+	return "*Checklist:* " + strings.Join(steps, " · ") + " · then the run and its sign-off"
 }
 
 // links point at the plan's page and its lineage picture, both page

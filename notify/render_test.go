@@ -113,6 +113,18 @@ func TestGoldenMessages(t *testing.T) {
 	manual := fixedPlan(refill.StatusPending, refill.TierManual)
 	manual.Plan.Attention = []string{refill.FailedProofReason("revenue_daily", "a second build of 2026-11-02 differed from the first"), "no idempotency proof for orders_daily (1 of 2 datasets): run `refill prove`"}
 	golden(t, "plan-manual-failed-proof", notify.Message(manual, "https://refill.example.com"))
+	for _, bl := range notify.Message(manual, "https://refill.example.com") {
+		if a, ok := bl.(*slack.ActionBlock); ok {
+			for _, el := range a.Elements.ElementSet {
+				if b, ok := el.(*slack.ButtonBlockElement); ok && b.ActionID == notify.ActionApprove {
+					t.Error("a manual plan before its snapshot and scope offers Approve")
+				}
+			}
+		}
+	}
+	manual.Checklist = []refill.ChecklistStep{{PlanID: "3fa9c2d1", Step: refill.ChecklistSnapshot, Actor: "alice"}, {PlanID: "3fa9c2d1", Step: refill.ChecklistScope, Actor: "alice", Note: "the week only"}}
+	offer(manual)
+	golden(t, "plan-manual-checklist-done", notify.Message(manual, "https://refill.example.com"))
 
 	running := fixedPlan(refill.StatusRunning, refill.TierManual)
 	running.Approvals = []refill.Approval{{Actor: "carol", Decision: refill.DecisionApprove, Note: "checked with finance"}}
