@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
 )
 
 // TestFlowsOnPostgresState runs the semi-auto and manual flows end to end

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
 )
 
 // TestPostgresNamesFoldAsPostgresDoes: refill.yaml names tables and

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
-
 )
 
 // TestPostgresEndToEnd runs plan, show and plans through the binary with a

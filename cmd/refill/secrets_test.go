@@ -14,7 +14,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-
 )
 
 // probeMarker starts every secret these tests give refill, so that the

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
 )
 
 // pgProject writes refill.yaml for a PostgreSQL warehouse (and a SQLite

@@ -12,7 +12,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
 )
 
 // TestWorkersShareARun starts two `refill worker` processes beside `refill
