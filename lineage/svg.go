@@ -26,6 +26,12 @@ var render struct {
 // concurrent use; renders run one at a time. A DOT text Graphviz cannot
 // parse is bad input.
 func SVG(ctx context.Context, dot string) ([]byte, error) {
+	return layout(ctx, dot, graphviz.SVG)
+}
+
+// layout lays dot out with Graphviz and writes it in format (svg, or json
+// for the drawing operations PNG draws).
+func layout(ctx context.Context, dot string, format graphviz.Format) ([]byte, error) {
 	render.Lock()
 	defer render.Unlock()
 	// The module does not watch ctx, so a request that gave up while it
@@ -49,11 +55,11 @@ func SVG(ctx context.Context, dot string) ([]byte, error) {
 	}
 	defer g.Close()
 	var buf bytes.Buffer
-	if err := render.gv.Render(ctx, g, graphviz.SVG, &buf); err != nil {
-		return nil, fmt.Errorf("lineage: rendering SVG: %w", err)
+	if err := render.gv.Render(ctx, g, format, &buf); err != nil {
+		return nil, fmt.Errorf("lineage: rendering %s: %w", format, err)
 	}
 	if buf.Len() == 0 {
-		return nil, fmt.Errorf("lineage: rendering SVG: graphviz wrote nothing")
+		return nil, fmt.Errorf("lineage: rendering %s: graphviz wrote nothing", format)
 	}
 	return buf.Bytes(), nil
 }
