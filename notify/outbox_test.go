@@ -1,6 +1,7 @@
 package notify_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -171,6 +172,15 @@ func TestRunDeliversOnce(t *testing.T) {
 			if strings.Contains(part, "<!here>") || !strings.Contains(part, "&lt;!here&gt;") {
 				t.Errorf("the reason is not escaped: %s", part)
 			}
+		}
+		// The lineage picture, a PNG, lands in the message's thread.
+		up := e.slack.wait(t, "/upload/F1", 1)[0]
+		if !bytes.Contains(up.Body, []byte("\x89PNG\r\n\x1a\n")) || !bytes.Contains(up.Body, []byte("lineage-"+plan.ID+".png")) {
+			t.Errorf("the upload is not the plan's PNG: %.200q", up.Body)
+		}
+		done := e.slack.wait(t, "/api/files.completeUploadExternal", 1)[0]
+		if done.Form.Get("channel_id") != channel || done.Form.Get("thread_ts") != "1700000000.000001" {
+			t.Errorf("the picture was shared to %q thread %q, want the plan's message in %s", done.Form.Get("channel_id"), done.Form.Get("thread_ts"), channel)
 		}
 		hook := e.slack.wait(t, "/hook", 1)[0]
 		ts, sig := hook.Header.Get(notify.HeaderTimestamp), hook.Header.Get(notify.HeaderSignature)

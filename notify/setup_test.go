@@ -104,6 +104,13 @@ func (f *fakeSlack) serve(w http.ResponseWriter, r *http.Request) {
 	case "/api/chat.postMessage":
 		n := f.posted.Add(1)
 		fmt.Fprintf(w, `{"ok":true,"channel":%q,"ts":"1700000000.%06d"}`, rec.Form.Get("channel"), n)
+	case "/api/files.getUploadURLExternal":
+		fmt.Fprintf(w, `{"ok":true,"upload_url":%q,"file_id":"F%d"}`, f.srv.URL+"/upload/F1", f.posted.Load())
+	case "/upload/F1":
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprintf(w, "OK - %d", len(body))
+	case "/api/files.completeUploadExternal":
+		fmt.Fprintf(w, `{"ok":true,"files":[{"id":"F%d","title":"lineage"}]}`, f.posted.Load())
 	case "/api/chat.update":
 		fmt.Fprintf(w, `{"ok":true,"channel":%q,"ts":%q,"text":""}`, rec.Form.Get("channel"), rec.Form.Get("ts"))
 	default:

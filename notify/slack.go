@@ -1,14 +1,17 @@
 package notify
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/slack-go/slack"
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/control"
+	"github.com/refill-dev/refill/lineage"
 )
 
 // slackTargetName is how store.MarkSent records Slack.
@@ -57,6 +60,29 @@ func (n *Notifier) post(ctx context.Context, text string, blocks []slack.Block) 
 	return "", "", nil
 }
 
+// uploadLineage puts the plan's lineage picture (lineage.PNG of
+// lineage.PlanDOT) in the thread of its message, through Slack's external
+// upload flow (files.getUploadURLExternal, the upload, then
+// files.completeUploadExternal): the approver sees the picture without
+// leaving Slack.
+func (n *Notifier) uploadLineage(ctx context.Context, s *control.State, channel, ts string) error {
+	dot, err := lineage.PlanDOT(s.Plan, n.cfg)
+	if err != nil {
+		return err
+	}
+	pic, err := lineage.PNG(ctx, dot)
+	if err != nil {
+		return err
+	}
+	_, err = n.slackAPI().UploadFileContext(ctx, slack.UploadFileParameters{
+		Reader: bytes.NewReader(pic), FileSize: len(pic), Filename: "lineage-" + s.Plan.ID + ".png",
+		Title:   "Lineage of plan " + s.Plan.ID,
+		AltTxt:  "The datasets plan " + s.Plan.ID + " rebuilds, in run order, with the sources its gate checked",
+		Channel: channel, ThreadTimestamp: ts,
+	})
+	return err
+}
+
 // update replaces a message the bot posted.
 func (n *Notifier) update(ctx context.Context, channel, ts, text string, blocks []slack.Block) error {
 	if _, _, _, err := n.slackAPI().UpdateMessageContext(ctx, channel, ts, slack.MsgOptionText(text, false), slack.MsgOptionBlocks(blocks...)); err != nil {
@@ -88,7 +114,14 @@ func (n *Notifier) sendSlack(ctx context.Context, nt *notice) error {
 			return err
 		}
 		if ts != "" {
-			return n.st.SaveNotice(ctx, refill.Notice{PlanID: s.Plan.ID, Target: slackTargetName, Channel: channel, TS: ts})
+			if err := n.st.SaveNotice(ctx, refill.Notice{PlanID: s.Plan.ID, Target: slackTargetName, Channel: channel, TS: ts}); err != nil {
+				return err
+			}
+			// The message is out: a picture that cannot be uploaded is
+			// said in the log, and the notice is not sent again for it.
+			if err := n.uploadLineage(ctx, s, channel, ts); err != nil {
+				slog.Warn("the plan's lineage picture was not uploaded to Slack; its message links to the page", "plan", s.Plan.ID, "error", err)
+			}
 		}
 		return nil
 	case refill.EventApproval, refill.EventRejection, refill.EventRunStarted, refill.EventCancelRequested, refill.EventRunCancelled, refill.EventResolved, refill.EventRunPaused:

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"image/png"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -26,6 +28,11 @@ type fakeSlack struct {
 	posts []url.Values
 	edits []url.Values
 	hooks []string
+	// base is the server's URL; uploads are the files sent to its upload
+	// URL, shared records files.completeUploadExternal.
+	base    string
+	uploads [][]byte
+	shared  []url.Values
 }
 
 func (f *fakeSlack) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -41,6 +48,14 @@ func (f *fakeSlack) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/api/chat.update":
 		f.edits = append(f.edits, form)
 		fmt.Fprintf(w, `{"ok":true,"channel":%q,"ts":%q}`, form.Get("channel"), form.Get("ts"))
+	case "/api/files.getUploadURLExternal":
+		fmt.Fprintf(w, `{"ok":true,"upload_url":%q,"file_id":"F0PIC"}`, f.base+"/upload/F0PIC")
+	case "/upload/F0PIC":
+		f.uploads = append(f.uploads, body)
+		fmt.Fprintf(w, "OK - %d", len(body))
+	case "/api/files.completeUploadExternal":
+		f.shared = append(f.shared, form)
+		fmt.Fprint(w, `{"ok":true,"files":[{"id":"F0PIC","title":"lineage"}]}`)
 	case "/response":
 		f.hooks = append(f.hooks, string(body))
 		fmt.Fprint(w, `ok`)
@@ -83,6 +98,7 @@ func TestSlackThroughTheBinary(t *testing.T) {
 	d := setup(t)
 	slack := &fakeSlack{}
 	api := httptest.NewServer(slack)
+	slack.base = api.URL
 	defer api.Close()
 	cfg, err := os.ReadFile(filepath.Join(d, "refill.yaml"))
 	if err != nil {
@@ -123,6 +139,33 @@ func TestSlackThroughTheBinary(t *testing.T) {
 	}
 	if first.Get("channel") != "C0REFILL" {
 		t.Errorf("posted to %q", first.Get("channel"))
+	}
+	// The lineage picture follows in the message's thread, a PNG; and no
+	// link in the message needs a bearer token (no /api/ route).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		slack.mu.Lock()
+		n := len(slack.shared)
+		slack.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no lineage picture shared within 30 s\n%s", srv.logs)
+		}
+	}
+	slack.mu.Lock()
+	up, shared := slack.uploads[0], slack.shared[0]
+	slack.mu.Unlock()
+	if i := bytes.Index(up, []byte("\x89PNG\r\n\x1a\n")); i < 0 {
+		t.Errorf("the upload is no PNG: %.120q", up)
+	} else if _, err := png.Decode(bytes.NewReader(up[i:])); err != nil {
+		t.Errorf("the uploaded PNG does not decode: %v", err)
+	}
+	if shared.Get("channel_id") != "C0REFILL" || shared.Get("thread_ts") != "1764590000.000001" {
+		t.Errorf("the picture went to %q thread %q, not the plan's message", shared.Get("channel_id"), shared.Get("thread_ts"))
+	}
+	if strings.Contains(first.Get("blocks"), "refill.example.com/api/") {
+		t.Errorf("a link in the message needs a bearer token:\n%s", first.Get("blocks"))
 	}
 
 	press := func(user string, ts int64, sign string) (int, string) {
