@@ -663,13 +663,17 @@ func (r *Runner) requeueLost(ctx context.Context, q *queue.Queue, planID string,
 		if published[key(a.Dataset, a.Partition)] {
 			continue
 		}
-		held, live, err := r.Store.SlotOf(ctx, a.Dataset, a.PlanID+"/"+a.Partition, now)
+		holder, live, err := r.Store.SlotOf(ctx, a.Dataset, a.PlanID+"/"+a.Partition, now)
 		if err != nil {
 			return err
 		}
 		if live {
 			continue
 		}
+		// A dead slot another process held is the lost job's, not this
+		// one's: this job, queued again in its place, may still be
+		// waiting for a slot, and is judged as one that holds none.
+		held := holder != "" && (j.By == "" || holder == j.By)
 		// Without a slot, the job may be about to take one: unless River
 		// says which process works it and that process is gone from this
 		// host, it has LeaseTTL to do so.

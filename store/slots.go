@@ -135,6 +135,7 @@ func (tx *Tx) slotWaitersAhead(ctx context.Context, sl Slot, now time.Time) (ahe
 	}
 	var others []waiter
 	var gone []string
+	var ownOldest *time.Time
 	for rows.Next() {
 		var key, process string
 		var since, alive timestamp
@@ -148,6 +149,14 @@ func (tx *Tx) slotWaitersAhead(ctx context.Context, sl Slot, now time.Time) (ahe
 			mine = &t
 		case !(Lease{Holder: process, Expires: alive.Time}).Alive(now):
 			gone = append(gone, key)
+		case process == sl.Process:
+			// Its own process's waiters take turns in the process first
+			// (the one asking holds the turn), so they are not ahead of
+			// it: it asks in their place, from the oldest's time.
+			if ownOldest == nil || since.Time.Before(*ownOldest) {
+				t := since.Time
+				ownOldest = &t
+			}
 		default:
 			others = append(others, waiter{key, since.Time})
 		}
@@ -160,6 +169,9 @@ func (tx *Tx) slotWaitersAhead(ctx context.Context, sl Slot, now time.Time) (ahe
 	since := now
 	if mine != nil {
 		since = *mine
+	}
+	if ownOldest != nil && ownOldest.Before(since) {
+		since = *ownOldest
 	}
 	for _, w := range others {
 		if w.since.Before(since) || (w.since.Equal(since) && w.key < sl.Key) {
@@ -206,19 +218,18 @@ func (s *Store) ReleaseSlot(ctx context.Context, sl Slot) error {
 	return nil
 }
 
-// SlotOf reports whether some job holds a slot for the partition key of
-// dataset (held), and whether that slot is live at now.
-func (s *Store) SlotOf(ctx context.Context, dataset, key string, now time.Time) (held, live bool, err error) {
-	var process string
+// SlotOf reports which process holds a slot for the partition key of
+// dataset ("" when none does), and whether that slot is live at now.
+func (s *Store) SlotOf(ctx context.Context, dataset, key string, now time.Time) (process string, live bool, err error) {
 	var alive timestamp
 	err = s.db.QueryRowContext(ctx, s.d.rebind(`SELECT process, alive_until FROM run_slots WHERE dataset = ? AND key = ?`), dataset, key).Scan(&process, &alive)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
-			return false, false, nil
+			return "", false, nil
 		}
-		return false, false, fmt.Errorf("%s %s: read its slot: %w", dataset, key, err)
+		return "", false, fmt.Errorf("%s %s: read its slot: %w", dataset, key, err)
 	}
-	return true, Lease{Holder: process, Expires: alive.Time}.Alive(now), nil
+	return process, Lease{Holder: process, Expires: alive.Time}.Alive(now), nil
 }
 
 // slotTx runs fn in a transaction that holds dataset's slot lock: not the

@@ -39,11 +39,11 @@ func exerciseSlots(t *testing.T, setup func(t *testing.T) (*store.Store, string)
 		take(slot("p/11-01", "job1"), now, true)  // its own: renewed
 		other := store.Slot{Dataset: "sessions", Key: "p/11-03", Holder: "job5", Process: me}
 		take(other, now, true) // another dataset counts apart
-		if held, live, err := s.SlotOf(ctx, "orders", "p/11-01", now); err != nil || !held || !live {
-			t.Fatalf("SlotOf(11-01) = %v, %v, %v; want held and live", held, live, err)
+		if process, live, err := s.SlotOf(ctx, "orders", "p/11-01", now); err != nil || process != me || !live {
+			t.Fatalf("SlotOf(11-01) = %q, %v, %v; want held and live", process, live, err)
 		}
-		if held, live, err := s.SlotOf(ctx, "orders", "p/11-09", now); err != nil || held || live {
-			t.Fatalf("SlotOf(11-09), never taken = %v, %v, %v; want neither", held, live, err)
+		if process, live, err := s.SlotOf(ctx, "orders", "p/11-09", now); err != nil || process != "" || live {
+			t.Fatalf("SlotOf(11-09), never taken = %q, %v, %v; want neither", process, live, err)
 		}
 
 		if err := s.ReleaseSlot(ctx, slot("p/11-01", "job2")); err != nil { // not its own: nothing
@@ -64,8 +64,8 @@ func exerciseSlots(t *testing.T, setup func(t *testing.T) (*store.Store, string)
 		later := until.Add(time.Second)
 		take(slot("p/11-05", "job6"), later, true)
 		take(slot("p/11-06", "job7"), later, true)
-		if held, live, err := s.SlotOf(ctx, "orders", "p/11-02", later); err != nil || !held || live {
-			t.Errorf("SlotOf a lapsed slot = %v, %v, %v; want held, not live", held, live, err)
+		if process, live, err := s.SlotOf(ctx, "orders", "p/11-02", later); err != nil || process == "" || live {
+			t.Errorf("SlotOf a lapsed slot = %q, %v, %v; want held, not live", process, live, err)
 		}
 		if err := s.ReleaseSlot(ctx, slot("p/11-05", "job6")); err != nil {
 			t.Fatal(err)
@@ -85,8 +85,13 @@ func exerciseSlots(t *testing.T, setup func(t *testing.T) (*store.Store, string)
 		ctx := t.Context()
 		host, _ := os.Hostname()
 		me := fmt.Sprintf("%s:%d", host, os.Getpid())
+		// Jobs a… run in this process, w… in a worker on another host.
 		slot := func(key, holder string) store.Slot {
-			return store.Slot{Dataset: "orders", Key: key, Holder: holder, Process: me}
+			process := me
+			if holder[0] == 'w' {
+				process = "worker-host:42"
+			}
+			return store.Slot{Dataset: "orders", Key: key, Holder: holder, Process: process}
 		}
 		take := func(sl store.Slot, when time.Time, want bool) {
 			t.Helper()
@@ -128,6 +133,21 @@ func exerciseSlots(t *testing.T, setup func(t *testing.T) (*store.Store, string)
 			t.Fatal(err)
 		}
 		take(slot("p/11-08", "w5"), now.Add(8*time.Second+store.WaiterKept+time.Second), true) // 11-07 stopped asking
+		if err := s.ReleaseSlot(ctx, slot("p/11-08", "w5")); err != nil {
+			t.Fatal(err)
+		}
+
+		// A waiter of the asking job's own process is not ahead of it (the
+		// process's jobs take turns before they ask): the sibling asks in
+		// its place, and from its time, ahead of a later worker.
+		later := now.Add(time.Minute)
+		take(slot("p/11-09", "w6"), later, true)
+		take(slot("p/11-10", "a6"), later.Add(time.Second), false)   // waits, then is snoozed
+		take(slot("p/11-11", "w7"), later.Add(2*time.Second), false) // a later worker job waits too
+		if err := s.ReleaseSlot(ctx, slot("p/11-09", "w6")); err != nil {
+			t.Fatal(err)
+		}
+		take(slot("p/11-12", "a7"), later.Add(3*time.Second), true) // a6's sibling, in a6's place
 	})
 	t.Run("SlotsOfADeadProcessAreFree", func(t *testing.T) {
 		t.Parallel()
@@ -139,16 +159,16 @@ func exerciseSlots(t *testing.T, setup func(t *testing.T) (*store.Store, string)
 		if ok, err := s.TakeSlot(ctx, store.Slot{Dataset: "orders", Key: "k1", Holder: "gone", Process: dead}, 1, now, now.Add(time.Hour)); err != nil || !ok {
 			t.Fatalf("TakeSlot = %v, %v", ok, err)
 		}
-		if held, live, err := s.SlotOf(ctx, "orders", "k1", now); err != nil || !held || live {
-			t.Errorf("a slot of a process that no longer exists: held %v, live %v, %v; want held, not live", held, live, err)
+		if process, live, err := s.SlotOf(ctx, "orders", "k1", now); err != nil || process == "" || live {
+			t.Errorf("a slot of a process that no longer exists: held %v, live %v, %v; want held, not live", process, live, err)
 		}
 		// Another partition's job takes the dataset's one slot; the dead
 		// job's slot still tells that its job was lost.
 		if ok, err := s.TakeSlot(ctx, store.Slot{Dataset: "orders", Key: "k2", Holder: "other", Process: "elsewhere:1"}, 1, now, now.Add(time.Minute)); err != nil || !ok {
 			t.Fatalf("TakeSlot(k2) beside a dead slot = %v, %v; want taken", ok, err)
 		}
-		if held, live, err := s.SlotOf(ctx, "orders", "k1", now); err != nil || !held || live {
-			t.Errorf("the dead job's slot after another was taken: held %v, live %v, %v; want held, not live", held, live, err)
+		if process, live, err := s.SlotOf(ctx, "orders", "k1", now); err != nil || process == "" || live {
+			t.Errorf("the dead job's slot after another was taken: held %v, live %v, %v; want held, not live", process, live, err)
 		}
 		if err := s.ReleaseSlot(ctx, store.Slot{Dataset: "orders", Key: "k2", Holder: "other"}); err != nil {
 			t.Fatal(err)
