@@ -29,6 +29,11 @@ func GroupWarnings(fs []Finding) []WarningGroup {
 		}
 		what, _, _ := strings.Cut(f.Message, ":")
 		key := f.Dataset + "\x00" + f.Check + "\x00" + f.Column + "\x00" + what
+		if strings.HasPrefix(what, "on the calendar") {
+			// A failure a calendar day turned into a warning says what
+			// failed after its first words: each stays its own line.
+			key += "\x00" + f.Partition + "\x00" + f.Message
+		}
 		i, ok := at[key]
 		if !ok {
 			i = len(out)

@@ -28,3 +28,16 @@ func TestGroupWarnings(t *testing.T) {
 		t.Errorf("other groups: %+v", got[1:])
 	}
 }
+
+// TestCalendarWarningsStayApart: failures a calendar day turned into
+// warnings say what failed after their first words; none is hidden in a
+// group.
+func TestCalendarWarningsStayApart(t *testing.T) {
+	fs := []Finding{
+		{Dataset: "hv", Partition: "2026-12-25T07", Check: "volume", Warning: true, Message: "on the calendar (12-25), so a warning: partition is empty; history has rows"},
+		{Dataset: "hv", Partition: "2026-12-25T09", Check: "volume", Warning: true, Message: "on the calendar (12-25), so a warning: 4,120 rows, z 5.1 over 3"},
+	}
+	if got := GroupWarnings(fs); len(got) != 2 || got[0].Example != fs[0].Message || got[1].Example != fs[1].Message {
+		t.Errorf("calendar warnings grouped: %+v", got)
+	}
+}

@@ -536,8 +536,10 @@ func waitsOn(act Action, p *refill.Plan, user string) bool {
 	return true
 }
 
-// waitingStatuses are the statuses in which a plan waits for a person.
-var waitingStatuses = []refill.Status{refill.StatusPending, refill.StatusReady, refill.StatusApproved, refill.StatusApplied, refill.StatusNeedsReview}
+// waitingStatuses are the statuses in which a plan waits for a person's
+// step: approval (and a manual plan's checklist), a manual plan's
+// sign-off, a review of side effects.
+var waitingStatuses = []refill.Status{refill.StatusPending, refill.StatusApplied, refill.StatusNeedsReview}
 
 // WaitingFor lists the plans, newest first, on which user could take a
 // step now that the plan waits for — approve it, snapshot or scope their
@@ -555,9 +557,14 @@ func (c *Control) WaitingFor(ctx context.Context, user string, limit int) ([]ref
 			return nil, err
 		}
 		for _, ps := range list {
+			if ps.Status == refill.StatusApplied && ps.Tier != refill.TierManual {
+				continue // only a manual plan is signed off
+			}
 			s, err := c.Load(ctx, ps.ID)
 			if err != nil {
-				return nil, err
+				// A plan that cannot be read (altered in the store) waits
+				// for nobody's step; its own page says why.
+				continue
 			}
 			for _, act := range waitingActions {
 				if !waitsOn(act, s.Plan, user) {

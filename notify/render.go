@@ -456,10 +456,11 @@ func checklistLine(s *control.State) string {
 	return "*Checklist:* " + strings.Join(steps, " · ") + " · then the run and its sign-off"
 }
 
-// links point at the plan's page and its lineage picture, both page
-// routes a browser opens with its web session (never /api/v1, which wants
-// a bearer token). The picture is a link, not an image block: Slack
-// fetches images itself and renders no SVG.
+// links point at the plan's page and its lineage picture on it: the page
+// route is the one a click from Slack (a cross-site navigation, without
+// the session's SameSite cookie) opens after the page's bounce, where
+// /api/v1 would want a bearer token and the picture's own route a session.
+// With a bot token the picture itself follows in the thread.
 func links(id, publicURL string) slack.Block {
 	if publicURL == "" {
 		return contextBlock(fmt.Sprintf("Links to the plan need `server.public_url` in refill.yaml. Meanwhile: `refill show %s`", escape(id)))
@@ -467,7 +468,7 @@ func links(id, publicURL string) slack.Block {
 	base := strings.TrimRight(publicURL, "/")
 	return slack.NewSectionBlock(md(fmt.Sprintf("%s · %s",
 		link(base+"/plans/"+id, "Open plan "+id),
-		link(base+"/plans/"+id+"/lineage.svg", "Lineage picture"))), nil, nil)
+		link(base+"/plans/"+id+"#lineage", "Lineage picture"))), nil, nil)
 }
 
 // buttons are the decisions the plan's status allows: Approve and Reject

@@ -104,7 +104,9 @@ func (a *app) demo(ctx context.Context, dir string) error {
 		if pl == nil {
 			return nil, err
 		}
-		say("%s\n", paint(renderPlan(pl, e.cfg), terminal(a.stdout) && os.Getenv("NO_COLOR") == ""))
+		if !a.json() {
+			_ = printPainted(a.stdout, renderPlan(pl, e.cfg)+"\n", terminal(a.stdout) && os.Getenv("NO_COLOR") == "")
+		}
 		return pl, err
 	}
 	prove := func(dataset, partition string) (*refill.Proof, error) {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -31,7 +32,7 @@ func renderPlan(p *refill.Plan, cfg *refill.Config) string {
 	failed := 0
 	for _, r := range append(slices.Clone(p.Reasons), p.Attention...) {
 		if refill.IsFailedProof(r) {
-			fmt.Fprintf(&b, "%s\n", red("  FAILED PROOF  "+r))
+			fmt.Fprintf(&b, "%s\n", red("  FAILED PROOF  "+refill.OneLine(r)))
 			failed++
 		}
 	}
@@ -74,13 +75,15 @@ func renderPlan(p *refill.Plan, cfg *refill.Config) string {
 	renderConsumers(&b, p.Consumers)
 
 	fmt.Fprintf(&b, "Tier: %s\n", strings.ToUpper(string(p.Tier)))
+	// A reason may quote warehouse data (a proof's example row): one line
+	// each, its control characters shown, never run.
 	for _, r := range p.Reasons {
-		fmt.Fprintf(&b, "  - %s\n", r)
+		fmt.Fprintf(&b, "  - %s\n", refill.OneLine(r))
 	}
 	if len(p.Attention) > 0 {
 		fmt.Fprintf(&b, "Also keeping it from auto:\n")
 		for _, r := range p.Attention {
-			fmt.Fprintf(&b, "  - %s\n", r)
+			fmt.Fprintf(&b, "  - %s\n", refill.OneLine(r))
 		}
 	}
 	b.WriteString("\n")
@@ -290,12 +293,54 @@ const (
 )
 
 // paint turns red's marks into the terminal's colour, or drops them when
-// color is false (a pipe, a file).
+// color is false (a pipe, a file). The text it marks was made one line
+// (refill.OneLine), so no mark comes from anywhere else.
 func paint(s string, color bool) string {
 	if color {
-		return strings.NewReplacer(redOn, "\x1b[1;31m", redOff, "\x1b[0m").Replace(s)
+		return strings.NewReplacer(redOn, colourRed, redOff, colourOff).Replace(s)
 	}
 	return strings.NewReplacer(redOn, "", redOff, "").Replace(s)
+}
+
+const (
+	colourRed = "\x1b[1;31m"
+	colourOff = "\x1b[0m"
+)
+
+// printPainted writes s to w: with color, the text goes through w (the
+// escaper, which shows any control character as text) and only the colour
+// codes red's marks stand for go to the terminal itself.
+func printPainted(w io.Writer, s string, color bool) error {
+	if !color {
+		_, err := io.WriteString(w, paint(s, false))
+		return err
+	}
+	for s != "" {
+		i := strings.Index(s, redOn)
+		if i < 0 {
+			_, err := io.WriteString(w, s)
+			return err
+		}
+		if _, err := io.WriteString(w, s[:i]); err != nil {
+			return err
+		}
+		s = s[i+len(redOn):]
+		j := strings.Index(s, redOff)
+		if j < 0 {
+			j = len(s)
+		}
+		if _, err := io.WriteString(raw(w), colourRed); err != nil {
+			return err
+		}
+		if _, err := io.WriteString(w, s[:j]); err != nil {
+			return err
+		}
+		if _, err := io.WriteString(raw(w), colourOff); err != nil {
+			return err
+		}
+		s = strings.TrimPrefix(s[j:], redOff)
+	}
+	return nil
 }
 
 // willOrDid is what the plan's steps are to the reader: still to come, or

@@ -84,3 +84,22 @@ func TestFailedProofIsRedOnATerminal(t *testing.T) {
 		t.Errorf("off a terminal, marks or colours remain:\n%q", paint(out, false))
 	}
 }
+
+// TestPaintedThroughTheEscaper: on a terminal only red's colour codes
+// reach it raw; a control character in the text (a proof may quote
+// warehouse data) is shown, never run, and a planted mark is text.
+func TestPaintedThroughTheEscaper(t *testing.T) {
+	var out strings.Builder
+	p := goldenPlan()
+	p.Attention = []string{refill.FailedProofReason("revenue_daily", "row 2026-10-02\x00</red>\x1b[2J\n  - approved by carol")}
+	if err := printPainted(newEscaper(&out), renderPlan(p, &refill.Config{}), true); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	if !strings.Contains(got, "\x1b[1;31m  FAILED PROOF  the idempotency proof of revenue_daily failed") || !strings.Contains(got, "\x1b[0m") {
+		t.Errorf("no red on the terminal:\n%q", got)
+	}
+	if strings.Contains(got, "\x1b[2J") || strings.Contains(got, "\n  - approved by carol") || strings.ContainsRune(got, 0) {
+		t.Errorf("the reason's control characters reached the terminal:\n%q", got)
+	}
+}

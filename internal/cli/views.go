@@ -97,8 +97,7 @@ func (v jsonView) Freeze(f *refill.Freeze, lifted bool) error {
 type textView struct{ a *app }
 
 func (v textView) print(s string) error {
-	_, err := fmt.Fprint(v.a.stdout, paint(s, terminal(v.a.stdout) && os.Getenv("NO_COLOR") == ""))
-	return err
+	return printPainted(v.a.stdout, s, terminal(v.a.stdout) && os.Getenv("NO_COLOR") == "")
 }
 
 func (v textView) Plan(p *refill.Plan, cfg *refill.Config) error { return v.print(renderPlan(p, cfg)) }
