@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/refill-dev/refill/lineage"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -277,6 +279,34 @@ func TestFailedTargetIsRetriedAlone(t *testing.T) {
 	}
 	if m := got[0].JSON(t); !strings.Contains(mustJSON(t, m["blocks"]), plan.ID) {
 		t.Errorf("the retried message: %v", m)
+	}
+	// A webhook cannot upload: the lineage picture is an image block whose
+	// link is signed for this plan, and answers without a session.
+	var msg struct {
+		Blocks []struct {
+			Type     string `json:"type"`
+			ImageURL string `json:"image_url"`
+		} `json:"blocks"`
+	}
+	if err := json.Unmarshal(got[0].Body, &msg); err != nil {
+		t.Fatal(err)
+	}
+	var link string
+	for _, b := range msg.Blocks {
+		if b.Type == "image" {
+			link = b.ImageURL
+		}
+	}
+	u, err := url.Parse(link)
+	if err != nil || !strings.HasSuffix(u.Path, "/pictures/plans/"+plan.ID+"/lineage.png") {
+		t.Fatalf("no image block with the plan's picture link: %q (%v)", link, err)
+	}
+	seal, err := e.p.Store.SealKey(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lineage.CheckPictureLink(lineage.PictureLinkKey(seal), plan.ID, u.Query().Get("expires"), u.Query().Get("sig"), time.Now()); err != nil {
+		t.Errorf("the picture link does not check: %v", err)
 	}
 	rc := riverClient(t, e.p.Store)
 	res, err := rc.JobList(context.Background(), river.NewJobListParams().Kinds(queue.NotifyArgs{}.Kind()))

@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/slack-go/slack"
 
@@ -83,6 +85,43 @@ func (n *Notifier) uploadLineage(ctx context.Context, s *control.State, channel,
 	return err
 }
 
+// postPlan posts a plan's first message and, with a bot token, keeps its
+// place (to update it as the plan moves) and puts the lineage picture in
+// its thread.
+func (n *Notifier) postPlan(ctx context.Context, e *refill.Event, s *control.State, blocks []slack.Block) error {
+	channel, ts, err := n.post(ctx, fallback(e, s), blocks)
+	if err != nil {
+		return err
+	}
+	if ts != "" {
+		if err := n.st.SaveNotice(ctx, refill.Notice{PlanID: s.Plan.ID, Target: slackTargetName, Channel: channel, TS: ts}); err != nil {
+			return err
+		}
+		// The message is out: a picture that cannot be uploaded is
+		// said in the log, and the notice is not sent again for it.
+		if err := n.uploadLineage(ctx, s, channel, ts); err != nil {
+			slog.Warn("the plan's lineage picture was not uploaded to Slack; its message links to the page", "plan", s.Plan.ID, "error", err)
+		}
+	}
+	return nil
+}
+
+// withPicture puts the plan's lineage picture in its message as an image
+// block, by a signed link (lineage.PictureLink), before its buttons.
+func (n *Notifier) withPicture(ctx context.Context, blocks []slack.Block, id, publicURL string) ([]slack.Block, error) {
+	seal, err := n.st.SealKey(ctx)
+	if err != nil {
+		return nil, err
+	}
+	link := lineage.PictureLink(lineage.PictureLinkKey(seal), publicURL, id, time.Now().Add(lineage.PictureLinkFor))
+	img := slack.NewImageBlock(link, "The datasets plan "+id+" rebuilds, in run order, with the sources its gate checked", "", plain("Lineage of plan "+id))
+	at := len(blocks)
+	if at > 0 && blocks[at-1].BlockType() == slack.MBTAction {
+		at--
+	}
+	return slices.Insert(slices.Clone(blocks), at, slack.Block(img)), nil
+}
+
 // update replaces a message the bot posted.
 func (n *Notifier) update(ctx context.Context, channel, ts, text string, blocks []slack.Block) error {
 	if _, _, _, err := n.slackAPI().UpdateMessageContext(ctx, channel, ts, slack.MsgOptionText(text, false), slack.MsgOptionBlocks(blocks...)); err != nil {
@@ -109,21 +148,18 @@ func (n *Notifier) sendSlack(ctx context.Context, nt *notice) error {
 	e, s, pub := nt.event, nt.state, n.cfg.Server.PublicURL
 	switch e.Kind {
 	case refill.EventPlanCreated:
-		channel, ts, err := n.post(ctx, fallback(e, s), Message(s, pub))
-		if err != nil {
-			return err
-		}
-		if ts != "" {
-			if err := n.st.SaveNotice(ctx, refill.Notice{PlanID: s.Plan.ID, Target: slackTargetName, Channel: channel, TS: ts}); err != nil {
-				return err
-			}
-			// The message is out: a picture that cannot be uploaded is
-			// said in the log, and the notice is not sent again for it.
-			if err := n.uploadLineage(ctx, s, channel, ts); err != nil {
-				slog.Warn("the plan's lineage picture was not uploaded to Slack; its message links to the page", "plan", s.Plan.ID, "error", err)
+		blocks := Message(s, pub)
+		if !n.slack.bot() && pub != "" {
+			// A webhook cannot upload: the picture comes by a signed,
+			// expiring link that refill serve answers without a session.
+			with, err := n.withPicture(ctx, blocks, s.Plan.ID, pub)
+			if err != nil {
+				slog.Warn("the plan's message goes without its lineage picture", "plan", s.Plan.ID, "error", err)
+			} else {
+				blocks = with
 			}
 		}
-		return nil
+		return n.postPlan(ctx, e, s, blocks)
 	case refill.EventApproval, refill.EventRejection, refill.EventRunStarted, refill.EventCancelRequested, refill.EventRunCancelled, refill.EventResolved, refill.EventRunPaused:
 		updated, err := n.refresh(ctx, e, s)
 		if err != nil || updated {

@@ -76,6 +76,9 @@ func (s *Server) web() {
 	}
 	m := s.mux
 	m.Handle("GET /static/", ui.static())
+	// A plan's lineage PNG by a signed, expiring link, without a session:
+	// what Slack fetches for a message sent through an incoming webhook.
+	m.HandleFunc("GET /pictures/plans/{id}/lineage.png", ui.signedPicture)
 	m.HandleFunc("GET /signin", ui.signinForm)
 	m.HandleFunc("POST /signin", ui.signin)
 	m.HandleFunc("POST /signout", ui.action(ui.signout))

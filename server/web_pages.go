@@ -361,6 +361,41 @@ func (ui *webUI) planLineage(w http.ResponseWriter, r *http.Request, _ string) {
 	ui.svg(w, r, dot)
 }
 
+// signedPicture answers a picture link (lineage.PictureLink): 403 when its
+// signature does not hold or it has expired, the PNG otherwise.
+func (ui *webUI) signedPicture(w http.ResponseWriter, r *http.Request) {
+	secureHeaders(w.Header())
+	c := ui.s.ctl()
+	seal, err := c.Store.SealKey(r.Context())
+	if err != nil {
+		ui.s.writeError(w, r, err)
+		return
+	}
+	id, q := r.PathValue("id"), r.URL.Query()
+	if err := lineage.CheckPictureLink(lineage.PictureLinkKey(seal), id, q.Get("expires"), q.Get("sig"), time.Now()); err != nil {
+		http.Error(w, err.Error(), http.StatusForbidden)
+		return
+	}
+	st, err := c.Load(r.Context(), id)
+	if err != nil {
+		http.Error(w, err.Error(), HTTPStatus(err))
+		return
+	}
+	dot, err := lineage.PlanDOT(st.Plan, ui.s.conf())
+	if err != nil {
+		ui.s.writeError(w, r, err)
+		return
+	}
+	pic, err := lineage.PNG(r.Context(), dot)
+	if err != nil {
+		ui.s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "image/png")
+	w.Header().Set("Cache-Control", "private, max-age=300")
+	_, _ = w.Write(pic)
+}
+
 func (ui *webUI) datasetLineage(w http.ResponseWriter, r *http.Request, _ string) {
 	name := r.PathValue("name")
 	g, err := lineage.Of(ui.s.conf())

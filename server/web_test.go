@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"html"
@@ -18,6 +19,7 @@ import (
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/control"
 	"github.com/refill-dev/refill/demo"
+	"github.com/refill-dev/refill/lineage"
 	"github.com/refill-dev/refill/planner"
 	"github.com/refill-dev/refill/project"
 	"github.com/refill-dev/refill/server"
@@ -771,5 +773,46 @@ func TestWebShowsWhoRunsThePlan(t *testing.T) {
 	}
 	if has(page.body, "apply") {
 		t.Error("apply offered on a run alive in another process")
+	}
+}
+
+// TestSignedPictureLink: a plan's lineage PNG answers a signed, unexpired
+// link without a session (Slack fetches it for a webhook's message), and
+// nothing else: another plan's signature, a longer expiry, an expired link.
+func TestSignedPictureLink(t *testing.T) {
+	t.Parallel()
+	e := webSetup(t)
+	p := e.semiAuto(t)
+	other := e.plan(t, "alice", planner.Request{Targets: []string{"sessions"}, From: e.sc.Day(20), To: e.sc.Day(19), Reason: "another"})
+	seal, err := e.ctl.Store.SealKey(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := lineage.PictureLinkKey(seal)
+	fetch := func(link string) (int, []byte) {
+		t.Helper()
+		res, err := http.Get(link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, b
+	}
+	link := lineage.PictureLink(key, e.ts.URL, p.ID, time.Now().Add(time.Hour))
+	if code, b := fetch(link); code != http.StatusOK || !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) {
+		t.Errorf("a signed link: %d %.40q", code, b)
+	}
+	u, _ := url.Parse(link)
+	q := u.Query()
+	for name, bad := range map[string]string{
+		"another plan's signature": e.ts.URL + "/pictures/plans/" + other.ID + "/lineage.png?" + q.Encode(),
+		"a longer expiry":          e.ts.URL + "/pictures/plans/" + p.ID + "/lineage.png?expires=9999999999&sig=" + q.Get("sig"),
+		"expired":                  lineage.PictureLink(key, e.ts.URL, p.ID, time.Now().Add(-time.Second)),
+		"no signature":             e.ts.URL + "/pictures/plans/" + p.ID + "/lineage.png",
+	} {
+		if code, _ := fetch(bad); code != http.StatusForbidden {
+			t.Errorf("%s: %d, want 403", name, code)
+		}
 	}
 }
