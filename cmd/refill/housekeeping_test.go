@@ -116,13 +116,15 @@ func TestSnapshotsAreDroppedWhenTheirPlanIsDone(t *testing.T) {
 	// A clock moved on drops nothing early.
 	// (judged only while the real clock is still inside snapshot_ttl: a
 	// loaded machine may take longer to get here).
-	run(t, d, []string{"REFILL_NOW=2027-12-01T00:00:00Z"}, "plan", "sessions", "--from", "2026-10-25", "--to", "2026-10-25", "--reason", "r", "--as", "alice")
+	early := run(t, d, []string{"REFILL_NOW=2027-12-01T00:00:00Z"}, "plan", "sessions", "--from", "2026-10-25", "--to", "2026-10-25", "--reason", "r", "--as", "alice")
 	if tables(a) == 0 && time.Since(firstDone) < 3*time.Second {
 		t.Fatal("REFILL_NOW dropped a snapshot before snapshot_ttl passed")
 	}
 	time.Sleep(time.Until(lastDone.Add(3500 * time.Millisecond))) // every done plan past snapshot_ttl on the real clock
 	r := run(t, d, nil, "plan", "sessions", "--from", "2026-10-26", "--to", "2026-10-26", "--reason", "r", "--as", "alice")
-	if r.code != 0 || !strings.Contains(r.stderr, "snapshot tables dropped") {
+	// On a loaded machine the real ttl may have passed by the first write
+	// already, which then swept (rightly): one of the two says so.
+	if r.code != 0 || !strings.Contains(early.stderr+r.stderr, "snapshot tables dropped") {
 		t.Fatalf("a write after snapshot_ttl: exit %d\n%s", r.code, r.stderr)
 	}
 	for _, id := range []string{a, e} {
