@@ -348,17 +348,25 @@ func (ui *webUI) checklist(st *control.State, may mayDo) []checkItem {
 
 // planLineage is the plan's lineage picture for the page's <img>.
 func (ui *webUI) planLineage(w http.ResponseWriter, r *http.Request, _ string) {
-	st, err := ui.s.ctl().Load(r.Context(), r.PathValue("id"))
+	if dot, ok := ui.planDOT(w, r, r.PathValue("id")); ok {
+		ui.svg(w, r, dot)
+	}
+}
+
+// planDOT is plan id's lineage as DOT; when it cannot be made, it has
+// answered the request (false).
+func (ui *webUI) planDOT(w http.ResponseWriter, r *http.Request, id string) (string, bool) {
+	st, err := ui.s.ctl().Load(r.Context(), id)
 	if err != nil {
 		http.Error(w, err.Error(), HTTPStatus(err))
-		return
+		return "", false
 	}
 	dot, err := lineage.PlanDOT(st.Plan, ui.s.conf())
 	if err != nil {
 		ui.s.writeError(w, r, err)
-		return
+		return "", false
 	}
-	ui.svg(w, r, dot)
+	return dot, true
 }
 
 // signedPicture answers a picture link (lineage.PictureLink): 403 when its
@@ -376,14 +384,8 @@ func (ui *webUI) signedPicture(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusForbidden)
 		return
 	}
-	st, err := c.Load(r.Context(), id)
-	if err != nil {
-		http.Error(w, err.Error(), HTTPStatus(err))
-		return
-	}
-	dot, err := lineage.PlanDOT(st.Plan, ui.s.conf())
-	if err != nil {
-		ui.s.writeError(w, r, err)
+	dot, ok := ui.planDOT(w, r, id)
+	if !ok {
 		return
 	}
 	pic, err := lineage.PNG(r.Context(), dot)
