@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -229,8 +230,25 @@ func TestSlackThroughTheBinary(t *testing.T) {
 	if !strings.Contains(edit.Get("blocks")+edit.Get("text"), "bob") || strings.Contains(edit.Get("blocks"), "refill_approve") {
 		t.Errorf("the updated message should name bob and drop the buttons:\n%s", edit.Get("blocks"))
 	}
-	// Exactly once: the plan's message was posted once.
-	time.Sleep(500 * time.Millisecond)
+	// Exactly once: the plan's message was posted once, counted when no
+	// notice job is left to send anything (each has completed).
+	state, err := sql.Open("sqlite", filepath.Join(d, ".refill", "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer state.Close()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var left int
+		if err := state.QueryRow(`SELECT count(*) FROM river_job WHERE kind = 'refill_notify' AND state <> 'completed'`).Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d notice job(s) still not done after 30 s\n%s", left, srv.logs)
+		}
+	}
 	slack.mu.Lock()
 	created := 0
 	for _, post := range slack.posts {
