@@ -259,11 +259,16 @@ func risksText(p *refill.Plan) string {
 
 func tierText(p *refill.Plan) string {
 	t := escape(string(p.Tier))
-	if len(p.Reasons) > 0 {
-		rs := make([]string, len(p.Reasons))
-		for i, r := range p.Reasons {
-			rs[i] = escape(r)
+	var rs []string
+	for _, r := range p.Reasons {
+		if refill.IsFailedProof(r) {
+			// Shown first, in the risks section above.
+			rs = append(rs, "the failed proof above")
+			continue
 		}
+		rs = append(rs, escape(r))
+	}
+	if len(rs) > 0 {
 		t += ": " + strings.Join(rs, "; ")
 	}
 	return t

@@ -126,6 +126,14 @@ func TestGoldenMessages(t *testing.T) {
 	offer(manual)
 	golden(t, "plan-manual-checklist-done", notify.Message(manual, "https://refill.example.com"))
 
+	semiFailed := fixedPlan(refill.StatusPending, refill.TierSemiAuto)
+	semiFailed.Plan.Reasons = []string{refill.FailedProofReason("orders_daily", "a second build of 2026-11-02 differed"), "range is 9 days, over the auto limit of 7"}
+	blocks := notify.Message(semiFailed, "https://refill.example.com")
+	golden(t, "plan-semi-failed-proof", blocks)
+	if b, _ := json.Marshal(blocks); strings.Count(string(b), "a second build of 2026-11-02 differed") != 1 {
+		t.Errorf("the failed proof is not shown exactly once: %s", b)
+	}
+
 	running := fixedPlan(refill.StatusRunning, refill.TierManual)
 	running.Approvals = []refill.Approval{{Actor: "carol", Decision: refill.DecisionApprove, Note: "checked with finance"}}
 	golden(t, "plan-running-no-public-url", notify.Message(running, ""))
