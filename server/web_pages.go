@@ -21,6 +21,15 @@ import (
 )
 
 var webFuncs = template.FuncMap{
+	// stamp shows a time the JSON writes as RFC 3339 (a plan summary's
+	// created_at) to the minute, as when does.
+	"stamp": func(s string) string {
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return s
+		}
+		return t.UTC().Format("2006-01-02 15:04 UTC")
+	},
 	"warningGroups": refill.GroupWarnings,
 	// failedProofs are a plan's failed proofs, from its reasons or its
 	// attention: the page shows them first.

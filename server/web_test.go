@@ -577,6 +577,9 @@ func TestWebListsAndFreeze(t *testing.T) {
 	if r := e.get(t, "/?status=bogus", "bob"); r.StatusCode != http.StatusBadRequest {
 		t.Errorf("unknown status: %d, want 400", r.StatusCode)
 	}
+	if strings.Contains(list.body, ".000") || !regexp.MustCompile(`<td class="nowrap" title="[^"]+">\d{4}-\d\d-\d\d \d\d:\d\d UTC</td>`).MatchString(list.body) {
+		t.Error("the plans list does not show its times to the minute")
+	}
 	// Waiting for me: alice's plan waits for bob's approval, not for hers.
 	if r := e.get(t, "/?waiting=me", "bob"); !strings.Contains(r.body, `data-id="`+p.ID+`"`) {
 		t.Error("waiting for bob hides the plan he may approve")
