@@ -40,3 +40,20 @@ func TestPictureLink(t *testing.T) {
 		t.Errorf("another project's key: %v", err)
 	}
 }
+
+// FuzzCheckPictureLink: whatever a link's query carries, the check never
+// panics, and passes only the signature made for that plan and expiry.
+func FuzzCheckPictureLink(f *testing.F) {
+	key := lineage.PictureLinkKey([]byte("seal key"))
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	good, _ := url.Parse(lineage.PictureLink(key, "https://x", "p1", now.Add(time.Hour)))
+	f.Add("p1", good.Query().Get("expires"), good.Query().Get("sig"))
+	f.Add("p1", "-1", "")
+	f.Add("", "99999999999999999999", "zz")
+	f.Fuzz(func(t *testing.T, id, expires, sig string) {
+		err := lineage.CheckPictureLink(key, id, expires, sig, now)
+		if err == nil && (id != "p1" || expires != good.Query().Get("expires") || sig != good.Query().Get("sig")) {
+			t.Errorf("passed a link not made for it: %q %q %q", id, expires, sig)
+		}
+	})
+}
