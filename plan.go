@@ -409,3 +409,17 @@ func FailedProofReason(dataset, why string) string {
 func IsFailedProof(reason string) bool {
 	return strings.HasPrefix(reason, failedProofPrefix) && strings.Contains(reason, " failed: ")
 }
+
+// FailedProofs are the plan's failed proofs, from its reasons (when one
+// decided the tier) or its attention: what every door shows first.
+func (p *Plan) FailedProofs() []string {
+	var out []string
+	for _, list := range [][]string{p.Reasons, p.Attention} {
+		for _, r := range list {
+			if IsFailedProof(r) {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}

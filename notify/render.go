@@ -241,10 +241,8 @@ func statusEmoji(st refill.Status) string {
 // when it has neither.
 func risksText(p *refill.Plan) string {
 	var failed, rest []string
-	for _, r := range append(slices.Clone(p.Reasons), p.Attention...) {
-		if refill.IsFailedProof(r) {
-			failed = append(failed, ":red_circle: *Failed proof:* "+escape(r))
-		}
+	for _, r := range p.FailedProofs() {
+		failed = append(failed, ":red_circle: *Failed proof:* "+escape(r))
 	}
 	for _, r := range p.Attention {
 		if !refill.IsFailedProof(r) {

@@ -33,15 +33,7 @@ var webFuncs = template.FuncMap{
 	"warningGroups": refill.GroupWarnings,
 	// failedProofs are a plan's failed proofs, from its reasons or its
 	// attention: the page shows them first.
-	"failedProofs": func(p *refill.Plan) []string {
-		var out []string
-		for _, r := range append(slices.Clone(p.Reasons), p.Attention...) {
-			if refill.IsFailedProof(r) {
-				out = append(out, r)
-			}
-		}
-		return out
-	},
+	"failedProofs": (*refill.Plan).FailedProofs,
 	// has reports whether list holds s.
 	"has": func(list []string, s string) bool { return slices.Contains(list, s) },
 	// rows is a row count for a person, or a dash when it is unknown.

@@ -105,7 +105,7 @@ func (a *app) demo(ctx context.Context, dir string) error {
 			return nil, err
 		}
 		if !a.json() {
-			_ = printPainted(a.stdout, renderPlan(pl, e.cfg)+"\n", terminal(a.stdout) && os.Getenv("NO_COLOR") == "")
+			_ = printPainted(a.stdout, renderPlan(pl, e.cfg)+"\n", a.color())
 		}
 		return pl, err
 	}

@@ -3,7 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
-	"slices"
+	"os"
 	"strings"
 	"text/tabwriter"
 
@@ -29,14 +29,11 @@ func renderPlan(p *refill.Plan, cfg *refill.Config) string {
 
 	// A failed proof is what the approver must see first, whatever the
 	// tier (in reasons when it decided it, in attention otherwise).
-	failed := 0
-	for _, r := range append(slices.Clone(p.Reasons), p.Attention...) {
-		if refill.IsFailedProof(r) {
-			fmt.Fprintf(&b, "%s\n", red("  FAILED PROOF  "+refill.OneLine(r)))
-			failed++
-		}
+	failed := p.FailedProofs()
+	for _, r := range failed {
+		fmt.Fprintf(&b, "%s\n", red("  FAILED PROOF  "+refill.OneLine(r)))
 	}
-	if failed > 0 {
+	if len(failed) > 0 {
 		b.WriteString("\n")
 	}
 
@@ -352,3 +349,7 @@ func willOrDid(s refill.Status) string {
 	}
 	return "will rebuild"
 }
+
+// color reports whether the command's output is shown in colour: on a
+// terminal, unless NO_COLOR is set.
+func (a *app) color() bool { return terminal(a.stdout) && os.Getenv("NO_COLOR") == "" }

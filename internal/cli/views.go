@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -97,7 +96,7 @@ func (v jsonView) Freeze(f *refill.Freeze, lifted bool) error {
 type textView struct{ a *app }
 
 func (v textView) print(s string) error {
-	return printPainted(v.a.stdout, s, terminal(v.a.stdout) && os.Getenv("NO_COLOR") == "")
+	return printPainted(v.a.stdout, s, v.a.color())
 }
 
 func (v textView) Plan(p *refill.Plan, cfg *refill.Config) error { return v.print(renderPlan(p, cfg)) }
