@@ -142,6 +142,9 @@ type PartitionPlan struct {
 	CurrentRows    *int64         `json:"current_rows"`
 	ExpectedRows   *int64         `json:"expected_rows"`
 	ExpectedMethod ExpectedMethod `json:"expected_method"`
+	// Diff is what rebuilding the partition changes, as the dry run's
+	// rehearsal found it: nil for a plan made before content diffs.
+	Diff *PartitionDiff `json:"diff,omitempty"`
 }
 
 // Step is one dataset the plan rebuilds. Steps with equal Order do not

@@ -209,6 +209,13 @@ type WarehouseTx interface {
 	// constraint refuses it). It returns what it did, in words, and
 	// changed=false when it could change nothing (an empty partition).
 	Spoil(ctx context.Context, t TableRef, partition string) (what string, changed bool, err error)
+	// Diff copies one partition of t aside, runs build (which rebuilds it
+	// in this transaction), and compares the partition build left with
+	// the copy, in the warehouse: rows removed, added, changed and
+	// unchanged, numeric columns' sums, and a few changed rows. It fails
+	// only when build fails; a comparison that cannot be made is a diff
+	// whose Skipped says why, and leaves the transaction usable.
+	Diff(ctx context.Context, t TableRef, partition string, spec DiffSpec, build func() error) (*PartitionDiff, error)
 	// Anchor records the audit log's head in the warehouse, inside the
 	// publishing transaction, so that a log rewritten or truncated in the
 	// state store no longer matches what the warehouse holds.

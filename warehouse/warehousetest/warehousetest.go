@@ -324,6 +324,7 @@ func Exercise(t *testing.T, newHarness func(t *testing.T) *Harness) {
 	exerciseProfile(t, setup)
 	exerciseDigest(t, setup)
 	exerciseRehearse(t, setup)
+	exerciseDiff(t, setup)
 	exerciseWrite(t, setup)
 	exerciseSpoil(t, setup)
 	exerciseGuard(t, setup)

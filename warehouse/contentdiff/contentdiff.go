@@ -1,0 +1,439 @@
+// Package contentdiff compares a partition as it is with the partition as
+// a rehearsal rebuilt it, in the warehouse: the drivers keep a copy of the
+// partition before the build, and this package writes the statements that
+// compare the copy with what the build left, for either engine. No row is
+// pulled into refill except the few of a sample.
+//
+// With a key, rows are paired by it in one FULL JOIN that also counts,
+// for each numeric column, the rows whose value changed and the sums
+// before and after. The join shows whether the key held: a key shared by
+// several rows on both sides multiplies the rows it pairs, and a NULL key
+// pairs with nothing, so when the join's row counts differ from the
+// sides' or a key is NULL, the rows are compared whole instead, by their
+// hash (as without a key), and the diff's note says why.
+package contentdiff
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/warehouse/sqltext"
+)
+
+// Dialect is what differs between the engines.
+type Dialect struct {
+	// Text renders an expression's value as text.
+	Text func(expr string) string
+	// Distinct is the NULL-safe "differs from" operator.
+	Distinct string
+	// Numeric reports whether a column holds numbers worth summing.
+	Numeric func(c refill.Column) bool
+	// Names matches a configured column name to the table's columns.
+	Names sqltext.Dialect
+}
+
+// Querier runs one statement and returns its rows, every value as text
+// (nil for NULL).
+type Querier interface {
+	Rows(ctx context.Context, q string, args ...any) ([][]*string, error)
+}
+
+// Input is one partition to compare.
+type Input struct {
+	// Old is the copy of the partition before the build (a quoted name).
+	Old string
+	// New is the table the build wrote (quoted) and Where selects the
+	// partition in it, with Args (numbered placeholders, which every
+	// statement may use more than once).
+	New, Where string
+	Args       []any
+	// Columns are the table's, in table order; Partition is the partition
+	// column among them.
+	Columns   []refill.Column
+	Partition string
+	// RowHash hashes a whole row, naming the columns unqualified.
+	RowHash string
+	// AsText compares and pairs values by their text (for types without
+	// an equality, such as PostgreSQL's json).
+	AsText bool
+	Spec   refill.DiffSpec
+}
+
+// MaxValue is how much of one value a sample shows, in characters.
+const MaxValue = 200
+
+// Compare measures what changed between in.Old and the partition in
+// in.New.
+func Compare(ctx context.Context, q Querier, d Dialect, in Input) (*refill.PartitionDiff, error) {
+	c, err := newComparison(d, in)
+	if err != nil {
+		return nil, err
+	}
+	if len(c.key) > 0 {
+		diff, why, err := c.keyed(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		if why == "" {
+			return diff, nil
+		}
+		diff, err = c.whole(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		diff.Note = why + ": rows were compared whole, by their hash"
+		return diff, nil
+	}
+	return c.whole(ctx, q)
+}
+
+type comparison struct {
+	d  Dialect
+	in Input
+	// key are the key's columns; other the columns compared for change
+	// (neither key nor partition); numeric those of other to sum.
+	key, other, numeric []refill.Column
+	// shown are the columns a sample shows.
+	shown   []refill.Column
+	private map[string]bool
+	mark    string // a column name no column has: "this side has the row"
+	sample  int
+}
+
+func newComparison(d Dialect, in Input) (*comparison, error) {
+	c := &comparison{d: d, in: in, private: map[string]bool{}, sample: in.Spec.Sample}
+	if c.sample <= 0 {
+		c.sample = refill.DiffSample
+	}
+	inKey := map[string]bool{}
+	for _, name := range in.Spec.Key {
+		col, ok := d.Names.Column(in.Columns, name)
+		if !ok {
+			return nil, fmt.Errorf("the key column %s is not a column of the table (its columns are %s)", name, sqltext.ColumnNames(in.Columns))
+		}
+		if !inKey[col.Name] {
+			c.key = append(c.key, col)
+		}
+		inKey[col.Name] = true
+	}
+	for _, name := range in.Spec.Private {
+		if col, ok := d.Names.Column(in.Columns, name); ok {
+			c.private[col.Name] = true
+		}
+	}
+	taken := map[string]bool{}
+	for _, col := range in.Columns {
+		taken[strings.ToLower(col.Name)] = true
+		if col.Name == in.Partition {
+			continue
+		}
+		if !c.private[col.Name] {
+			c.shown = append(c.shown, col)
+		}
+		if inKey[col.Name] {
+			continue
+		}
+		c.other = append(c.other, col)
+		if d.Numeric(col) {
+			c.numeric = append(c.numeric, col)
+		}
+	}
+	c.mark = "refill_side"
+	for taken[c.mark] {
+		c.mark += "_"
+	}
+	return c, nil
+}
+
+func q(name string) string { return sqltext.QuoteIdent(name) }
+
+// val is a column of one side of the join, as compared.
+func (c *comparison) val(side string, col refill.Column) string {
+	e := side + "." + q(col.Name)
+	if c.in.AsText {
+		return c.d.Text(e)
+	}
+	return e
+}
+
+// join is the FULL JOIN of the two sides on the key.
+func (c *comparison) join() string {
+	on := make([]string, len(c.key))
+	for i, k := range c.key {
+		on[i] = c.val("o", k) + " = " + c.val("n", k)
+	}
+	m := q(c.mark)
+	return fmt.Sprintf("(SELECT 1 AS %[1]s, * FROM %[2]s) AS o FULL JOIN (SELECT 1 AS %[1]s, * FROM %[3]s WHERE %[4]s) AS n ON %[5]s",
+		m, c.in.Old, c.in.New, c.in.Where, strings.Join(on, " AND "))
+}
+
+// differs is true for a paired row some compared value of which changed.
+func (c *comparison) differs(cols []refill.Column) string {
+	if len(cols) == 0 {
+		return "1 = 0"
+	}
+	parts := make([]string, len(cols))
+	for i, col := range cols {
+		parts[i] = fmt.Sprintf("%s %s %s", c.val("o", col), c.d.Distinct, c.val("n", col))
+	}
+	return "(" + strings.Join(parts, " OR ") + ")"
+}
+
+func (c *comparison) count(cond string) string {
+	return c.d.Text(fmt.Sprintf("coalesce(sum(CASE WHEN %s THEN 1 ELSE 0 END), 0)", cond))
+}
+
+// keyed pairs rows by the key. why is not "" when the key did not hold,
+// and says how.
+func (c *comparison) keyed(ctx context.Context, db Querier) (diff *refill.PartitionDiff, why string, err error) {
+	m := q(c.mark)
+	both := fmt.Sprintf("o.%[1]s = 1 AND n.%[1]s = 1", m)
+	nullKey := func(side string) string {
+		parts := make([]string, len(c.key))
+		for i, k := range c.key {
+			parts[i] = side + "." + q(k.Name) + " IS NULL"
+		}
+		return fmt.Sprintf("%s.%s = 1 AND (%s)", side, m, strings.Join(parts, " OR "))
+	}
+	sel := []string{
+		c.d.Text("count(o." + m + ")"), c.d.Text("count(n." + m + ")"),
+		c.d.Text(fmt.Sprintf("(SELECT count(*) FROM %s)", c.in.Old)),
+		c.d.Text(fmt.Sprintf("(SELECT count(*) FROM %s WHERE %s)", c.in.New, c.in.Where)),
+		c.count("n." + m + " IS NULL"), c.count("o." + m + " IS NULL"),
+		c.count(both + " AND " + c.differs(c.other)),
+		c.count("(" + nullKey("o") + ") OR (" + nullKey("n") + ")"),
+	}
+	for _, col := range c.numeric {
+		sel = append(sel, c.count(both+" AND "+c.differs([]refill.Column{col})))
+		sel = append(sel, c.d.Text("sum(o."+q(col.Name)+")"), c.d.Text("sum(n."+q(col.Name)+")"))
+	}
+	rows, err := db.Rows(ctx, "SELECT "+strings.Join(sel, ", ")+" FROM "+c.join(), c.in.Args...)
+	if err != nil {
+		return nil, "", err
+	}
+	r, err := one(rows, len(sel))
+	if err != nil {
+		return nil, "", err
+	}
+	n := make([]int64, 8)
+	for i := range n {
+		if n[i], err = integer(r[i]); err != nil {
+			return nil, "", err
+		}
+	}
+	joinedOld, joinedNew, oldRows, newRows, onlyOld, onlyNew, changed, nulls := n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7]
+	names := columnNames(c.key)
+	switch {
+	case nulls > 0:
+		return nil, fmt.Sprintf("the key (%s) is NULL in %d row(s)", names, nulls), nil
+	case joinedOld != oldRows || joinedNew != newRows:
+		return nil, fmt.Sprintf("the key (%s) is shared by several rows", names), nil
+	}
+	paired := oldRows - onlyOld
+	diff = &refill.PartitionDiff{OnlyOld: onlyOld, OnlyNew: onlyNew, Changed: &changed, Unchanged: paired - changed, Key: keyNames(c.key)}
+	for i, col := range c.numeric {
+		base := 8 + 3*i
+		moved, err := integer(r[base])
+		if err != nil {
+			return nil, "", err
+		}
+		cd := refill.ColumnDiff{Changed: &moved}
+		if !c.private[col.Name] {
+			cd.OldSum, cd.NewSum = refill.SumNumber(r[base+1]), refill.SumNumber(r[base+2])
+		}
+		if diff.Columns == nil {
+			diff.Columns = map[string]refill.ColumnDiff{}
+		}
+		diff.Columns[col.Name] = cd
+	}
+	if err := c.keyedSample(ctx, db, diff); err != nil {
+		return nil, "", err
+	}
+	return diff, "", nil
+}
+
+// keyedSample shows changed rows, then removed, then added, in key order.
+func (c *comparison) keyedSample(ctx context.Context, db Querier, diff *refill.PartitionDiff) error {
+	m := q(c.mark)
+	kinds := []struct {
+		n            int64
+		cond, order  string
+		oldSide, new bool
+	}{
+		{*diff.Changed, fmt.Sprintf("o.%[1]s = 1 AND n.%[1]s = 1 AND %[2]s", m, c.differs(c.other)), "o", true, true},
+		{diff.OnlyOld, "n." + m + " IS NULL", "o", true, false},
+		{diff.OnlyNew, "o." + m + " IS NULL", "n", false, true},
+	}
+	for _, k := range kinds {
+		left := c.sample - len(diff.Sample)
+		if k.n == 0 || left <= 0 {
+			continue
+		}
+		var sel []string
+		for _, side := range []string{"o", "n"} {
+			for _, col := range c.shown {
+				sel = append(sel, c.d.Text(side+"."+q(col.Name)))
+			}
+		}
+		order := make([]string, len(c.key))
+		for i, col := range c.key {
+			order[i] = c.val(k.order, col)
+		}
+		rows, err := db.Rows(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE %s ORDER BY %s LIMIT %d",
+			strings.Join(sel, ", "), c.join(), k.cond, strings.Join(order, ", "), left), c.in.Args...)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			var row refill.DiffRow
+			if k.oldSide {
+				row.Old = c.values(r[:len(c.shown)])
+			}
+			if k.new {
+				row.New = c.values(r[len(c.shown):])
+			}
+			diff.Sample = append(diff.Sample, row)
+		}
+	}
+	return nil
+}
+
+// whole compares rows whole, by hash: a row in the old partition more
+// often than in the new is removed, the other way added.
+func (c *comparison) whole(ctx context.Context, db Querier) (*refill.PartitionDiff, error) {
+	grouped := fmt.Sprintf(`(SELECT u.h, sum(u.o) AS o, sum(u.n) AS n FROM (SELECT %[1]s AS h, 1 AS o, 0 AS n FROM %[2]s UNION ALL SELECT %[1]s AS h, 0 AS o, 1 AS n FROM %[3]s WHERE %[4]s) AS u GROUP BY u.h) AS g`,
+		c.in.RowHash, c.in.Old, c.in.New, c.in.Where)
+	sum := func(e string) string { return c.d.Text("coalesce(sum(" + e + "), 0)") }
+	rows, err := db.Rows(ctx, fmt.Sprintf("SELECT %s, %s, %s FROM %s",
+		sum("CASE WHEN g.o > g.n THEN g.o - g.n ELSE 0 END"), sum("CASE WHEN g.n > g.o THEN g.n - g.o ELSE 0 END"),
+		sum("CASE WHEN g.o < g.n THEN g.o ELSE g.n END"), grouped), c.in.Args...)
+	if err != nil {
+		return nil, err
+	}
+	r, err := one(rows, 3)
+	if err != nil {
+		return nil, err
+	}
+	diff := &refill.PartitionDiff{Key: []string{}}
+	for i, p := range []*int64{&diff.OnlyOld, &diff.OnlyNew, &diff.Unchanged} {
+		if *p, err = integer(r[i]); err != nil {
+			return nil, err
+		}
+	}
+	var sums []refill.Column
+	for _, col := range c.numeric {
+		if !c.private[col.Name] {
+			sums = append(sums, col)
+		}
+	}
+	if len(sums) > 0 {
+		sel := make([]string, len(sums))
+		for i, col := range sums {
+			sel[i] = c.d.Text("sum(" + q(col.Name) + ")")
+		}
+		old, err := db.Rows(ctx, fmt.Sprintf("SELECT %s FROM %s", strings.Join(sel, ", "), c.in.Old))
+		if err != nil {
+			return nil, err
+		}
+		nw, err := db.Rows(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE %s", strings.Join(sel, ", "), c.in.New, c.in.Where), c.in.Args...)
+		if err != nil {
+			return nil, err
+		}
+		o, err := one(old, len(sums))
+		if err != nil {
+			return nil, err
+		}
+		n, err := one(nw, len(sums))
+		if err != nil {
+			return nil, err
+		}
+		diff.Columns = map[string]refill.ColumnDiff{}
+		for i, col := range sums {
+			diff.Columns[col.Name] = refill.ColumnDiff{OldSum: refill.SumNumber(o[i]), NewSum: refill.SumNumber(n[i])}
+		}
+	}
+	// The sample: removed rows, then added ones.
+	for _, side := range []struct {
+		n           int64
+		from, where string
+		args        []any
+		cond        string
+		old         bool
+	}{
+		{diff.OnlyOld, c.in.Old, "1 = 1", nil, "g.o > g.n", true},
+		{diff.OnlyNew, c.in.New, c.in.Where, c.in.Args, "g.n > g.o", false},
+	} {
+		left := c.sample - len(diff.Sample)
+		if side.n == 0 || left <= 0 || len(c.shown) == 0 {
+			continue
+		}
+		sel := make([]string, len(c.shown))
+		order := make([]string, len(c.shown))
+		for i, col := range c.shown {
+			sel[i] = c.d.Text(q(col.Name))
+			order[i] = strconv.Itoa(i + 1)
+		}
+		rows, err := db.Rows(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE (%s) AND %s IN (SELECT g.h FROM %s WHERE %s) ORDER BY %s LIMIT %d",
+			strings.Join(sel, ", "), side.from, side.where, c.in.RowHash, grouped, side.cond, strings.Join(order, ", "), left), c.in.Args...)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			if side.old {
+				diff.Sample = append(diff.Sample, refill.DiffRow{Old: c.values(r)})
+			} else {
+				diff.Sample = append(diff.Sample, refill.DiffRow{New: c.values(r)})
+			}
+		}
+	}
+	return diff, nil
+}
+
+// values names a sample row's values by column, clipped to MaxValue
+// characters of valid UTF-8.
+func (c *comparison) values(r []*string) map[string]*string {
+	out := make(map[string]*string, len(c.shown))
+	for i, col := range c.shown {
+		if i >= len(r) || r[i] == nil {
+			out[col.Name] = nil
+			continue
+		}
+		v := strings.ToValidUTF8(*r[i], "\uFFFD")
+		if utf8.RuneCountInString(v) > MaxValue {
+			v = string([]rune(v)[:MaxValue]) + "…"
+		}
+		out[col.Name] = &v
+	}
+	return out
+}
+
+func one(rows [][]*string, n int) ([]*string, error) {
+	if len(rows) != 1 || len(rows[0]) != n {
+		return nil, fmt.Errorf("the comparison returned %d rows, not one of %d values", len(rows), n)
+	}
+	return rows[0], nil
+}
+
+var errNull = errors.New("a count came back NULL")
+
+func integer(s *string) (int64, error) {
+	if s == nil {
+		return 0, errNull
+	}
+	return strconv.ParseInt(strings.TrimSpace(*s), 10, 64)
+}
+
+func keyNames(cols []refill.Column) []string {
+	out := make([]string, len(cols))
+	for i, c := range cols {
+		out[i] = c.Name
+	}
+	return out
+}
+
+func columnNames(cols []refill.Column) string { return strings.Join(keyNames(cols), ", ") }
