@@ -43,6 +43,16 @@ type Config struct {
 	// lead needs one to declare an anomaly real. It is checked when a
 	// finding is accepted, so no plan seals it.
 	AcceptLeadTags []string `json:"accept_lead_tags"`
+	// Plan is how dry runs are made.
+	Plan PlanConfig `json:"plan"`
+}
+
+// PlanConfig is the config's plan: section.
+type PlanConfig struct {
+	// DiffBudget is plan.diff_budget: how many rows a plan's content
+	// diffs compare in all (each partition's rows before and after). 0
+	// makes no diffs.
+	DiffBudget int64 `json:"diff_budget"`
 }
 
 // DefaultAuditKeyEnv names the environment variable holding the audit

@@ -63,6 +63,13 @@ type Dataset struct {
 	// OpenLineage, when set, is the dataset's name in OpenLineage events,
 	// compared exactly instead of its table (openlineage.Matcher).
 	OpenLineage *OpenLineageName `json:"openlineage,omitempty"`
+	// Key names the columns that identify a row within a partition, for
+	// the dry run's content diff; DiffSpec defaults it to the unique
+	// check's columns.
+	Key []string `json:"key,omitempty"`
+	// Private columns are never shown in a content diff's sample, nor
+	// their sums.
+	Private []string `json:"private,omitempty"`
 	// Line is where the dataset is defined in the config file, for errors.
 	// An imported dataset has the line of datasets_from.
 	Line int `json:"-"`
@@ -385,4 +392,15 @@ func AttemptKey(planID, dataset, partition string, run int) string {
 type JobRunner interface {
 	Transactional() bool
 	Build(ctx context.Context, tx WarehouseTx, d *Dataset, run JobRun) (output string, err error)
+}
+
+// DiffSpec is how the dry run compares the dataset's partitions before
+// and after a rebuild: by Key, or by the unique check's columns when it
+// has no key of its own, or else whole rows.
+func (d *Dataset) DiffSpec() DiffSpec {
+	spec := DiffSpec{Key: d.Key, Private: d.Private, Sample: DiffSample}
+	if len(spec.Key) == 0 && d.Checks != nil {
+		spec.Key = d.Checks.Unique
+	}
+	return spec
 }

@@ -159,6 +159,11 @@ type rawConfig struct {
 	Audit          *rawAudit              `yaml:"audit"`
 	Server         *rawServer             `yaml:"server"`
 	Watch          *rawWatch              `yaml:"watch"`
+	Plan           *rawPlan               `yaml:"plan"`
+}
+
+type rawPlan struct {
+	DiffBudget *int64 `yaml:"diff_budget"`
 }
 
 type rawWatch struct {
@@ -259,6 +264,9 @@ type rawDataset struct {
 	LineageOnly *string `yaml:"lineage_only"`
 	// OpenLineage pins the dataset's name in OpenLineage events.
 	OpenLineage *rawOpenLineage `yaml:"openlineage"`
+	// Key and Private shape the dry run's content diff.
+	Key     []string `yaml:"key"`
+	Private []string `yaml:"private"`
 }
 
 type rawPartition struct {

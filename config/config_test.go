@@ -145,6 +145,7 @@ func TestLoadExample(t *testing.T) {
 		Housekeeping:   refill.DefaultHousekeeping(),
 		AcceptLeadTags: []string{"billing", "external"},
 		Watch:          refill.WatchConfig{Interval: refill.Duration(5 * time.Minute)},
+		Plan:           refill.PlanConfig{DiffBudget: refill.DefaultDiffBudget},
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		got, _ := json.MarshalIndent(cfg, "", "  ")
@@ -328,6 +329,13 @@ func TestParseErrors(t *testing.T) {
 		{"max_range_days zero", head + "max_range_days: 0 # <-\n", "max_range_days", "at least 1"},
 		{"run zero", head + "run:\n  attempts: 0 # <-\n", "run.attempts", "at least 1"},
 		{"run contradiction", head + "run:\n  max_active: 9 # <-\n", "run.max_active", "more than max_active_total 8"},
+
+		{"plan diff_budget negative", head + "plan:\n  diff_budget: -1 # <-\n", "plan.diff_budget", "must be 0 (no content diffs) or more rows, got -1"},
+		{"plan unknown key", head + "plan:\n  diff_budgte: 9 # <-\n", "plan.diff_budgte", `unknown field "diff_budgte" (known: diff_budget)`},
+		{"key empty", head + "datasets:\n  a:\n    table: a\n    partition: {column: d}\n    key: [] # <-\n", "datasets.a.key", "list the columns that identify a row"},
+		{"key twice", head + "datasets:\n  a:\n    table: a\n    partition: {column: d}\n    key: [id, id] # <-\n", "datasets.a.key[1]", `column "id" is listed twice`},
+		{"key qualified", head + "datasets:\n  a:\n    table: a\n    partition: {column: d}\n    key: [a.id] # <-\n", "datasets.a.key[0]", "must be one name"},
+		{"private qualified", head + "datasets:\n  a:\n    table: a\n    partition: {column: d}\n    private: [a.email] # <-\n", "datasets.a.private[0]", "must be one name"},
 
 		// Notify.
 		{"webhook url", head + "notify:\n  webhooks:\n    - url: 'ftp://x/hook' # <-\n", "notify.webhooks[0].url", "http:// or https://"},
@@ -658,5 +666,43 @@ func TestNamesKeptAsWritten(t *testing.T) {
 	want := []string{`analytics."Events"`, `"EventDate"`, "UserId", `"Amount"`, `"At"`, "Later", `"At"`, "Analytics.DAILY", "Day"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("names = %q, want %q", got, want)
+	}
+}
+
+// TestDiffKeys: a dataset's key and private columns reach the content
+// diff, the key defaulting to the unique check's columns; plan.diff_budget
+// is kept as written, 0 included.
+func TestDiffKeys(t *testing.T) {
+	cfg, err := Parse([]byte(head+`
+plan: {diff_budget: 0}
+datasets:
+  orders:
+    table: orders
+    partition: {column: day}
+    key: [order_id]
+    private: [email]
+    checks: {unique: [day, order_id]}
+  daily:
+    table: daily
+    partition: {column: day}
+    checks: {unique: [day, region]}
+  plain:
+    table: plain
+    partition: {column: day}
+`), "refill.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Plan.DiffBudget != 0 {
+		t.Errorf("DiffBudget = %d, want 0 as written", cfg.Plan.DiffBudget)
+	}
+	for name, want := range map[string]refill.DiffSpec{
+		"orders": {Key: []string{"order_id"}, Private: []string{"email"}, Sample: refill.DiffSample},
+		"daily":  {Key: []string{"day", "region"}, Sample: refill.DiffSample},
+		"plain":  {Sample: refill.DiffSample},
+	} {
+		if got := cfg.Datasets[name].DiffSpec(); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: DiffSpec() = %+v, want %+v", name, got, want)
+		}
 	}
 }

@@ -114,6 +114,14 @@ func (c *converter) config(raw *rawConfig) *refill.Config {
 		cfg.MaxRangeDays = *raw.MaxRangeDays
 	}
 
+	cfg.Plan.DiffBudget = refill.DefaultDiffBudget
+	if raw.Plan != nil && raw.Plan.DiffBudget != nil {
+		if *raw.Plan.DiffBudget < 0 {
+			c.errorf("plan.diff_budget", "must be 0 (no content diffs) or more rows, got %d", *raw.Plan.DiffBudget)
+		}
+		cfg.Plan.DiffBudget = *raw.Plan.DiffBudget
+	}
+
 	cfg.Audit = c.audit(raw.Audit)
 	cfg.Run = c.run(raw.Run)
 	cfg.Notify = c.notify(raw.Notify)
@@ -481,6 +489,27 @@ func (c *converter) dataset(name string, raw *rawDataset) *refill.Dataset {
 		d.Schedule = c.schedule(child(path, "schedule"), raw.Schedule, d.Partition.Grain)
 	}
 	d.OpenLineage = c.openLineageName(child(path, "openlineage"), raw.OpenLineage)
+	if raw.Key != nil {
+		if len(raw.Key) == 0 {
+			c.errorf(child(path, "key"), "list the columns that identify a row within a partition, as in key: [order_id]")
+		}
+		seen := map[string]bool{}
+		for i, col := range raw.Key {
+			c.column(elem(child(path, "key"), i), col)
+			if seen[col] {
+				c.errorf(elem(child(path, "key"), i), "column %s is listed twice", written(col))
+			}
+			seen[col] = true
+		}
+		d.Key = raw.Key
+	}
+	for i, col := range raw.Private {
+		c.column(elem(child(path, "private"), i), col)
+	}
+	d.Private = raw.Private
+	if (raw.Key != nil || raw.Private != nil) && raw.Table == "" {
+		c.errorf(child(path, "key"), "key and private describe a table's rows; this dataset has no table")
+	}
 	return d
 }
 
