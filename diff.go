@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/dustin/go-humanize"
@@ -178,8 +179,9 @@ func plural(n int64, what string) string {
 }
 
 // Readable writes a warehouse's number with commas in its whole part and
-// at most six decimals, as the warehouse wrote them: "41230.50" reads
-// "41,230.50". Exponents are left as they are.
+// its decimals as the warehouse wrote them, rounded to six when it wrote
+// more: "41230.50" reads "41,230.50", "426.70000000000005" "426.7".
+// Exponents are left as they are.
 func Readable(n json.Number) string {
 	s := n.String()
 	if strings.ContainsAny(s, "eE") {
@@ -198,11 +200,29 @@ func Readable(n json.Number) string {
 		}
 		b.WriteRune(c)
 	}
-	if frac != "" {
-		if len(frac) > 6 {
-			frac = frac[:6]
+	if len(frac) > 6 {
+		// A float's sum carries its noise (426.70000000000005): rounded
+		// to six decimals, trailing zeros dropped.
+		if f, err := strconv.ParseFloat("0."+frac, 64); err == nil {
+			r := strconv.FormatFloat(f, 'f', 6, 64)
+			if strings.HasPrefix(r, "1") { // .9999996 rounds up into the whole part
+				return Readable(json.Number(roundUp(n.String())))
+			}
+			frac = strings.TrimRight(strings.TrimPrefix(r, "0."), "0")
 		}
+	}
+	if frac != "" {
 		b.WriteString("." + frac)
 	}
 	return b.String()
+}
+
+// roundUp rounds a decimal's text to six decimals when they round up into
+// its whole part: "1.9999999" is "2".
+func roundUp(s string) string {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return s
+	}
+	return strconv.FormatFloat(f, 'f', 0, 64)
 }

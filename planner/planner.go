@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/dsn"
 	"github.com/refill-dev/refill/gate"
@@ -277,15 +278,20 @@ func (p *Planner) assemble(ctx context.Context, r Request, seen *gate.Result) (*
 // never shows "no change" where the run will change rows).
 var RehearsalBudget = 10000
 
-// afterUpstream recounts the expected rows of query jobs that read a
-// dataset the same plan rebuilds: counted against today's upstream, they
-// would tell the approver "no change" where the run changes rows. The plan's
-// query and sql jobs are rehearsed in lineage order inside one transaction
-// that is always rolled back, and each such partition is counted as it will
-// be after the plan. A view between them (a lineage-only dataset that
-// follows its upstream) is read through: its rows are the rebuilt
-// upstream's. Where that cannot be done, the expectation is unknown and
-// marked as depending on the upstream, and the step's note says why.
+// afterUpstream rehearses the plan in one warehouse transaction that is
+// always rolled back: every query and sql job builds its partitions in
+// lineage order, as the run will.
+//
+// While it does, each partition is compared with the live one (its content
+// diff: which rows and values the rebuild changes), within
+// plan.diff_budget rows compared; and the expected rows of jobs that read
+// a dataset the same plan rebuilds are counted after that upstream is
+// rebuilt: counted against today's upstream, they would tell the approver
+// "no change" where the run changes rows. A view between them (a
+// lineage-only dataset that follows its upstream) is read through: its
+// rows are the rebuilt upstream's. Where that cannot be done, the
+// expectation is unknown and marked as depending on the upstream, the
+// diff is skipped, and each says why.
 func (p *Planner) afterUpstream(ctx context.Context, plan *refill.Plan) {
 	rebuilt := map[string]*refill.Step{}
 	for i := range plan.Steps {
@@ -317,9 +323,34 @@ func (p *Planner) afterUpstream(ctx context.Context, plan *refill.Plan) {
 		walk(ups)
 		return steps, via
 	}
+	// behind returns the rebuilt datasets a step needs built first
+	// (transitively), and those among them whose jobs write outside the
+	// warehouse's transaction, which no rehearsal can build.
+	behind := func(st *refill.Step) (mine map[string]bool, outside []*refill.Step) {
+		mine = map[string]bool{}
+		var visit func(up *refill.Step)
+		visit = func(up *refill.Step) {
+			if mine[up.Dataset] {
+				return
+			}
+			mine[up.Dataset] = true
+			if !rehearsable(up.Kind) {
+				outside = append(outside, up)
+			}
+			ups, _ := reads(up.Upstream)
+			for _, u := range ups {
+				visit(u)
+			}
+		}
+		direct, _ := reads(st.Upstream)
+		for _, up := range direct {
+			visit(up)
+		}
+		return mine, outside
+	}
 	// Which steps read a rebuilt dataset, and which rebuilt datasets they
-	// need built first (transitively). A step behind a command or Airflow
-	// job cannot be rehearsed: what that job writes is outside refill.
+	// need built first. A step behind a command or Airflow job cannot be
+	// rehearsed: what that job writes is outside refill.
 	var targets, unknowable []*refill.Step
 	through := map[*refill.Step]string{} // the note of a step read through a view
 	need := map[string]bool{}
@@ -340,25 +371,7 @@ func (p *Planner) afterUpstream(ctx context.Context, plan *refill.Plan) {
 			unknowable = append(unknowable, st)
 			continue
 		}
-		mine := map[string]bool{}
-		var outside []*refill.Step
-		var visit func(up *refill.Step)
-		visit = func(up *refill.Step) {
-			if mine[up.Dataset] {
-				return
-			}
-			mine[up.Dataset] = true
-			if !rehearsable(up.Kind) {
-				outside = append(outside, up)
-			}
-			ups, _ := reads(up.Upstream)
-			for _, u := range ups {
-				visit(u)
-			}
-		}
-		for _, up := range direct {
-			visit(up)
-		}
+		mine, outside := behind(st)
 		if len(outside) > 0 {
 			st.ExpectedNote = fmt.Sprintf("it reads what %s will write in this plan, a job outside the warehouse's transaction that cannot be rehearsed", stepNames(outside))
 			unknowable = append(unknowable, st)
@@ -381,21 +394,56 @@ func (p *Planner) afterUpstream(ctx context.Context, plan *refill.Plan) {
 			}
 		}
 	}()
-	if len(targets) == 0 {
+
+	// Which steps get a content diff: those the rehearsal can build, with
+	// everything they read rebuilt by it too. Every other partition says
+	// why it has none.
+	budget := p.Config.Plan.DiffBudget
+	diffed := map[*refill.Step]bool{}
+	for i := range plan.Steps {
+		st := &plan.Steps[i]
+		var why string
+		switch {
+		case !rehearsable(st.Kind):
+			why = fmt.Sprintf("a %s job writes outside the warehouse's transaction, so its rebuild cannot be rehearsed and compared", st.Kind)
+		case st.Table == "":
+			why = "the dataset has no table to compare"
+		case budget == 0:
+			why = "plan.diff_budget is 0, which turns content diffs off"
+		}
+		if why == "" {
+			mine, outside := behind(st)
+			if len(outside) > 0 {
+				why = fmt.Sprintf("it reads what %s will write in this plan, a job outside the warehouse's transaction that cannot be rehearsed", stepNames(outside))
+			} else {
+				diffed[st] = true
+				need[st.Dataset] = true
+				for n := range mine {
+					need[n] = true
+				}
+			}
+		}
+		if why != "" {
+			skipDiffs(st, why)
+		}
+	}
+	if len(targets) == 0 && len(diffed) == 0 {
 		return
 	}
 	builds := 0
 	for name := range need {
 		builds += len(rebuilt[name].Partitions)
 	}
-	var why string
-	reh := p.Warehouse
+	var why string // how the rehearsal failed, as "the rehearsal ..." goes on
 	switch {
 	case builds > RehearsalBudget:
-		why = fmt.Sprintf("rehearsing would rebuild %d partitions, over the rehearsal budget of %d, so its rows could not be counted after the upstream is rebuilt", builds, RehearsalBudget)
+		why = fmt.Sprintf("would rebuild %d partitions, over the rehearsal budget of %d", builds, RehearsalBudget)
 	default:
 		counts := map[string]map[string]int64{}
-		err := reh.Rehearse(ctx, func(tx refill.WarehouseTx) error {
+		diffs := map[string][]*refill.PartitionDiff{}
+		var used int64 // rows compared so far
+		var over []*refill.PartitionDiff
+		err := p.Warehouse.Rehearse(ctx, func(tx refill.WarehouseTx) error {
 			for i := range plan.Steps {
 				st := &plan.Steps[i]
 				if !need[st.Dataset] {
@@ -411,8 +459,33 @@ func (p *Planner) afterUpstream(ctx context.Context, plan *refill.Plan) {
 				if isTarget {
 					counts[st.Dataset] = map[string]int64{}
 				}
-				for _, pp := range st.Partitions {
-					if _, err := jr.Build(ctx, tx, d, refill.JobRun{Partition: pp.Partition}); err != nil {
+				var spec refill.DiffSpec
+				if diffed[st] {
+					spec = p.Config.Datasets[st.Dataset].DiffSpec()
+					diffs[st.Dataset] = make([]*refill.PartitionDiff, len(st.Partitions))
+				}
+				for j, pp := range st.Partitions {
+					build := func() error {
+						_, err := jr.Build(ctx, tx, d, refill.JobRun{Partition: pp.Partition})
+						return err
+					}
+					switch {
+					case !diffed[st]:
+						err = build()
+					case used+guessCompared(pp) > budget:
+						// Over the budget: built all the same, for what reads it.
+						diffs[st.Dataset][j] = &refill.PartitionDiff{}
+						over = append(over, diffs[st.Dataset][j])
+						err = build()
+					default:
+						var pd *refill.PartitionDiff
+						pd, err = tx.Diff(ctx, ref, pp.Partition, spec, build)
+						if err == nil {
+							used += pd.Compared()
+							diffs[st.Dataset][j] = pd
+						}
+					}
+					if err != nil {
 						return fmt.Errorf("building %s %s: %w", st.Dataset, pp.Partition, err)
 					}
 					if isTarget {
@@ -435,17 +508,53 @@ func (p *Planner) afterUpstream(ctx context.Context, plan *refill.Plan) {
 				}
 				st.ExpectedNote = through[st]
 			}
+			total := 0
+			for st := range diffed {
+				total += len(st.Partitions)
+				for i := range st.Partitions {
+					st.Partitions[i].Diff = diffs[st.Dataset][i]
+				}
+			}
+			for _, pd := range over {
+				pd.Skipped = fmt.Sprintf("over plan.diff_budget: the plan's diffs compared %s rows of the %s allowed, in %d of %d partitions",
+					humanize.Comma(used), humanize.Comma(budget), total-len(over), total)
+			}
 			return
 		}
-		why = fmt.Sprintf("the rehearsal that counts its rows after the upstream is rebuilt failed (%s); the run may fail the same way", strings.Join(strings.Fields(err.Error()), " "))
+		why = fmt.Sprintf("failed (%s); the run may fail the same way", strings.Join(strings.Fields(err.Error()), " "))
 	}
 	for _, st := range targets {
-		st.ExpectedNote = why
+		st.ExpectedNote = "the rehearsal that counts its rows after the upstream is rebuilt " + why
 		for i := range st.Partitions {
 			st.Partitions[i].ExpectedRows = nil
 			st.Partitions[i].ExpectedMethod = refill.ExpectedUpstream
 		}
 	}
+	for st := range diffed {
+		skipDiffs(st, "the rehearsal that builds it to compare "+why)
+	}
+}
+
+// skipDiffs marks every partition of a step as having no content diff,
+// and why.
+func skipDiffs(st *refill.Step, why string) {
+	for i := range st.Partitions {
+		st.Partitions[i].Diff = refill.SkippedDiff(why)
+	}
+}
+
+// guessCompared is how many rows diffing a partition will compare, as far
+// as the plan knows before building it: its rows now, and the rows its job
+// is expected to write when that was counted.
+func guessCompared(pp refill.PartitionPlan) int64 {
+	var n int64
+	if pp.CurrentRows != nil {
+		n += *pp.CurrentRows
+	}
+	if pp.ExpectedRows != nil {
+		n += *pp.ExpectedRows
+	}
+	return n
 }
 
 // rehearsable reports whether a job of kind builds inside refill's

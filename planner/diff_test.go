@@ -1,0 +1,232 @@
+package planner
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/refill-dev/refill"
+)
+
+// diffFixtures: src holds the truth for three days; tgt, rebuilt from it,
+// is right on 11-25, has a wrong amount for id 2 on 11-26 and lacks id 3
+// on 11-27; total sums tgt per day and was built from the wrong tgt.
+var diffFixtures = []string{
+	"CREATE TABLE src (day TEXT, id INTEGER, amount INTEGER, email TEXT)",
+	"CREATE TABLE tgt (day TEXT, id INTEGER, amount INTEGER, email TEXT)",
+	"CREATE TABLE total (day TEXT, amount INTEGER)",
+	"CREATE TABLE after_feed (day TEXT, v INTEGER)",
+	"INSERT INTO src VALUES ('2026-11-25', 1, 10, 'a@x'), ('2026-11-25', 2, 20, 'b@x'), ('2026-11-25', 3, 30, 'c@x')," +
+		" ('2026-11-26', 1, 10, 'a@x'), ('2026-11-26', 2, 20, 'b@x'), ('2026-11-26', 3, 30, 'c@x')," +
+		" ('2026-11-27', 1, 10, 'a@x'), ('2026-11-27', 2, 20, 'b@x'), ('2026-11-27', 3, 30, 'c@x')",
+	"INSERT INTO tgt VALUES ('2026-11-25', 1, 10, 'a@x'), ('2026-11-25', 2, 20, 'b@x'), ('2026-11-25', 3, 30, 'c@x')," +
+		" ('2026-11-26', 1, 10, 'a@x'), ('2026-11-26', 2, 0, 'b@x'), ('2026-11-26', 3, 30, 'c@x')," +
+		" ('2026-11-27', 1, 10, 'a@x'), ('2026-11-27', 2, 20, 'b@x')",
+	"INSERT INTO total VALUES ('2026-11-25', 60), ('2026-11-26', 40), ('2026-11-27', 30)",
+}
+
+var diffDatasets = map[string]*refill.Dataset{
+	"src": {Table: "src", Partition: refill.PartitionSpec{Column: "day"}},
+	"tgt": {Table: "tgt", Partition: refill.PartitionSpec{Column: "day"}, Upstream: []string{"src"},
+		Key: []string{"id"}, Private: []string{"email"},
+		Job: &refill.Job{Kind: refill.JobQuery, Query: "SELECT day, id, amount, email FROM src WHERE day = :partition"}},
+	"total": {Table: "total", Partition: refill.PartitionSpec{Column: "day"}, Upstream: []string{"tgt"},
+		Checks: &refill.Checks{Unique: []string{"day"}},
+		Job:    &refill.Job{Kind: refill.JobSQL, SQL: "DELETE FROM total WHERE day = :partition; INSERT INTO total SELECT day, sum(amount) FROM tgt WHERE day = :partition GROUP BY day"}},
+	"feed": {Upstream: []string{"tgt"}, Job: &refill.Job{Kind: refill.JobCommand, Command: []string{"true"}}},
+	"after_feed": {Table: "after_feed", Partition: refill.PartitionSpec{Column: "day"}, Upstream: []string{"feed"},
+		Job: &refill.Job{Kind: refill.JobQuery, Query: "SELECT day, id AS v FROM src WHERE day = :partition"}},
+}
+
+// diffs maps "dataset partition" to the partition's diff as JSON.
+func diffs(t *testing.T, plan *refill.Plan) map[string]*refill.PartitionDiff {
+	t.Helper()
+	out := map[string]*refill.PartitionDiff{}
+	for _, st := range plan.Steps {
+		for _, pp := range st.Partitions {
+			if pp.Diff == nil {
+				t.Errorf("%s %s has no diff and no reason for none", st.Dataset, pp.Partition)
+			}
+			out[st.Dataset+" "+pp.Partition] = pp.Diff
+		}
+	}
+	return out
+}
+
+func sums(d *refill.PartitionDiff, col string) string {
+	c, ok := d.Columns[col]
+	if !ok {
+		return "absent"
+	}
+	s := func(n *json.Number) string {
+		if n == nil {
+			return "-"
+		}
+		return n.String()
+	}
+	ch := "-"
+	if c.Changed != nil {
+		ch = fmt.Sprint(*c.Changed)
+	}
+	return s(c.OldSum) + "→" + s(c.NewSum) + " changed " + ch
+}
+
+// TestContentDiff: the dry run rebuilds every query and sql partition in
+// its rolled-back rehearsal and says what changes, by key, with the
+// downstream sql job diffed after its upstream is rebuilt; a command job
+// and what reads it say why they have none; the warehouse is untouched.
+func TestContentDiff(t *testing.T) {
+	t.Parallel()
+	each(t, diffDatasets, diffFixtures, func(t *testing.T, b *bundle) {
+		b.cfg.Plan.DiffBudget = refill.DefaultDiffBudget
+		plan, err := b.p.Plan(context.Background(), req("tgt", "2026-11-25", "2026-11-27"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := diffs(t, plan)
+		type counts struct{ old, new, changed, unchanged int64 }
+		for part, want := range map[string]counts{
+			"tgt 2026-11-25": {0, 0, 0, 3}, "tgt 2026-11-26": {0, 0, 1, 2}, "tgt 2026-11-27": {0, 1, 0, 2},
+			"total 2026-11-25": {0, 0, 0, 1}, "total 2026-11-26": {0, 0, 1, 0}, "total 2026-11-27": {0, 0, 1, 0},
+		} {
+			pd := d[part]
+			if pd == nil || pd.Skipped != "" || pd.Changed == nil {
+				t.Errorf("%s: diff %+v, want one by key", part, pd)
+				continue
+			}
+			if got := (counts{pd.OnlyOld, pd.OnlyNew, *pd.Changed, pd.Unchanged}); got != want {
+				t.Errorf("%s: only_old/only_new/changed/unchanged = %v, want %v", part, got, want)
+			}
+		}
+		if got, want := strings.Join(d["tgt 2026-11-26"].Key, ","), "id"; got != want {
+			t.Errorf("tgt key = %s, want %s", got, want)
+		}
+		if got, want := strings.Join(d["total 2026-11-26"].Key, ","), "day"; got != want {
+			t.Errorf("total key = %s, want the unique check's %s", got, want)
+		}
+		for part, want := range map[string]string{
+			"tgt 2026-11-25": "60→60 changed 0", "tgt 2026-11-26": "40→60 changed 1", "tgt 2026-11-27": "30→60 changed 0",
+			"total 2026-11-26": "40→60 changed 1", "total 2026-11-27": "30→60 changed 1",
+		} {
+			if got := sums(d[part], "amount"); got != want {
+				t.Errorf("%s amount: %s, want %s", part, got, want)
+			}
+		}
+		// id is the key, email private: neither is summed; email is never shown.
+		if got := sums(d["tgt 2026-11-26"], "email"); got != "absent" {
+			t.Errorf("private email in columns: %s", got)
+		}
+		sample := d["tgt 2026-11-26"].Sample
+		if len(sample) != 1 || sample[0].Old == nil || sample[0].New == nil {
+			t.Fatalf("tgt 2026-11-26 sample = %+v, want the one changed row side by side", sample)
+		}
+		if o, n := sample[0].Old["amount"], sample[0].New["amount"]; o == nil || *o != "0" || n == nil || *n != "20" {
+			t.Errorf("sample amount %v → %v, want 0 → 20", o, n)
+		}
+		for _, row := range append(sample, d["tgt 2026-11-27"].Sample...) {
+			if _, ok := row.Old["email"]; ok {
+				t.Errorf("a private column in the sample: %+v", row)
+			}
+			if _, ok := row.New["email"]; ok {
+				t.Errorf("a private column in the sample: %+v", row)
+			}
+		}
+		for part, want := range map[string]string{
+			"feed 2026-11-25":       "a command job writes outside the warehouse's transaction",
+			"after_feed 2026-11-25": "it reads what feed will write in this plan",
+		} {
+			if pd := d[part]; pd == nil || !strings.Contains(pd.Skipped, want) {
+				t.Errorf("%s: diff %+v, want skipped because %q", part, pd, want)
+			}
+		}
+		if got := d["tgt 2026-11-26"].Summary(); got != "1 row changed, amount 40 → 60" {
+			t.Errorf("summary = %q", got)
+		}
+		// The rehearsal left the warehouse as it was.
+		var n int64
+		if err := b.db.QueryRow("SELECT sum(amount) FROM tgt").Scan(&n); err != nil || n != 130 {
+			t.Errorf("tgt after planning sums %d (%v), want 130", n, err)
+		}
+		// The diffs are sealed: the plan as stored hashes the same.
+		back, err := b.st.Plan(context.Background(), plan.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if back.ComputeHash() != plan.Hash {
+			t.Error("the plan read back from the state store hashes differently")
+		}
+	})
+}
+
+// TestContentDiffBudget: past plan.diff_budget the remaining partitions
+// are built (what reads them needs them) but not compared, and say how
+// far the diffs went; 0 turns diffs off and leaves the counts as they were.
+func TestContentDiffBudget(t *testing.T) {
+	t.Parallel()
+	each(t, diffDatasets, diffFixtures, func(t *testing.T, b *bundle) {
+		// tgt 11-25 compares 3+3 rows; 11-26 would need 3+3 more and is
+		// built uncompared, as is 11-27; total's 1+1 still fit.
+		b.cfg.Plan.DiffBudget = 8
+		plan, err := b.p.Plan(context.Background(), req("tgt", "2026-11-25", "2026-11-27"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := diffs(t, plan)
+		if pd := d["tgt 2026-11-25"]; pd.Skipped != "" {
+			t.Errorf("the first partition was not diffed: %s", pd.Skipped)
+		}
+		want := "over plan.diff_budget: the plan's diffs compared 8 rows of the 8 allowed, in 2 of 6 partitions"
+		if pd := d["total 2026-11-25"]; pd.Skipped != "" || pd.Unchanged != 1 {
+			t.Errorf("total 2026-11-25 fits the budget left: %+v", pd)
+		}
+		for _, part := range []string{"tgt 2026-11-26", "tgt 2026-11-27", "total 2026-11-26", "total 2026-11-27"} {
+			if got := d[part].Skipped; got != want {
+				t.Errorf("%s skipped %q, want %q", part, got, want)
+			}
+		}
+		// total was still rehearsed after tgt: its count follows the plan.
+		for _, st := range plan.Steps {
+			if st.Dataset == "total" && st.Partitions[1].ExpectedMethod != refill.ExpectedRehearsal {
+				t.Errorf("total's expectation is %s, want rehearsal", st.Partitions[1].ExpectedMethod)
+			}
+		}
+
+		b.cfg.Plan.DiffBudget = 0
+		plan, err = b.p.Plan(context.Background(), req("tgt", "2026-11-25", "2026-11-27"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for part, pd := range diffs(t, plan) {
+			if strings.HasPrefix(part, "tgt") && pd.Skipped != "plan.diff_budget is 0, which turns content diffs off" {
+				t.Errorf("%s with diffs off: %+v", part, pd)
+			}
+		}
+	})
+}
+
+// TestContentDiffRehearsalFails: a build that fails in the rehearsal
+// leaves every diff skipped with the warehouse's reason, not a plan that
+// says "no change".
+func TestContentDiffRehearsalFails(t *testing.T) {
+	t.Parallel()
+	datasets := clone(diffDatasets)
+	datasets["total"].Job = &refill.Job{Kind: refill.JobSQL, SQL: "INSERT INTO no_such_table SELECT 1"}
+	each(t, datasets, diffFixtures, func(t *testing.T, b *bundle) {
+		b.cfg.Plan.DiffBudget = refill.DefaultDiffBudget
+		plan, err := b.p.Plan(context.Background(), req("tgt", "2026-11-25", "2026-11-27"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for part, pd := range diffs(t, plan) {
+			if strings.HasPrefix(part, "feed") || strings.HasPrefix(part, "after_feed") {
+				continue
+			}
+			if !strings.HasPrefix(pd.Skipped, "the rehearsal that builds it to compare failed (building total 2026-11-25: ") ||
+				!strings.Contains(pd.Skipped, "no_such_table") {
+				t.Errorf("%s: %+v, want skipped for the failed rehearsal", part, pd)
+			}
+		}
+	})
+}
