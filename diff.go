@@ -3,6 +3,7 @@ package refill
 import (
 	"encoding/json"
 	"fmt"
+	"math/big"
 	"slices"
 	"strconv"
 	"strings"
@@ -225,4 +226,282 @@ func roundUp(s string) string {
 		return s
 	}
 	return strconv.FormatFloat(f, 'f', 0, 64)
+}
+
+// DatasetChange is what a plan's content diffs found for one step, summed
+// over its partitions: what the approver reads first.
+type DatasetChange struct {
+	Dataset string
+	// Partitions is the step's count; Changed, Unchanged and Skipped
+	// divide it by what their diffs found.
+	Partitions, Changed, Unchanged, Skipped int
+	// Rows removed, added and changed (by key) over the diffed partitions.
+	OnlyOld, OnlyNew, RowsChanged int64
+	// Moved lists the numeric columns whose sum moved, with their sums
+	// before and after over the diffed partitions ("" where a partition
+	// gave none: a private column).
+	Moved []ColumnMove
+	// First is the first changed partition, and its Summary.
+	First, FirstSummary string
+	// Why lists, once each, the reasons partitions were not diffed.
+	Why []string
+}
+
+// ColumnMove is one column's sum over a step's diffed partitions.
+type ColumnMove struct {
+	Column   string
+	Old, New string
+}
+
+// Changes sums the plan's content diffs step by step, in plan order. A
+// plan made before content diffs has none and gives nil.
+func (p *Plan) Changes() []DatasetChange {
+	var out []DatasetChange
+	any := false
+	for _, st := range p.Steps {
+		c := DatasetChange{Dataset: st.Dataset, Partitions: len(st.Partitions)}
+		olds, news := map[string]*big.Rat{}, map[string]*big.Rat{}
+		unknown := map[string]bool{}
+		moved := map[string]bool{}
+		for _, pp := range st.Partitions {
+			d := pp.Diff
+			switch {
+			case d == nil:
+				c.Skipped++
+				continue
+			case d.Skipped != "":
+				any = true
+				c.Skipped++
+				if !slices.Contains(c.Why, d.Skipped) {
+					c.Why = append(c.Why, d.Skipped)
+				}
+				continue
+			}
+			any = true
+			if d.Changes() {
+				c.Changed++
+				if c.First == "" {
+					c.First, c.FirstSummary = pp.Partition, d.Summary()
+				}
+			} else {
+				c.Unchanged++
+			}
+			c.OnlyOld += d.OnlyOld
+			c.OnlyNew += d.OnlyNew
+			if d.Changed != nil {
+				c.RowsChanged += *d.Changed
+			}
+			for _, name := range d.MovedColumns() {
+				moved[name] = true
+			}
+			for name, col := range d.Columns {
+				o, n := rat(col.OldSum), rat(col.NewSum)
+				if o == nil || n == nil {
+					unknown[name] = true
+					continue
+				}
+				if olds[name] == nil {
+					olds[name], news[name] = new(big.Rat), new(big.Rat)
+				}
+				olds[name].Add(olds[name], o)
+				news[name].Add(news[name], n)
+			}
+		}
+		for name := range moved {
+			m := ColumnMove{Column: name}
+			if !unknown[name] && olds[name] != nil {
+				m.Old, m.New = ratText(olds[name]), ratText(news[name])
+			}
+			c.Moved = append(c.Moved, m)
+		}
+		slices.SortFunc(c.Moved, func(a, b ColumnMove) int { return strings.Compare(a.Column, b.Column) })
+		out = append(out, c)
+	}
+	if !any {
+		return nil
+	}
+	return out
+}
+
+// Summary says a step's change in words: "3 of 3 partitions change (3 rows
+// removed, 15 rows added, amount 0 → 1,788.31)", "unchanged (3 partitions
+// compared)", and how many were not diffed and why.
+func (c DatasetChange) Summary() string {
+	var parts []string
+	diffed := c.Changed + c.Unchanged
+	switch {
+	case c.Changed > 0:
+		var rows []string
+		if c.RowsChanged > 0 {
+			rows = append(rows, plural(c.RowsChanged, "row")+" changed")
+		}
+		if c.OnlyOld > 0 {
+			rows = append(rows, plural(c.OnlyOld, "row")+" removed")
+		}
+		if c.OnlyNew > 0 {
+			rows = append(rows, plural(c.OnlyNew, "row")+" added")
+		}
+		for _, m := range c.Moved {
+			if m.Old != "" {
+				rows = append(rows, fmt.Sprintf("%s %s → %s", m.Column, Readable(json.Number(m.Old)), Readable(json.Number(m.New))))
+			} else {
+				rows = append(rows, m.Column+" changed")
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%d of %d %s change%s (%s)", c.Changed, diffed, partitionWord(diffed), verbS(c.Changed), strings.Join(rows, ", ")))
+	case diffed > 0:
+		parts = append(parts, fmt.Sprintf("unchanged (%d %s compared)", diffed, partitionWord(diffed)))
+	}
+	if c.Skipped > 0 {
+		why := "no diff"
+		if len(c.Why) > 0 {
+			why = c.Why[0]
+		}
+		parts = append(parts, fmt.Sprintf("%d %s not diffed: %s", c.Skipped, partitionWord(c.Skipped), why))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// ChangeHeadline is a plan's content diffs in one line, changed datasets
+// first: what the plan's summary and its Slack message lead with. It is
+// "" for a plan made before content diffs.
+func (p *Plan) ChangeHeadline() string {
+	changes := p.Changes()
+	if changes == nil {
+		return ""
+	}
+	var changed, same, skipped []string
+	for _, c := range changes {
+		switch {
+		case c.Changed > 0:
+			changed = append(changed, c.Dataset+" "+c.Summary())
+		case c.Unchanged > 0 && c.Skipped == 0:
+			same = append(same, c.Dataset)
+		case c.Unchanged > 0:
+			same = append(same, fmt.Sprintf("%s (%d not diffed)", c.Dataset, c.Skipped))
+		default:
+			skipped = append(skipped, c.Dataset)
+		}
+	}
+	var parts []string
+	if len(changed) > 0 {
+		parts = append(parts, strings.Join(changed, "; "))
+	} else {
+		parts = append(parts, "no diffed partition changes")
+	}
+	if len(same) > 0 {
+		parts = append(parts, "unchanged: "+strings.Join(same, ", "))
+	}
+	if len(skipped) > 0 {
+		parts = append(parts, "not diffed: "+strings.Join(skipped, ", "))
+	}
+	return strings.Join(parts, " · ")
+}
+
+func partitionWord(n int) string {
+	if n == 1 {
+		return "partition"
+	}
+	return "partitions"
+}
+
+func verbS(n int) string {
+	if n == 1 {
+		return "s"
+	}
+	return ""
+}
+
+// rat reads a sum exactly, or nil.
+func rat(n *json.Number) *big.Rat {
+	if n == nil {
+		return nil
+	}
+	r, ok := new(big.Rat).SetString(n.String())
+	if !ok {
+		return nil
+	}
+	return r
+}
+
+// ratText writes a summed sum as a decimal, at most six places.
+func ratText(r *big.Rat) string {
+	s := r.FloatString(6)
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	if s == "-0" {
+		return "0"
+	}
+	return s
+}
+
+// sampleValue is how long a value in a sample line may run.
+const sampleValue = 40
+
+// Describe writes a sample row in one line: a changed row by its key and
+// the values that change ("id=2: amount 0 → 20"), a removed or added row
+// whole ("removed: id=3, amount=30"). Values are the warehouse's, clipped
+// and escaped with OneLine: the line is safe to print.
+func (r DiffRow) Describe(key []string) string {
+	val := func(v *string) string {
+		if v == nil {
+			return "NULL"
+		}
+		s := *v
+		if n := []rune(s); len(n) > sampleValue {
+			s = string(n[:sampleValue-1]) + "…"
+		}
+		return OneLine(s)
+	}
+	whole := func(row map[string]*string) string {
+		names := make([]string, 0, len(row))
+		for name := range row {
+			names = append(names, name)
+		}
+		// The key first, as the diff lists it, then the rest by name.
+		slices.SortFunc(names, func(a, b string) int {
+			ia, ib := slices.Index(key, a), slices.Index(key, b)
+			switch {
+			case ia >= 0 && ib >= 0:
+				return ia - ib
+			case ia >= 0:
+				return -1
+			case ib >= 0:
+				return 1
+			}
+			return strings.Compare(a, b)
+		})
+		parts := make([]string, len(names))
+		for i, name := range names {
+			parts[i] = OneLine(name) + "=" + val(row[name])
+		}
+		return strings.Join(parts, ", ")
+	}
+	switch {
+	case r.Old != nil && r.New != nil:
+		var ids, moved []string
+		for _, k := range key {
+			ids = append(ids, OneLine(k)+"="+val(r.New[k]))
+		}
+		var names []string
+		for name := range r.New {
+			if !slices.Contains(key, name) {
+				names = append(names, name)
+			}
+		}
+		slices.Sort(names)
+		for _, name := range names {
+			o, n := r.Old[name], r.New[name]
+			if (o == nil) != (n == nil) || o != nil && *o != *n {
+				moved = append(moved, fmt.Sprintf("%s %s → %s", OneLine(name), val(o), val(n)))
+			}
+		}
+		return strings.Join(ids, ", ") + ": " + strings.Join(moved, ", ")
+	case r.Old != nil:
+		return "removed: " + whole(r.Old)
+	case r.New != nil:
+		return "added: " + whole(r.New)
+	}
+	return ""
 }

@@ -3,6 +3,7 @@ package refill
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -103,5 +104,63 @@ func TestDiffJSON(t *testing.T) {
 		if string(b1) != string(b2) {
 			t.Errorf("round trip changed it:\n%s\n%s", b1, b2)
 		}
+	}
+}
+
+func TestDescribeSampleRow(t *testing.T) {
+	s := func(v string) *string { return &v }
+	long := strings.Repeat("x", 60)
+	for _, tt := range []struct {
+		row  DiffRow
+		want string
+	}{
+		{DiffRow{Old: map[string]*string{"id": s("2"), "amount": s("0"), "note": s("a")}, New: map[string]*string{"id": s("2"), "amount": s("20"), "note": s("a")}},
+			"id=2: amount 0 → 20"},
+		{DiffRow{Old: map[string]*string{"id": s("3"), "amount": s("30"), "note": nil}}, "removed: id=3, amount=30, note=NULL"},
+		{DiffRow{New: map[string]*string{"id": s("4"), "note": s("bad\x1b[2Jline\n")}}, `added: id=4, note=bad\u001b[2Jline\u000a`},
+		{DiffRow{Old: map[string]*string{"id": s("5"), "note": nil}, New: map[string]*string{"id": s("5"), "note": s(long)}},
+			"id=5: note NULL → " + strings.Repeat("x", 39) + "…"},
+	} {
+		if got := tt.row.Describe([]string{"id"}); got != tt.want {
+			t.Errorf("Describe = %q, want %q", got, tt.want)
+		}
+	}
+}
+
+func TestPlanChanges(t *testing.T) {
+	n := func(i int64) *int64 { return &i }
+	num := func(s string) *json.Number { j := json.Number(s); return &j }
+	keyed := func(changed int64, old, new string) *PartitionDiff {
+		return &PartitionDiff{Changed: n(changed), Unchanged: 2, Key: []string{"id"},
+			Columns: map[string]ColumnDiff{"amount": {OldSum: num(old), NewSum: num(new), Changed: n(changed)}}}
+	}
+	p := &Plan{Steps: []Step{
+		{Dataset: "orders", Partitions: []PartitionPlan{
+			{Partition: "2026-11-25", Diff: keyed(0, "10.5", "10.5")},
+			{Partition: "2026-11-26", Diff: keyed(1, "0.1", "20.2")},
+			{Partition: "2026-11-27", Diff: keyed(2, "0.2", "0.30")},
+		}},
+		{Dataset: "sessions", Partitions: []PartitionPlan{{Partition: "2026-11-25", Diff: &PartitionDiff{Unchanged: 4}}}},
+		{Dataset: "feed", Partitions: []PartitionPlan{{Partition: "2026-11-25", Diff: SkippedDiff("a command job")}}},
+	}}
+	got := p.Changes()
+	if len(got) != 3 {
+		t.Fatalf("Changes = %+v", got)
+	}
+	o := got[0]
+	if o.Changed != 2 || o.Unchanged != 1 || o.RowsChanged != 3 || o.First != "2026-11-26" {
+		t.Errorf("orders = %+v", o)
+	}
+	if want := []ColumnMove{{Column: "amount", Old: "10.8", New: "31"}}; !reflect.DeepEqual(o.Moved, want) {
+		t.Errorf("orders moved %+v, want %+v", o.Moved, want)
+	}
+	if got, want := p.ChangeHeadline(), "orders 2 of 3 partitions change (3 rows changed, amount 10.8 → 31) · unchanged: sessions · not diffed: feed"; got != want {
+		t.Errorf("headline\n got %q\nwant %q", got, want)
+	}
+	if got, want := got[2].Summary(), "1 partition not diffed: a command job"; got != want {
+		t.Errorf("feed = %q, want %q", got, want)
+	}
+	if (&Plan{Steps: []Step{{Dataset: "x", Partitions: []PartitionPlan{{Partition: "a"}}}}}).Changes() != nil {
+		t.Error("a plan made before diffs has changes")
 	}
 }

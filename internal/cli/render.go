@@ -37,6 +37,7 @@ func renderPlan(p *refill.Plan, cfg *refill.Config) string {
 		b.WriteString("\n")
 	}
 
+	renderChanges(&b, p)
 	renderGate(&b, p.Gate)
 
 	nparts := 0
@@ -151,24 +152,89 @@ func renderStep(b *strings.Builder, s refill.Step) {
 	}
 	fmt.Fprintf(b, "  ~ %s  %s job -> %s%s\n", s.Dataset, s.Kind, table, tags)
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	shown := s.Partitions
-	elided := 0
-	if len(shown) > partitionsShown {
-		elided = len(shown) - partitionsShown
-	}
-	for i, pp := range shown {
-		if elided > 0 && i == partitionsShown-3 {
-			fmt.Fprintf(tw, "      … %d more\t\t\t\t\t\n", elided)
+	// A long step shows its first and last partitions, and every changed
+	// one between them (up to partitionsShown more): the rest are counted.
+	show := make([]bool, len(s.Partitions))
+	extra := 0
+	for i, pp := range s.Partitions {
+		switch {
+		case len(s.Partitions) <= partitionsShown || i < partitionsShown-3 || i >= len(s.Partitions)-3:
+			show[i] = true
+		case pp.Diff.Changes() && extra < partitionsShown:
+			show[i] = true
+			extra++
 		}
-		if elided > 0 && i >= partitionsShown-3 && i < len(shown)-3 {
+	}
+	hidden := 0
+	for i, pp := range s.Partitions {
+		if !show[i] {
+			hidden++
 			continue
 		}
-		fmt.Fprintf(tw, "      %s\t%s\t->\t%s\t%s\t%s\t\n", pp.Partition, rows(pp.CurrentRows), rows(pp.ExpectedRows), delta(pp), pp.ExpectedMethod)
+		if hidden > 0 {
+			fmt.Fprintf(tw, "      … %d more\t\t\t\t\t\n", hidden)
+			hidden = 0
+		}
+		what := change(pp.Diff)
+		if what != "" {
+			what = "  " + what
+		}
+		fmt.Fprintf(tw, "      %s\t%s\t->\t%s\t%s\t%s\t%s\n", pp.Partition, rows(pp.CurrentRows), rows(pp.ExpectedRows), delta(pp), pp.ExpectedMethod, what)
 	}
 	tw.Flush()
 	if s.ExpectedNote != "" {
 		fmt.Fprintf(b, "        expected: %s\n", s.ExpectedNote)
 	}
+	// What the first changed partition's rows look like, old and new.
+	for _, pp := range s.Partitions {
+		if !pp.Diff.Changes() || len(pp.Diff.Sample) == 0 {
+			continue
+		}
+		fmt.Fprintf(b, "        e.g. %s:\n", pp.Partition)
+		for _, row := range pp.Diff.Sample {
+			fmt.Fprintf(b, "          %s\n", row.Describe(pp.Diff.Key))
+		}
+		break
+	}
+}
+
+// change is a partition's content diff in a few words, after its counts.
+func change(d *refill.PartitionDiff) string {
+	switch {
+	case d == nil || d.Skipped != "":
+		return "" // said once, for the step, in the changes above
+	case d.Changes():
+		return refill.OneLine(d.Summary())
+	}
+	return "unchanged"
+}
+
+// renderChanges leads with what the content diffs found: each step's
+// change, the changed ones first, and why any were not diffed.
+func renderChanges(b *strings.Builder, p *refill.Plan) {
+	changes := p.Changes()
+	if changes == nil {
+		return
+	}
+	b.WriteString("What changes (each partition rebuilt in a rolled-back rehearsal and compared with the live one):\n")
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	for _, pass := range []bool{true, false} {
+		for _, c := range changes {
+			if (c.Changed > 0) != pass {
+				continue
+			}
+			mark := "="
+			switch {
+			case c.Changed > 0:
+				mark = "~"
+			case c.Unchanged == 0:
+				mark = "?"
+			}
+			fmt.Fprintf(tw, "  %s %s\t%s\n", mark, c.Dataset, refill.OneLine(c.Summary()))
+		}
+	}
+	tw.Flush()
+	b.WriteString("\n")
 }
 
 func rows(n *int64) string {

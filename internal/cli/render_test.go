@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -23,6 +24,28 @@ func goldenPlan() *refill.Plan {
 			CurrentRows: n(int64(1000 + i)), ExpectedRows: n(int64(1000 + i)), ExpectedMethod: refill.ExpectedQuery})
 	}
 	parts[3].ExpectedRows = n(1400) // +39%: marked
+	// Content diffs: most partitions unchanged, one whose amounts change
+	// with the row count the same (the demo's incident), one whose rows
+	// grow, and the last over the budget.
+	amount := func(old, new string, changed int64) map[string]refill.ColumnDiff {
+		o, nw := json.Number(old), json.Number(new)
+		return map[string]refill.ColumnDiff{"amount": {OldSum: &o, NewSum: &nw, Changed: n(changed)}}
+	}
+	for i := range parts {
+		parts[i].Diff = &refill.PartitionDiff{Changed: n(0), Unchanged: *parts[i].CurrentRows, Key: []string{"event_type"},
+			Columns: amount("100", "100", 0)}
+	}
+	v := func(s string) *string { return &s }
+	parts[1].Diff = &refill.PartitionDiff{Changed: n(2), Unchanged: 999, Key: []string{"event_type"}, Columns: amount("0", "41230.50", 2),
+		Sample: []refill.DiffRow{
+			{Old: map[string]*string{"event_type": v("purchase"), "amount": v("0")}, New: map[string]*string{"event_type": v("purchase"), "amount": v("41230.50")}},
+			{Old: map[string]*string{"event_type": v("refund\x1b[31m"), "amount": nil}, New: map[string]*string{"event_type": v("refund\x1b[31m"), "amount": v("-3.10")}},
+		}}
+	parts[3].Diff = &refill.PartitionDiff{OnlyNew: 397, Changed: n(0), Unchanged: 1003, Key: []string{"event_type"}, Columns: amount("100", "497", 0),
+		Sample: []refill.DiffRow{{New: map[string]*string{"event_type": v("view"), "amount": v("1")}}}}
+	parts[12].ExpectedRows = n(1011)
+	parts[12].Diff = &refill.PartitionDiff{OnlyOld: 1, Changed: n(0), Unchanged: 1011, Key: []string{"event_type"}, Columns: amount("100", "90", 0)}
+	parts[19].Diff = refill.SkippedDiff("over plan.diff_budget: the plan's diffs compared 40,000 rows of the 40,000 allowed, in 19 of 21 partitions")
 	p := &refill.Plan{
 		ID: "0a1b2c3d", Status: refill.StatusBlocked, Tier: refill.TierManual,
 		Reasons: []string{"revenue_daily is tagged billing (manual_tags)", "range is 31 days, over the manual limit of 30"},
@@ -32,10 +55,11 @@ func goldenPlan() *refill.Plan {
 		Steps: []refill.Step{
 			{Dataset: "events_daily", Order: 1, Kind: refill.JobQuery, Table: "events_daily", Tags: []string{"aggregate"}, Partitions: parts},
 			{Dataset: "revenue_daily", Order: 2, Kind: refill.JobSQL, Table: "revenue_daily", Tags: []string{"billing"}, Partitions: []refill.PartitionPlan{
-				{Partition: "2026-10-01", CurrentRows: n(0), ExpectedRows: n(1), ExpectedMethod: refill.ExpectedHistory},
+				{Partition: "2026-10-01", CurrentRows: n(0), ExpectedRows: n(1), ExpectedMethod: refill.ExpectedHistory,
+					Diff: refill.SkippedDiff("over plan.diff_budget: the plan's diffs compared 40,000 rows of the 40,000 allowed, in 19 of 21 partitions")},
 			}},
 			{Dataset: "partner_feed", Order: 2, Kind: refill.JobCommand, Partitions: []refill.PartitionPlan{
-				{Partition: "2026-10-01", ExpectedMethod: refill.ExpectedUnknown},
+				{Partition: "2026-10-01", ExpectedMethod: refill.ExpectedUnknown, Diff: refill.SkippedDiff("a command job writes outside the warehouse's transaction, so its rebuild cannot be rehearsed and compared")},
 			}},
 		},
 		Sources: []string{"events_raw"},
