@@ -261,6 +261,7 @@ func (p *Plan) Changes() []DatasetChange {
 	for _, st := range p.Steps {
 		c := DatasetChange{Dataset: st.Dataset, Partitions: len(st.Partitions)}
 		olds, news := map[string]*big.Rat{}, map[string]*big.Rat{}
+		places := map[string]int{} // the most decimals a sum of the column was written with
 		unknown := map[string]bool{}
 		moved := map[string]bool{}
 		for _, pp := range st.Partitions {
@@ -305,12 +306,13 @@ func (p *Plan) Changes() []DatasetChange {
 				}
 				olds[name].Add(olds[name], o)
 				news[name].Add(news[name], n)
+				places[name] = max(places[name], decimals(*col.OldSum), decimals(*col.NewSum))
 			}
 		}
 		for name := range moved {
 			m := ColumnMove{Column: name}
 			if !unknown[name] && olds[name] != nil {
-				m.Old, m.New = ratText(olds[name]), ratText(news[name])
+				m.Old, m.New = ratText(olds[name], places[name]), ratText(news[name], places[name])
 			}
 			c.Moved = append(c.Moved, m)
 		}
@@ -424,16 +426,26 @@ func rat(n *json.Number) *big.Rat {
 	return r
 }
 
-// ratText writes a summed sum as a decimal, at most six places.
-func ratText(r *big.Rat) string {
-	s := r.FloatString(6)
-	if strings.Contains(s, ".") {
-		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
-	}
-	if s == "-0" {
-		return "0"
+// ratText writes a summed sum as a decimal with the places its parts were
+// written with (at most six).
+func ratText(r *big.Rat, places int) string {
+	s := r.FloatString(min(places, 6))
+	if strings.Trim(s, "-0.") == "" {
+		return strings.TrimPrefix(s, "-")
 	}
 	return s
+}
+
+// decimals counts the places after a number's decimal point, as written.
+func decimals(n json.Number) int {
+	s := n.String()
+	if strings.ContainsAny(s, "eE") {
+		return 6
+	}
+	if _, frac, ok := strings.Cut(s, "."); ok {
+		return len(frac)
+	}
+	return 0
 }
 
 // sampleValue is how long a value in a sample line may run.

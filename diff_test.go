@@ -151,10 +151,10 @@ func TestPlanChanges(t *testing.T) {
 	if o.Changed != 2 || o.Unchanged != 1 || o.RowsChanged != 3 || o.First != "2026-11-26" {
 		t.Errorf("orders = %+v", o)
 	}
-	if want := []ColumnMove{{Column: "amount", Old: "10.8", New: "31"}}; !reflect.DeepEqual(o.Moved, want) {
+	if want := []ColumnMove{{Column: "amount", Old: "10.80", New: "31.00"}}; !reflect.DeepEqual(o.Moved, want) {
 		t.Errorf("orders moved %+v, want %+v", o.Moved, want)
 	}
-	if got, want := p.ChangeHeadline(), "orders 2 of 3 partitions change (3 rows changed, amount 10.8 → 31) · unchanged: sessions · not diffed: feed"; got != want {
+	if got, want := p.ChangeHeadline(), "orders 2 of 3 partitions change (3 rows changed, amount 10.80 → 31.00) · unchanged: sessions · not diffed: feed"; got != want {
 		t.Errorf("headline\n got %q\nwant %q", got, want)
 	}
 	if got, want := got[2].Summary(), "1 partition not diffed: a command job"; got != want {

@@ -49,12 +49,19 @@ func Message(s *control.State, publicURL string) []slack.Block {
 	p := s.Plan
 	blocks := []slack.Block{
 		slack.NewHeaderBlock(plain(fmt.Sprintf("%s Backfill plan %s · %s", statusEmoji(p.Status), p.ID, p.Tier))),
-		slack.NewSectionBlock(md(escape(control.Impact(p))), nil, nil),
 	}
-	// Risks first: a failed proof, then what else keeps the plan from
-	// auto beyond what decided its tier.
-	if risks := risksText(p); risks != "" {
-		blocks = append(blocks, slack.NewSectionBlock(md(risks), nil, nil))
+	// A failed proof first, then what the rebuild changes, then what it
+	// is; then what else keeps the plan from auto beyond what decided its
+	// tier.
+	if failed := failedText(p); failed != "" {
+		blocks = append(blocks, slack.NewSectionBlock(md(failed), nil, nil))
+	}
+	if changes := changesText(p); changes != "" {
+		blocks = append(blocks, slack.NewSectionBlock(md(changes), nil, nil))
+	}
+	blocks = append(blocks, slack.NewSectionBlock(md(escape(control.Impact(p))), nil, nil))
+	if rest := attentionText(p); rest != "" {
+		blocks = append(blocks, slack.NewSectionBlock(md(rest), nil, nil))
 	}
 	blocks = append(blocks,
 		slack.NewSectionBlock(nil, []*slack.TextBlockObject{
@@ -210,7 +217,11 @@ func fallbackText(e *refill.Event, s *control.State) string {
 		if p.Status == refill.StatusPending {
 			verb = "waits for approval"
 		}
-		return fmt.Sprintf("Backfill plan %s (%s) by %s %s: %s", p.ID, p.Tier, p.Request.RequestedBy, verb, control.Impact(p))
+		text := fmt.Sprintf("Backfill plan %s (%s) by %s %s: ", p.ID, p.Tier, p.Request.RequestedBy, verb)
+		if h := p.ChangeHeadline(); h != "" {
+			text += h + ". "
+		}
+		return text + control.Impact(p)
 	case e.PlanID != "":
 		return fmt.Sprintf("refill: plan %s: %s by %s", e.PlanID, strings.ReplaceAll(string(e.Kind), "_", " "), e.Actor)
 	}
@@ -237,13 +248,19 @@ func statusEmoji(st refill.Status) string {
 	return ":card_index_dividers:"
 }
 
-// risksText is the plan's failed proofs (red) and its attention list, ""
-// when it has neither.
-func risksText(p *refill.Plan) string {
-	var failed, rest []string
+// failedText is the plan's failed proofs, red, "" when it has none.
+func failedText(p *refill.Plan) string {
+	var failed []string
 	for _, r := range p.FailedProofs() {
 		failed = append(failed, ":red_circle: *Failed proof:* "+escape(r))
 	}
+	return strings.Join(failed, "\n")
+}
+
+// attentionText is the plan's attention list beyond its failed proofs,
+// "" when it has none.
+func attentionText(p *refill.Plan) string {
+	var rest []string
 	for _, r := range p.Attention {
 		if !refill.IsFailedProof(r) {
 			rest = append(rest, "• "+escape(r))
@@ -252,7 +269,55 @@ func risksText(p *refill.Plan) string {
 	if len(rest) > 0 {
 		rest = append([]string{":warning: *Also keeping it from auto:*"}, rest...)
 	}
-	return strings.Join(append(failed, rest...), "\n")
+	return strings.Join(rest, "\n")
+}
+
+// changesText is what the plan's content diffs found, step by step, the
+// changed ones first, with a few changed rows of the first changed
+// partition; "" for a plan made before content diffs.
+func changesText(p *refill.Plan) string {
+	changes := p.Changes()
+	if changes == nil {
+		return ""
+	}
+	lines := []string{"*What changes* (each partition rebuilt in a rolled-back rehearsal and compared with the live one)"}
+	shown := 0
+	for _, pass := range []bool{true, false} {
+		for _, c := range changes {
+			if (c.Changed > 0) != pass {
+				continue
+			}
+			if shown == maxSteps {
+				lines = append(lines, fmt.Sprintf("… and %s more", plural(len(changes)-maxSteps, "dataset")))
+				break
+			}
+			shown++
+			mark := ":white_circle:"
+			switch {
+			case c.Changed > 0:
+				mark = ":large_orange_diamond:"
+			case c.Unchanged == 0:
+				mark = ":grey_question:"
+			}
+			lines = append(lines, fmt.Sprintf("%s *%s* %s", mark, escape(c.Dataset), escape(clip(c.Summary(), 300))))
+		}
+	}
+	for _, st := range p.Steps {
+		for _, pp := range st.Partitions {
+			if !pp.Diff.Changes() || len(pp.Diff.Sample) == 0 {
+				continue
+			}
+			lines = append(lines, fmt.Sprintf("_e.g. %s `%s`:_", escape(st.Dataset), escape(pp.Partition)))
+			for i, row := range pp.Diff.Sample {
+				if i == 3 {
+					break
+				}
+				lines = append(lines, "      • `"+strings.ReplaceAll(escape(row.Describe(pp.Diff.Key)), "`", "'")+"`")
+			}
+			return strings.Join(lines, "\n")
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 func tierText(p *refill.Plan) string {
@@ -295,6 +360,12 @@ func datasetsText(p *refill.Plan) string {
 			fmt.Fprintf(&b, "\n      • `%s` %s → %s", escape(pp.Partition), rows(pp.CurrentRows), rows(pp.ExpectedRows))
 			if m := pp.ExpectedMethod; m != "" && m != refill.ExpectedQuery && pp.ExpectedRows != nil {
 				fmt.Fprintf(&b, " (%s)", escape(strings.ReplaceAll(string(m), "_", " ")))
+			}
+			switch d := pp.Diff; {
+			case d.Changes():
+				fmt.Fprintf(&b, " · %s", escape(d.Summary()))
+			case d != nil && d.Skipped == "":
+				b.WriteString(" · unchanged")
 			}
 		}
 	}

@@ -134,6 +134,41 @@ func TestGoldenMessages(t *testing.T) {
 		t.Errorf("the failed proof is not shown exactly once: %s", b)
 	}
 
+	// The rebuild's content diffs lead, after a failed proof: a changed
+	// amount with the rows the same, an unchanged partition, one not
+	// diffed; a sample value that tries to ping the channel and break out
+	// of its code span.
+	diffed := fixedPlan(refill.StatusPending, refill.TierSemiAuto)
+	diffed.Plan.Reasons = semiFailed.Plan.Reasons
+	o, nw := json.Number("0"), json.Number("41230.50")
+	v := func(s string) *string { return &s }
+	for i := range diffed.Plan.Steps[0].Partitions {
+		diffed.Plan.Steps[0].Partitions[i].Diff = &refill.PartitionDiff{Changed: n64(0), Unchanged: 1000, Key: []string{"order_id"}}
+	}
+	diffed.Plan.Steps[0].Partitions[1].Diff = &refill.PartitionDiff{Changed: n64(5), Unchanged: 995, Key: []string{"order_id"},
+		Columns: map[string]refill.ColumnDiff{"amount": {OldSum: &o, NewSum: &nw, Changed: n64(5)}},
+		Sample: []refill.DiffRow{{Old: map[string]*string{"order_id": v("7"), "amount": v("0")}, New: map[string]*string{"order_id": v("7"), "amount": v("41230.50")}},
+			{Old: map[string]*string{"order_id": v("8"), "note": v("a")}, New: map[string]*string{"order_id": v("8"), "note": v("<!channel> `x`")}}}}
+	for i := range diffed.Plan.Steps[1].Partitions {
+		diffed.Plan.Steps[1].Partitions[i].Diff = refill.SkippedDiff("over plan.diff_budget")
+	}
+	blocks = notify.Message(diffed, "https://refill.example.com")
+	golden(t, "plan-content-diff", blocks)
+	var raw bytes.Buffer
+	enc := json.NewEncoder(&raw)
+	enc.SetEscapeHTML(false) // as Slack reads it: a "<" here would be one in the message
+	if err := enc.Encode(blocks); err != nil {
+		t.Fatal(err)
+	}
+	text := raw.String()
+	failedAt, changeAt, impactAt := strings.Index(text, "Failed proof"), strings.Index(text, "orders_daily* 1 of 7 partitions changes (5 rows changed, amount 0.00 → 41,230.50)"), strings.Index(text, "Rebuild orders_daily")
+	if failedAt < 0 || changeAt < 0 || impactAt < 0 || !(failedAt < changeAt && changeAt < impactAt) {
+		t.Errorf("want the failed proof (%d), then the change (%d), then the impact (%d):\n%s", failedAt, changeAt, impactAt, text)
+	}
+	if strings.Contains(text, "<!channel>") {
+		t.Errorf("a sample value pings the channel: %s", text)
+	}
+
 	running := fixedPlan(refill.StatusRunning, refill.TierManual)
 	running.Approvals = []refill.Approval{{Actor: "carol", Decision: refill.DecisionApprove, Note: "checked with finance"}}
 	golden(t, "plan-running-no-public-url", notify.Message(running, ""))
