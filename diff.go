@@ -3,6 +3,7 @@ package refill
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/big"
 	"slices"
 	"strconv"
@@ -427,9 +428,13 @@ func rat(n *json.Number) *big.Rat {
 }
 
 // ratText writes a summed sum as a decimal with the places its parts were
-// written with (at most six).
+// written with; past six (a float's noise), rounded to six and trailing
+// zeros dropped.
 func ratText(r *big.Rat, places int) string {
 	s := r.FloatString(min(places, 6))
+	if places > 6 {
+		s = strings.TrimSuffix(strings.TrimRight(s, "0"), ".")
+	}
 	if strings.Trim(s, "-0.") == "" {
 		return strings.TrimPrefix(s, "-")
 	}
@@ -440,7 +445,7 @@ func ratText(r *big.Rat, places int) string {
 func decimals(n json.Number) int {
 	s := n.String()
 	if strings.ContainsAny(s, "eE") {
-		return 6
+		return 7 // rounded as a float's noise is
 	}
 	if _, frac, ok := strings.Cut(s, "."); ok {
 		return len(frac)
@@ -460,7 +465,7 @@ func (r DiffRow) Describe(key []string) string {
 		if v == nil {
 			return "NULL"
 		}
-		s := *v
+		s := roundNoise(*v)
 		if n := []rune(s); len(n) > sampleValue {
 			s = string(n[:sampleValue-1]) + "…"
 		}
@@ -494,7 +499,12 @@ func (r DiffRow) Describe(key []string) string {
 	case r.Old != nil && r.New != nil:
 		var ids, moved []string
 		for _, k := range key {
-			ids = append(ids, OneLine(k)+"="+val(r.New[k]))
+			if v, ok := r.New[k]; ok { // the partition column is never shown
+				ids = append(ids, OneLine(k)+"="+val(v))
+			}
+		}
+		if len(ids) == 0 {
+			ids = []string{"the row"}
 		}
 		var names []string
 		for name := range r.New {
@@ -516,4 +526,18 @@ func (r DiffRow) Describe(key []string) string {
 		return "added: " + whole(r.New)
 	}
 	return ""
+}
+
+// roundNoise rounds a number written with more than six decimals (a
+// float's noise: 426.70000000000005) to six, trailing zeros dropped; any
+// other text is kept as it is.
+func roundNoise(s string) string {
+	if !json.Valid([]byte(s)) || decimals(json.Number(s)) <= 6 || strings.ContainsAny(s, "eE\"") {
+		return s
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return s
+	}
+	return strconv.FormatFloat(math.Round(f*1e6)/1e6, 'f', -1, 64)
 }

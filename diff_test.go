@@ -120,6 +120,10 @@ func TestDescribeSampleRow(t *testing.T) {
 		{DiffRow{New: map[string]*string{"id": s("4"), "note": s("bad\x1b[2Jline\n")}}, `added: id=4, note=bad\u001b[2Jline\u000a`},
 		{DiffRow{Old: map[string]*string{"id": s("5"), "note": nil}, New: map[string]*string{"id": s("5"), "note": s(long)}},
 			"id=5: note NULL → " + strings.Repeat("x", 39) + "…"},
+		{DiffRow{Old: map[string]*string{"id": s("6"), "amount": s("0.1")}, New: map[string]*string{"id": s("6"), "amount": s("460.21000000000004")}}, "id=6: amount 0.1 → 460.21"},
+		{DiffRow{Old: map[string]*string{"id": s("7"), "code": s("00012")}, New: map[string]*string{"id": s("7"), "code": s("0.12345678x")}}, "id=7: code 00012 → 0.12345678x"},
+		// A key of the partition column alone: one row per partition.
+		{DiffRow{Old: map[string]*string{"amount": s("0.0")}, New: map[string]*string{"amount": s("426.7")}}, "the row: amount 0.0 → 426.7"},
 	} {
 		if got := tt.row.Describe([]string{"id"}); got != tt.want {
 			t.Errorf("Describe = %q, want %q", got, tt.want)
@@ -162,5 +166,18 @@ func TestPlanChanges(t *testing.T) {
 	}
 	if (&Plan{Steps: []Step{{Dataset: "x", Partitions: []PartitionPlan{{Partition: "a"}}}}}).Changes() != nil {
 		t.Error("a plan made before diffs has changes")
+	}
+}
+
+// TestChangesOfFloatSums: sums that carry a float's noise add up to a
+// number a person reads, not 1,788.310000.
+func TestChangesOfFloatSums(t *testing.T) {
+	num := func(s string) *json.Number { j := json.Number(s); return &j }
+	p := &Plan{Steps: []Step{{Dataset: "events_daily", Partitions: []PartitionPlan{
+		{Partition: "a", Diff: &PartitionDiff{OnlyOld: 1, OnlyNew: 5, Columns: map[string]ColumnDiff{"amount": {OldSum: num("0.0"), NewSum: num("426.70000000000005")}}}},
+		{Partition: "b", Diff: &PartitionDiff{OnlyOld: 1, OnlyNew: 5, Columns: map[string]ColumnDiff{"amount": {OldSum: num("0.0"), NewSum: num("1361.61")}}}},
+	}}}}
+	if got, want := p.Changes()[0].Summary(), "2 of 2 partitions change (2 rows removed, 10 rows added, amount 0 → 1,788.31)"; got != want {
+		t.Errorf("Summary = %q, want %q", got, want)
 	}
 }

@@ -196,8 +196,8 @@ func (c *Control) Report(ctx context.Context, id string) (Report, error) {
 		return rep, err
 	}
 	if rep.Flagged > 0 {
-		return rep, fmt.Errorf("%w: plan %s: %d partition(s) differ from the plan's expectation by more than %.0f%%; look at them, and roll back if they are wrong (refill rollback %s)",
-			refill.ErrVerification, p.ID, rep.Flagged, 100*rep.Tolerance, p.ID)
+		return rep, fmt.Errorf("%w: plan %s: %s; look at them, and roll back if they are wrong (refill rollback %s)",
+			refill.ErrVerification, p.ID, rep.Trouble(), p.ID)
 	}
 	return rep, nil
 }

@@ -2,7 +2,9 @@ package control
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"strings"
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/store"
@@ -22,17 +24,24 @@ type PartitionReport struct {
 	// the tolerance.
 	Deviation *float64 `json:"deviation,omitempty"`
 	Flagged   bool     `json:"flagged"`
+	// DryRun says how the run's change differs from what the dry run's
+	// content diff said it would be ("" when they agree, or the partition
+	// had no diff); such a partition is flagged too.
+	DryRun string `json:"dry_run,omitempty"`
 }
 
 // Report is the before/after comparison of a plan's run.
 type Report struct {
-	PlanID     string            `json:"plan_id"`
-	Status     refill.Status     `json:"status"`
-	Tolerance  float64           `json:"tolerance"`
-	Total      int               `json:"partitions"`
-	Published  int               `json:"published"`
-	Flagged    int               `json:"flagged"`
-	Partitions []PartitionReport `json:"rows"`
+	PlanID    string        `json:"plan_id"`
+	Status    refill.Status `json:"status"`
+	Tolerance float64       `json:"tolerance"`
+	Total     int           `json:"partitions"`
+	Published int           `json:"published"`
+	Flagged   int           `json:"flagged"`
+	// DryRunMismatches counts published partitions whose change is not
+	// the one the dry run's content diff foresaw.
+	DryRunMismatches int               `json:"dry_run_mismatches"`
+	Partitions       []PartitionReport `json:"rows"`
 }
 
 // Tolerance is the run.tolerance a plan's report judges by: the one sealed
@@ -69,12 +78,63 @@ func BuildReport(ctx context.Context, st *store.Store, p *refill.Plan, tolerance
 					r.Deviation = &dev
 					if math.Abs(dev) > tolerance {
 						r.Flagged = true
-						rep.Flagged++
 					}
+				}
+				if r.DryRun = foreseen(pp.Diff, r.Before, r.After); r.DryRun != "" {
+					r.Flagged = true
+					rep.DryRunMismatches++
+				}
+				if r.Flagged {
+					rep.Flagged++
 				}
 			}
 			rep.Partitions = append(rep.Partitions, r)
 		}
 	}
 	return rep, nil
+}
+
+// foreseen compares a published partition's change with the dry run's
+// content diff of it: "" when they agree or there was no diff, else what
+// differs. Whether it changed is told by its checksums before and after
+// the run; how many rows it holds, by the diff's rows after the rebuild.
+func foreseen(d *refill.PartitionDiff, before, after *refill.Digest) string {
+	if d == nil || d.Skipped != "" || after == nil {
+		return ""
+	}
+	rows := d.Unchanged + d.OnlyNew
+	if d.Changed != nil {
+		rows += *d.Changed
+	}
+	changed := before == nil || before.Checksum != after.Checksum
+	switch {
+	case !d.Changes() && changed:
+		return "the dry run foresaw no change, yet the run changed it: the partition or what it reads changed after planning, or the job is not deterministic"
+	case d.Changes() && !changed:
+		return "the dry run foresaw " + d.Summary() + ", yet the run left it as it was"
+	case after.Rows != rows:
+		return fmt.Sprintf("the dry run foresaw %d rows after the rebuild, the run left %d", rows, after.Rows)
+	}
+	return ""
+}
+
+// Trouble says what the report's flagged partitions are, for a refusal or
+// an alert: "2 partition(s) differ from the plan's expectation by more
+// than 10%; 1 changed otherwise than the dry run foresaw". "" when none is
+// flagged.
+func (r Report) Trouble() string {
+	off := 0
+	for _, p := range r.Partitions {
+		if p.Flagged && p.Deviation != nil && math.Abs(*p.Deviation) > r.Tolerance {
+			off++
+		}
+	}
+	var parts []string
+	if off > 0 {
+		parts = append(parts, fmt.Sprintf("%d partition(s) differ from the plan's expectation by more than %.0f%%", off, 100*r.Tolerance))
+	}
+	if r.DryRunMismatches > 0 {
+		parts = append(parts, fmt.Sprintf("%d partition(s) changed otherwise than the dry run's content diff foresaw", r.DryRunMismatches))
+	}
+	return strings.Join(parts, "; ")
 }

@@ -427,7 +427,7 @@ func (c *Control) signoffReqs(ctx context.Context, r *reqs, s *State, user strin
 		return err
 	}
 	if rep.Flagged > 0 {
-		r.no("plan %s: %d partition(s) of its report differ from the plan's expectation by more than %.0f%%: investigate, or roll back (refill rollback %s)", p.ID, rep.Flagged, 100*rep.Tolerance, p.ID)
+		r.no("plan %s: in its report, %s: investigate, or roll back (refill rollback %s)", p.ID, rep.Trouble(), p.ID)
 	}
 	return nil
 }

@@ -347,6 +347,7 @@ datasets:
     table: sessions
     partition: {column: day}
     upstream: [events_raw]
+    key: [user_id]
     job:
       query: |
         SELECT event_date AS day, user_id, count(*) AS events,
@@ -359,6 +360,7 @@ datasets:
     upstream: [events_raw]
     tags: [aggregate]
     schedule: {every: day, lag: 2h, horizon: 35}
+    key: [event_type]
     job:
       query: |
         SELECT event_date AS day, event_type, count(*) AS events,
@@ -370,6 +372,7 @@ datasets:
     partition: {column: day}
     upstream: [events_daily]
     tags: [aggregate, billing]
+    key: [day]
     job:
       sql: |
         INSERT OR IGNORE INTO revenue_daily (day, amount)

@@ -173,8 +173,12 @@ func Alert(e *refill.Event, s *control.State, rep *control.Report, publicURL str
 		if rep != nil {
 			tol = rep.Tolerance
 		}
-		text = fmt.Sprintf("The run finished, and its report finds %s further than ±%.0f%% from what the plan expected:\n%s\nLook at them, and roll back if they are wrong: `refill rollback %s`.",
-			plural(flagged, "partition"), 100*tol, strings.Join(lines, "\n"), escape(e.PlanID))
+		trouble := fmt.Sprintf("%s further than ±%.0f%% from what the plan expected", plural(flagged, "partition"), 100*tol)
+		if rep != nil && rep.DryRunMismatches > 0 {
+			trouble = escape(rep.Trouble())
+		}
+		text = fmt.Sprintf("The run finished, and its report finds %s:\n%s\nLook at them, and roll back if they are wrong: `refill rollback %s`.",
+			trouble, strings.Join(lines, "\n"), escape(e.PlanID))
 	case refill.EventRunWaiting:
 		title = fmt.Sprintf(":hourglass_flowing_sand: Plan %s: waiting for the %s", e.PlanID, detail(e, "waiting_for"))
 		text = fmt.Sprintf("`%s %s` has waited for the %s since %s: ```%s```\nThe run goes on by itself when it answers, for up to `run.outage_patience`.",
@@ -446,7 +450,11 @@ func flaggedLine(r control.PartitionReport) string {
 	if r.Deviation != nil {
 		dev = fmt.Sprintf(" (%+.1f%%)", 100**r.Deviation)
 	}
-	return fmt.Sprintf("`%s` %s: expected %s, got %s%s", escape(r.Dataset), escape(r.Partition), rows(r.Expected), after, dev)
+	line := fmt.Sprintf("`%s` %s: expected %s, got %s%s", escape(r.Dataset), escape(r.Partition), rows(r.Expected), after, dev)
+	if r.DryRun != "" {
+		line += "; " + escape(r.DryRun)
+	}
+	return line
 }
 
 // stateLines say what has happened to the plan and what it still needs.

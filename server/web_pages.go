@@ -159,6 +159,16 @@ type planData struct {
 	// Running is true while the run is in progress: the page follows it.
 	Running      bool
 	ShowProgress bool
+	// Changes are the plan's content diffs step by step, changed steps
+	// first; Sample a few changed rows of the first changed partition.
+	Changes []refill.DatasetChange
+	Sample  *sampleView
+}
+
+// sampleView is a few changed rows of one partition, one line each.
+type sampleView struct {
+	Dataset, Partition string
+	Rows               []string
 }
 
 // mayDo says which buttons the page shows the signed-in user. It mirrors
@@ -195,6 +205,8 @@ type partitionView struct {
 	Published      bool
 	Before, After  *int64
 	Deviation      *float64
+	// Diff is the dry run's content diff of the partition.
+	Diff *refill.PartitionDiff
 	// Flagged: after differs from expected beyond the tolerance.
 	// Changed: the content changed (checksums differ).
 	Flagged, Changed bool
@@ -247,7 +259,13 @@ func (ui *webUI) renderPlan(w http.ResponseWriter, r *http.Request, v *view, st 
 	for _, s := range p.Steps {
 		sv := stepView{Dataset: s.Dataset, Order: s.Order, Kind: s.Kind, Tags: s.Tags, Target: slices.Contains(p.Request.Targets, s.Dataset), ExpectedNote: s.ExpectedNote}
 		for _, pp := range s.Partitions {
-			pv := partitionView{Partition: pp.Partition, Current: pp.CurrentRows, Expected: pp.ExpectedRows, ExpectedMethod: pp.ExpectedMethod}
+			pv := partitionView{Partition: pp.Partition, Current: pp.CurrentRows, Expected: pp.ExpectedRows, ExpectedMethod: pp.ExpectedMethod, Diff: pp.Diff}
+			if d.Sample == nil && pp.Diff.Changes() && len(pp.Diff.Sample) > 0 {
+				d.Sample = &sampleView{Dataset: s.Dataset, Partition: pp.Partition}
+				for _, row := range pp.Diff.Sample {
+					d.Sample.Rows = append(d.Sample.Rows, row.Describe(pp.Diff.Key))
+				}
+			}
 			if pr, ok := byKey[s.Dataset+"\x00"+pp.Partition]; ok && pr.Published {
 				pv.Published, pv.Deviation, pv.Flagged = true, pr.Deviation, pr.Flagged
 				if pr.Before != nil {
@@ -261,6 +279,14 @@ func (ui *webUI) renderPlan(w http.ResponseWriter, r *http.Request, v *view, st 
 			sv.Partitions = append(sv.Partitions, pv)
 		}
 		d.Steps = append(d.Steps, sv)
+	}
+	changes := p.Changes()
+	for _, changed := range []bool{true, false} {
+		for _, c := range changes {
+			if (c.Changed > 0) == changed {
+				d.Changes = append(d.Changes, c)
+			}
+		}
 	}
 	d.May = ui.mayDo(r.Context(), st, v.User)
 	if p.Tier == refill.TierManual {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"strings"
@@ -124,8 +125,14 @@ func renderReport(rep control.Report) string {
 	fmt.Fprintln(tw, "  DATASET\tPARTITION\tBEFORE\tAFTER\tEXPECTED\tCHECKSUM BEFORE -> AFTER\t")
 	for _, r := range rep.Partitions {
 		mark := ""
-		if r.Flagged {
+		if r.Flagged && r.Deviation != nil && math.Abs(*r.Deviation) > rep.Tolerance {
 			mark = fmt.Sprintf("! %+.0f%% off", 100**r.Deviation)
+		}
+		if r.DryRun != "" {
+			if mark != "" {
+				mark += ", "
+			}
+			mark += "! not as the dry run foresaw"
 		}
 		if !r.Published {
 			mark = "not published"
@@ -133,6 +140,15 @@ func renderReport(rep control.Report) string {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Dataset, r.Partition, digestRows(r.Before), digestRows(r.After), rows(r.Expected), checksums(r), mark)
 	}
 	tw.Flush()
+	// What the dry run foresaw, where the run did otherwise.
+	for _, r := range rep.Partitions {
+		if r.DryRun != "" {
+			fmt.Fprintf(&b, "\n  ! %s %s: %s", r.Dataset, r.Partition, refill.OneLine(r.DryRun))
+		}
+	}
+	if rep.DryRunMismatches > 0 {
+		b.WriteString("\n")
+	}
 	return b.String()
 }
 

@@ -168,7 +168,7 @@ func (a *app) demo(ctx context.Context, dir string) error {
 			planner.Request{Targets: []string{"sessions"}, From: sc.Day(24), To: sc.Day(11),
 				Reason: "sessionization bug fixed in v2.4; recompute two weeks", Actor: "alice"}},
 		{"manual: the broken 72 hours, now that the source is clean",
-			"The gate passes. Billing and the partner export are downstream: manual, with\nsnapshot, scope, lead approval and sign-off. On the broken days the aggregate's\nquery now yields 5 rows where 1 wrong row sits today.",
+			"The gate passes. Billing and the partner export are downstream: manual, with\nsnapshot, scope, lead approval and sign-off. The dry run rebuilds every partition\nin a rolled-back rehearsal and compares it with today's: events_daily's 1 wrong\nrow becomes 5 with the amounts back, and revenue_daily does not change at all —\nits job cannot repair a stale row, as its failed proof warned.",
 			incident},
 	}
 	for _, s := range steps {

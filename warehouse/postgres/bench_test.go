@@ -216,3 +216,17 @@ func BenchmarkDrift(b *testing.B) {
 		},
 	})
 }
+
+// BenchmarkDiff: the content diff's compare step against the partition's
+// checksum (warehousetest.RunDiffBench), on a schema of its own.
+func BenchmarkDiff(b *testing.B) {
+	w, err := Open(b.Context(), pgtest.Schema(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	warehousetest.RunDiffBench(b, w, func(ctx context.Context, sql string) error {
+		_, err := w.pool.Exec(ctx, sql)
+		return err
+	})
+}

@@ -215,3 +215,17 @@ func BenchmarkDrift(b *testing.B) {
 		},
 	})
 }
+
+// BenchmarkDiff: the content diff's compare step against the partition's
+// checksum (warehousetest.RunDiffBench).
+func BenchmarkDiff(b *testing.B) {
+	w, err := Open(filepath.Join(b.TempDir(), "wh.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	warehousetest.RunDiffBench(b, w, func(ctx context.Context, sql string) error {
+		_, err := w.db.ExecContext(ctx, sql)
+		return err
+	})
+}
