@@ -35,6 +35,11 @@ type Dialect struct {
 	Numeric func(c refill.Column) bool
 	// Names matches a configured column name to the table's columns.
 	Names sqltext.Dialect
+	// IndexKept returns the statements that index the kept copy (old, a
+	// quoted name) by the key's columns (quoted), and whatever else helps
+	// the engine join on them (statistics): without them SQLite pairs the
+	// rows by a nested loop, one partition scan per row.
+	IndexKept func(old string, cols []string) []string
 }
 
 // Querier runs one statement and returns its rows, every value as text
@@ -161,15 +166,34 @@ func (c *comparison) val(side string, col refill.Column) string {
 	return e
 }
 
-// join is the FULL JOIN of the two sides on the key.
+// join is the FULL JOIN of the two sides on the key: the new partition,
+// marked, on the left; the kept copy, indexed by the key, on the right,
+// where SQLite looks each row up.
 func (c *comparison) join() string {
 	on := make([]string, len(c.key))
 	for i, k := range c.key {
 		on[i] = c.val("o", k) + " = " + c.val("n", k)
 	}
-	m := q(c.mark)
-	return fmt.Sprintf("(SELECT 1 AS %[1]s, * FROM %[2]s) AS o FULL JOIN (SELECT 1 AS %[1]s, * FROM %[3]s WHERE %[4]s) AS n ON %[5]s",
-		m, c.in.Old, c.in.New, c.in.Where, strings.Join(on, " AND "))
+	return fmt.Sprintf("(SELECT 1 AS %[1]s, * FROM %[2]s WHERE %[3]s) AS n FULL JOIN %[4]s AS o ON %[5]s",
+		q(c.mark), c.in.New, c.in.Where, c.in.Old, strings.Join(on, " AND "))
+}
+
+// has is true where side has the row: the new side by its mark, the kept
+// copy by its key's first column, which is never NULL once keyed has
+// checked it.
+func (c *comparison) has(side string) string {
+	if side == "n" {
+		return "n." + q(c.mark) + " = 1"
+	}
+	return "o." + q(c.key[0].Name) + " IS NOT NULL"
+}
+
+// lacks is true where side does not have the row.
+func (c *comparison) lacks(side string) string {
+	if side == "n" {
+		return "n." + q(c.mark) + " IS NULL"
+	}
+	return "o." + q(c.key[0].Name) + " IS NULL"
 }
 
 // differs is true for a paired row some compared value of which changed.
@@ -191,53 +215,79 @@ func (c *comparison) count(cond string) string {
 // keyed pairs rows by the key. why is not "" when the key did not hold,
 // and says how.
 func (c *comparison) keyed(ctx context.Context, db Querier) (diff *refill.PartitionDiff, why string, err error) {
-	m := q(c.mark)
-	both := fmt.Sprintf("o.%[1]s = 1 AND n.%[1]s = 1", m)
-	nullKey := func(side string) string {
-		parts := make([]string, len(c.key))
-		for i, k := range c.key {
-			parts[i] = side + "." + q(k.Name) + " IS NULL"
-		}
-		return fmt.Sprintf("%s.%s = 1 AND (%s)", side, m, strings.Join(parts, " OR "))
+	names := columnNames(c.key)
+	// The sides' rows, and those with a NULL key, which pair with nothing:
+	// a key that is NULL anywhere is no key.
+	nulls := make([]string, len(c.key))
+	for i, k := range c.key {
+		nulls[i] = q(k.Name) + " IS NULL"
 	}
-	sel := []string{
-		c.d.Text("count(o." + m + ")"), c.d.Text("count(n." + m + ")"),
+	anyNull := strings.Join(nulls, " OR ")
+	rows, err := db.Rows(ctx, fmt.Sprintf("SELECT %s, %s, %s, %s",
 		c.d.Text(fmt.Sprintf("(SELECT count(*) FROM %s)", c.in.Old)),
 		c.d.Text(fmt.Sprintf("(SELECT count(*) FROM %s WHERE %s)", c.in.New, c.in.Where)),
-		c.count("n." + m + " IS NULL"), c.count("o." + m + " IS NULL"),
+		c.d.Text(fmt.Sprintf("(SELECT count(*) FROM %s WHERE %s)", c.in.Old, anyNull)),
+		c.d.Text(fmt.Sprintf("(SELECT count(*) FROM %s WHERE (%s) AND (%s))", c.in.New, c.in.Where, anyNull))), c.in.Args...)
+	if err != nil {
+		return nil, "", err
+	}
+	r, err := one(rows, 4)
+	if err != nil {
+		return nil, "", err
+	}
+	sides := make([]int64, 4)
+	for i := range sides {
+		if sides[i], err = integer(r[i]); err != nil {
+			return nil, "", err
+		}
+	}
+	oldRows, newRows := sides[0], sides[1]
+	if n := sides[2] + sides[3]; n > 0 {
+		return nil, fmt.Sprintf("the key (%s) is NULL in %d row(s)", names, n), nil
+	}
+	if c.d.IndexKept != nil && !c.in.AsText {
+		cols := make([]string, len(c.key))
+		for i, k := range c.key {
+			cols[i] = q(k.Name)
+		}
+		for _, stmt := range c.d.IndexKept(c.in.Old, cols) {
+			if _, err := db.Rows(ctx, stmt); err != nil {
+				return nil, "", err
+			}
+		}
+	}
+	both := c.has("o") + " AND " + c.has("n")
+	sel := []string{
+		c.d.Text("count(o." + q(c.key[0].Name) + ")"), c.d.Text("count(n." + q(c.mark) + ")"),
+		c.count(c.lacks("n")), c.count(c.lacks("o")),
 		c.count(both + " AND " + c.differs(c.other)),
-		c.count("(" + nullKey("o") + ") OR (" + nullKey("n") + ")"),
 	}
 	for _, col := range c.numeric {
 		sel = append(sel, c.count(both+" AND "+c.differs([]refill.Column{col})))
 		sel = append(sel, c.d.Text("sum(o."+q(col.Name)+")"), c.d.Text("sum(n."+q(col.Name)+")"))
 	}
-	rows, err := db.Rows(ctx, "SELECT "+strings.Join(sel, ", ")+" FROM "+c.join(), c.in.Args...)
+	rows, err = db.Rows(ctx, "SELECT "+strings.Join(sel, ", ")+" FROM "+c.join(), c.in.Args...)
 	if err != nil {
 		return nil, "", err
 	}
-	r, err := one(rows, len(sel))
-	if err != nil {
+	if r, err = one(rows, len(sel)); err != nil {
 		return nil, "", err
 	}
-	n := make([]int64, 8)
+	const fixed = 5
+	n := make([]int64, fixed)
 	for i := range n {
 		if n[i], err = integer(r[i]); err != nil {
 			return nil, "", err
 		}
 	}
-	joinedOld, joinedNew, oldRows, newRows, onlyOld, onlyNew, changed, nulls := n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7]
-	names := columnNames(c.key)
-	switch {
-	case nulls > 0:
-		return nil, fmt.Sprintf("the key (%s) is NULL in %d row(s)", names, nulls), nil
-	case joinedOld != oldRows || joinedNew != newRows:
+	joinedOld, joinedNew, onlyOld, onlyNew, changed := n[0], n[1], n[2], n[3], n[4]
+	if joinedOld != oldRows || joinedNew != newRows {
 		return nil, fmt.Sprintf("the key (%s) is shared by several rows", names), nil
 	}
 	paired := oldRows - onlyOld
 	diff = &refill.PartitionDiff{OnlyOld: onlyOld, OnlyNew: onlyNew, Changed: &changed, Unchanged: paired - changed, Key: keyNames(c.key)}
 	for i, col := range c.numeric {
-		base := 8 + 3*i
+		base := fixed + 3*i
 		moved, err := integer(r[base])
 		if err != nil {
 			return nil, "", err
@@ -259,15 +309,14 @@ func (c *comparison) keyed(ctx context.Context, db Querier) (diff *refill.Partit
 
 // keyedSample shows changed rows, then removed, then added, in key order.
 func (c *comparison) keyedSample(ctx context.Context, db Querier, diff *refill.PartitionDiff) error {
-	m := q(c.mark)
 	kinds := []struct {
 		n            int64
 		cond, order  string
 		oldSide, new bool
 	}{
-		{*diff.Changed, fmt.Sprintf("o.%[1]s = 1 AND n.%[1]s = 1 AND %[2]s", m, c.differs(c.other)), "o", true, true},
-		{diff.OnlyOld, "n." + m + " IS NULL", "o", true, false},
-		{diff.OnlyNew, "o." + m + " IS NULL", "n", false, true},
+		{*diff.Changed, c.has("o") + " AND " + c.has("n") + " AND " + c.differs(c.other), "o", true, true},
+		{diff.OnlyOld, c.lacks("n"), "o", true, false},
+		{diff.OnlyNew, c.lacks("o"), "n", false, true},
 	}
 	for _, k := range kinds {
 		left := c.sample - len(diff.Sample)

@@ -32,6 +32,9 @@ var dialect = contentdiff.Dialect{
 		return false
 	},
 	Names: sqltext.SQLite,
+	IndexKept: func(old string, cols []string) []string {
+		return []string{`CREATE INDEX temp."refill_diff_kept_key" ON "refill_diff_kept" (` + strings.Join(cols, ", ") + `)`}
+	},
 }
 
 // Diff keeps a copy of partition, runs build, and compares what build
