@@ -192,3 +192,60 @@ func benchPlan(b *testing.B, size int) {
 	b.ReportMetric(float64(parts), "partitions")
 	b.ReportMetric(float64(rehearsed), "rehearsed")
 }
+
+// BenchmarkPlanDiffs plans 30 days over the 100-dataset lineage twice per
+// iteration, with content diffs (the default plan.diff_budget) and without
+// (plan.diff_budget: 0, rehearsal alone), and reports the ratio of the two
+// from the same run:
+//
+//	go test ./planner -run '^$' -bench PlanDiffs -benchtime 5x
+func BenchmarkPlanDiffs(b *testing.B) {
+	cfg, wh := lineageFixture(b, 100)
+	p, err := New(cfg, wh, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var targets []string
+	for _, name := range cfg.DatasetNames() {
+		if cfg.Datasets[name].IsSource() {
+			targets = append(targets, name)
+		}
+	}
+	req := Request{Targets: targets, From: "2026-10-01", To: "2026-10-30", Reason: "bench", Actor: "bench"}
+	ctx := context.Background()
+	var with, without time.Duration
+	var diffed, parts int
+	for b.Loop() {
+		for _, budget := range []int64{0, refill.DefaultDiffBudget} {
+			cfg.Plan.DiffBudget = budget
+			start := time.Now()
+			plan, err := p.Build(ctx, req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			took := time.Since(start)
+			if budget == 0 {
+				without += took
+				continue
+			}
+			with += took
+			diffed, parts = 0, 0
+			for _, s := range plan.Steps {
+				for _, pp := range s.Partitions {
+					parts++
+					if pp.Diff != nil && pp.Diff.Skipped == "" {
+						diffed++
+					}
+				}
+			}
+		}
+	}
+	if diffed != parts {
+		b.Fatalf("%d of %d partitions diffed, want all", diffed, parts)
+	}
+	n := float64(b.N)
+	b.ReportMetric(without.Seconds()/n, "rehearsal-s/plan")
+	b.ReportMetric(with.Seconds()/n, "with-diffs-s/plan")
+	b.ReportMetric(float64(with)/float64(without), "with/without")
+	b.ReportMetric(float64(parts), "partitions")
+}

@@ -213,38 +213,11 @@ func (c *comparison) count(cond string) string {
 }
 
 // keyed pairs rows by the key. why is not "" when the key did not hold,
-// and says how.
+// and says how. It is one statement (two with the index, and one more for
+// the sample when something changed): a plan diffs thousands of small
+// partitions, where each statement's cost is most of it.
 func (c *comparison) keyed(ctx context.Context, db Querier) (diff *refill.PartitionDiff, why string, err error) {
 	names := columnNames(c.key)
-	// The sides' rows, and those with a NULL key, which pair with nothing:
-	// a key that is NULL anywhere is no key.
-	nulls := make([]string, len(c.key))
-	for i, k := range c.key {
-		nulls[i] = q(k.Name) + " IS NULL"
-	}
-	anyNull := strings.Join(nulls, " OR ")
-	rows, err := db.Rows(ctx, fmt.Sprintf("SELECT %s, %s, %s, %s",
-		c.d.Text(fmt.Sprintf("(SELECT count(*) FROM %s)", c.in.Old)),
-		c.d.Text(fmt.Sprintf("(SELECT count(*) FROM %s WHERE %s)", c.in.New, c.in.Where)),
-		c.d.Text(fmt.Sprintf("(SELECT count(*) FROM %s WHERE %s)", c.in.Old, anyNull)),
-		c.d.Text(fmt.Sprintf("(SELECT count(*) FROM %s WHERE (%s) AND (%s))", c.in.New, c.in.Where, anyNull))), c.in.Args...)
-	if err != nil {
-		return nil, "", err
-	}
-	r, err := one(rows, 4)
-	if err != nil {
-		return nil, "", err
-	}
-	sides := make([]int64, 4)
-	for i := range sides {
-		if sides[i], err = integer(r[i]); err != nil {
-			return nil, "", err
-		}
-	}
-	oldRows, newRows := sides[0], sides[1]
-	if n := sides[2] + sides[3]; n > 0 {
-		return nil, fmt.Sprintf("the key (%s) is NULL in %d row(s)", names, n), nil
-	}
 	if c.d.IndexKept != nil && !c.in.AsText {
 		cols := make([]string, len(c.key))
 		for i, k := range c.key {
@@ -256,32 +229,49 @@ func (c *comparison) keyed(ctx context.Context, db Querier) (diff *refill.Partit
 			}
 		}
 	}
+	// With the pairing, the sides' rows and those with a NULL key, which
+	// pair with nothing: a key that is NULL anywhere is no key, and the
+	// counts the join made with it are thrown away.
+	nulls := make([]string, len(c.key))
+	for i, k := range c.key {
+		nulls[i] = q(k.Name) + " IS NULL"
+	}
+	anyNull := strings.Join(nulls, " OR ")
 	both := c.has("o") + " AND " + c.has("n")
 	sel := []string{
+		c.d.Text(fmt.Sprintf("(SELECT count(*) FROM %s)", c.in.Old)),
+		c.d.Text(fmt.Sprintf("(SELECT count(*) FROM %s WHERE %s)", c.in.New, c.in.Where)),
+		c.d.Text(fmt.Sprintf("(SELECT count(*) FROM %s WHERE %s)", c.in.Old, anyNull)),
+		c.d.Text(fmt.Sprintf("(SELECT count(*) FROM %s WHERE (%s) AND (%s))", c.in.New, c.in.Where, anyNull)),
 		c.d.Text("count(o." + q(c.key[0].Name) + ")"), c.d.Text("count(n." + q(c.mark) + ")"),
 		c.count(c.lacks("n")), c.count(c.lacks("o")),
 		c.count(both + " AND " + c.differs(c.other)),
 	}
+	const fixed = 9
 	for _, col := range c.numeric {
 		sel = append(sel, c.count(both+" AND "+c.differs([]refill.Column{col})))
 		sel = append(sel, c.d.Text("sum(o."+q(col.Name)+")"), c.d.Text("sum(n."+q(col.Name)+")"))
 	}
-	rows, err = db.Rows(ctx, "SELECT "+strings.Join(sel, ", ")+" FROM "+c.join(), c.in.Args...)
+	rows, err := db.Rows(ctx, "SELECT "+strings.Join(sel, ", ")+" FROM "+c.join(), c.in.Args...)
 	if err != nil {
 		return nil, "", err
 	}
-	if r, err = one(rows, len(sel)); err != nil {
+	r, err := one(rows, len(sel))
+	if err != nil {
 		return nil, "", err
 	}
-	const fixed = 5
 	n := make([]int64, fixed)
 	for i := range n {
 		if n[i], err = integer(r[i]); err != nil {
 			return nil, "", err
 		}
 	}
-	joinedOld, joinedNew, onlyOld, onlyNew, changed := n[0], n[1], n[2], n[3], n[4]
-	if joinedOld != oldRows || joinedNew != newRows {
+	oldRows, newRows, oldNull, newNull := n[0], n[1], n[2], n[3]
+	joinedOld, joinedNew, onlyOld, onlyNew, changed := n[4], n[5], n[6], n[7], n[8]
+	switch {
+	case oldNull+newNull > 0:
+		return nil, fmt.Sprintf("the key (%s) is NULL in %d row(s)", names, oldNull+newNull), nil
+	case joinedOld != oldRows || joinedNew != newRows:
 		return nil, fmt.Sprintf("the key (%s) is shared by several rows", names), nil
 	}
 	paired := oldRows - onlyOld
@@ -301,70 +291,88 @@ func (c *comparison) keyed(ctx context.Context, db Querier) (diff *refill.Partit
 		}
 		diff.Columns[col.Name] = cd
 	}
-	if err := c.keyedSample(ctx, db, diff); err != nil {
-		return nil, "", err
+	if changed+onlyOld+onlyNew > 0 {
+		if err := c.keyedSample(ctx, db, diff); err != nil {
+			return nil, "", err
+		}
 	}
 	return diff, "", nil
 }
 
-// keyedSample shows changed rows, then removed, then added, in key order.
+// keyedSample shows changed rows, then removed, then added, in key order,
+// in one statement.
 func (c *comparison) keyedSample(ctx context.Context, db Querier, diff *refill.PartitionDiff) error {
-	kinds := []struct {
-		n            int64
-		cond, order  string
-		oldSide, new bool
-	}{
-		{*diff.Changed, c.has("o") + " AND " + c.has("n") + " AND " + c.differs(c.other), "o", true, true},
-		{diff.OnlyOld, c.lacks("n"), "o", true, false},
-		{diff.OnlyNew, c.lacks("o"), "n", false, true},
+	if len(c.shown) == 0 {
+		return nil
 	}
-	for _, k := range kinds {
-		left := c.sample - len(diff.Sample)
-		if k.n == 0 || left <= 0 {
-			continue
+	changed := c.has("o") + " AND " + c.has("n") + " AND " + c.differs(c.other)
+	kind := fmt.Sprintf("CASE WHEN %s THEN 1 WHEN %s THEN 2 ELSE 0 END", c.lacks("n"), c.lacks("o"))
+	sel := []string{kind}
+	for _, side := range []string{"o", "n"} {
+		for _, col := range c.shown {
+			sel = append(sel, c.d.Text(side+"."+q(col.Name)))
 		}
-		var sel []string
-		for _, side := range []string{"o", "n"} {
-			for _, col := range c.shown {
-				sel = append(sel, c.d.Text(side+"."+q(col.Name)))
-			}
+	}
+	order := []string{"1"}
+	for _, col := range c.key {
+		order = append(order, fmt.Sprintf("coalesce(%s, %s)", c.val("o", col), c.val("n", col)))
+	}
+	rows, err := db.Rows(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE (%s) OR %s OR %s ORDER BY %s LIMIT %d",
+		strings.Join(sel, ", "), c.join(), changed, c.lacks("n"), c.lacks("o"), strings.Join(order, ", "), c.sample), c.in.Args...)
+	if err != nil {
+		return err
+	}
+	w := len(c.shown)
+	for _, r := range rows {
+		if len(r) != 1+2*w {
+			return fmt.Errorf("the sample returned %d values, not %d", len(r), 1+2*w)
 		}
-		order := make([]string, len(c.key))
-		for i, col := range c.key {
-			order[i] = c.val(k.order, col)
+		var row refill.DiffRow
+		k, _ := integer(r[0])
+		if k != 2 {
+			row.Old = c.values(r[1 : 1+w])
 		}
-		rows, err := db.Rows(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE %s ORDER BY %s LIMIT %d",
-			strings.Join(sel, ", "), c.join(), k.cond, strings.Join(order, ", "), left), c.in.Args...)
-		if err != nil {
-			return err
+		if k != 1 {
+			row.New = c.values(r[1+w:])
 		}
-		for _, r := range rows {
-			var row refill.DiffRow
-			if k.oldSide {
-				row.Old = c.values(r[:len(c.shown)])
-			}
-			if k.new {
-				row.New = c.values(r[len(c.shown):])
-			}
-			diff.Sample = append(diff.Sample, row)
-		}
+		diff.Sample = append(diff.Sample, row)
 	}
 	return nil
 }
 
 // whole compares rows whole, by hash: a row in the old partition more
-// often than in the new is removed, the other way added.
+// often than in the new is removed, the other way added. The counts and
+// the sums are one statement, the sample one more when something changed.
 func (c *comparison) whole(ctx context.Context, db Querier) (*refill.PartitionDiff, error) {
-	grouped := fmt.Sprintf(`(SELECT u.h, sum(u.o) AS o, sum(u.n) AS n FROM (SELECT %[1]s AS h, 1 AS o, 0 AS n FROM %[2]s UNION ALL SELECT %[1]s AS h, 0 AS o, 1 AS n FROM %[3]s WHERE %[4]s) AS u GROUP BY u.h) AS g`,
+	grouped := fmt.Sprintf(`SELECT u.h, sum(u.o) AS o, sum(u.n) AS n FROM (SELECT %[1]s AS h, 1 AS o, 0 AS n FROM %[2]s UNION ALL SELECT %[1]s AS h, 0 AS o, 1 AS n FROM %[3]s WHERE %[4]s) AS u GROUP BY u.h`,
 		c.in.RowHash, c.in.Old, c.in.New, c.in.Where)
 	sum := func(e string) string { return c.d.Text("coalesce(sum(" + e + "), 0)") }
-	rows, err := db.Rows(ctx, fmt.Sprintf("SELECT %s, %s, %s FROM %s",
+	var sums []refill.Column
+	for _, col := range c.numeric {
+		if !c.private[col.Name] {
+			sums = append(sums, col)
+		}
+	}
+	sel := []string{"a.only_old", "a.only_new", "a.unchanged"}
+	from := fmt.Sprintf("(SELECT %s AS only_old, %s AS only_new, %s AS unchanged FROM (%s) AS g) AS a",
 		sum("CASE WHEN g.o > g.n THEN g.o - g.n ELSE 0 END"), sum("CASE WHEN g.n > g.o THEN g.n - g.o ELSE 0 END"),
-		sum("CASE WHEN g.o < g.n THEN g.o ELSE g.n END"), grouped), c.in.Args...)
+		sum("CASE WHEN g.o < g.n THEN g.o ELSE g.n END"), grouped)
+	if len(sums) > 0 {
+		side := func(alias, table, where string) string {
+			cols := make([]string, len(sums))
+			for i, col := range sums {
+				cols[i] = fmt.Sprintf("%s AS s%d", c.d.Text("sum("+q(col.Name)+")"), i)
+				sel = append(sel, fmt.Sprintf("%s.s%d", alias, i))
+			}
+			return fmt.Sprintf("(SELECT %s FROM %s WHERE %s) AS %s", strings.Join(cols, ", "), table, where, alias)
+		}
+		from += ", " + side("so", c.in.Old, "1 = 1") + ", " + side("sn", c.in.New, c.in.Where)
+	}
+	rows, err := db.Rows(ctx, fmt.Sprintf("SELECT %s FROM %s", strings.Join(sel, ", "), from), c.in.Args...)
 	if err != nil {
 		return nil, err
 	}
-	r, err := one(rows, 3)
+	r, err := one(rows, len(sel))
 	if err != nil {
 		return nil, err
 	}
@@ -374,70 +382,40 @@ func (c *comparison) whole(ctx context.Context, db Querier) (*refill.PartitionDi
 			return nil, err
 		}
 	}
-	var sums []refill.Column
-	for _, col := range c.numeric {
-		if !c.private[col.Name] {
-			sums = append(sums, col)
-		}
-	}
 	if len(sums) > 0 {
-		sel := make([]string, len(sums))
-		for i, col := range sums {
-			sel[i] = c.d.Text("sum(" + q(col.Name) + ")")
-		}
-		old, err := db.Rows(ctx, fmt.Sprintf("SELECT %s FROM %s", strings.Join(sel, ", "), c.in.Old))
-		if err != nil {
-			return nil, err
-		}
-		nw, err := db.Rows(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE %s", strings.Join(sel, ", "), c.in.New, c.in.Where), c.in.Args...)
-		if err != nil {
-			return nil, err
-		}
-		o, err := one(old, len(sums))
-		if err != nil {
-			return nil, err
-		}
-		n, err := one(nw, len(sums))
-		if err != nil {
-			return nil, err
-		}
 		diff.Columns = map[string]refill.ColumnDiff{}
 		for i, col := range sums {
-			diff.Columns[col.Name] = refill.ColumnDiff{OldSum: refill.SumNumber(o[i]), NewSum: refill.SumNumber(n[i])}
+			diff.Columns[col.Name] = refill.ColumnDiff{OldSum: refill.SumNumber(r[3+i]), NewSum: refill.SumNumber(r[3+len(sums)+i])}
 		}
 	}
-	// The sample: removed rows, then added ones.
-	for _, side := range []struct {
-		n           int64
-		from, where string
-		args        []any
-		cond        string
-		old         bool
-	}{
-		{diff.OnlyOld, c.in.Old, "1 = 1", nil, "g.o > g.n", true},
-		{diff.OnlyNew, c.in.New, c.in.Where, c.in.Args, "g.n > g.o", false},
-	} {
-		left := c.sample - len(diff.Sample)
-		if side.n == 0 || left <= 0 || len(c.shown) == 0 {
-			continue
+	if diff.OnlyOld+diff.OnlyNew == 0 || len(c.shown) == 0 {
+		return diff, nil
+	}
+	// The sample: removed rows, then added ones, in column order; the
+	// hashes that differ are found once, for both sides.
+	cols := make([]string, len(c.shown))
+	order := make([]string, len(c.shown)+1)
+	order[0] = "1"
+	for i, col := range c.shown {
+		cols[i] = c.d.Text(q(col.Name))
+		order[i+1] = strconv.Itoa(i + 2)
+	}
+	rows, err = db.Rows(ctx, fmt.Sprintf(`WITH g AS (%[1]s HAVING sum(u.o) <> sum(u.n))
+SELECT 0, %[2]s FROM %[3]s WHERE %[4]s IN (SELECT g.h FROM g WHERE g.o > g.n)
+UNION ALL SELECT 1, %[2]s FROM %[5]s WHERE (%[6]s) AND %[4]s IN (SELECT g.h FROM g WHERE g.n > g.o)
+ORDER BY %[7]s LIMIT %[8]d`,
+		grouped, strings.Join(cols, ", "), c.in.Old, c.in.RowHash, c.in.New, c.in.Where, strings.Join(order, ", "), c.sample), c.in.Args...)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rows {
+		if len(r) != 1+len(c.shown) {
+			return nil, fmt.Errorf("the sample returned %d values, not %d", len(r), 1+len(c.shown))
 		}
-		sel := make([]string, len(c.shown))
-		order := make([]string, len(c.shown))
-		for i, col := range c.shown {
-			sel[i] = c.d.Text(q(col.Name))
-			order[i] = strconv.Itoa(i + 1)
-		}
-		rows, err := db.Rows(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE (%s) AND %s IN (SELECT g.h FROM %s WHERE %s) ORDER BY %s LIMIT %d",
-			strings.Join(sel, ", "), side.from, side.where, c.in.RowHash, grouped, side.cond, strings.Join(order, ", "), left), c.in.Args...)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range rows {
-			if side.old {
-				diff.Sample = append(diff.Sample, refill.DiffRow{Old: c.values(r)})
-			} else {
-				diff.Sample = append(diff.Sample, refill.DiffRow{New: c.values(r)})
-			}
+		if k, _ := integer(r[0]); k == 0 {
+			diff.Sample = append(diff.Sample, refill.DiffRow{Old: c.values(r[1:])})
+		} else {
+			diff.Sample = append(diff.Sample, refill.DiffRow{New: c.values(r[1:])})
 		}
 	}
 	return diff, nil

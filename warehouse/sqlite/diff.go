@@ -14,10 +14,16 @@ import (
 	"github.com/refill-dev/refill/warehouse/sqltext"
 )
 
-// kept is the temporary table that holds a partition as it was before a
-// rehearsal rebuilt it. Its name starts with refill_, so job text may not
-// read it (guard.go).
-const kept = `temp."refill_diff_kept"`
+// A kept copy is the temporary table that holds a partition as it was
+// before a rehearsal rebuilt it: one per table for the transaction, so
+// that the statements comparing it are parsed once per table and not once
+// per partition (parsing is most of what a small partition's diff costs
+// in SQLite). Their names start with refill_, so job text may not read
+// them (guard.go); they go with the transaction's connection.
+type keptCopy struct {
+	name    string // unquoted, in the temp schema
+	indexed map[string]bool
+}
 
 var dialect = contentdiff.Dialect{
 	Text:     func(e string) string { return "CAST(" + e + " AS TEXT)" },
@@ -32,9 +38,6 @@ var dialect = contentdiff.Dialect{
 		return false
 	},
 	Names: sqltext.SQLite,
-	IndexKept: func(old string, cols []string) []string {
-		return []string{`CREATE INDEX temp."refill_diff_kept_key" ON "refill_diff_kept" (` + strings.Join(cols, ", ") + `)`}
-	},
 }
 
 // Diff keeps a copy of partition, runs build, and compares what build
@@ -53,14 +56,19 @@ func (t *tx) Diff(ctx context.Context, ref refill.TableRef, partition string, sp
 		return nil, fmt.Errorf("diff of %s: %w", ref.Table, err)
 	}
 	table := sqltext.SQLite.QuoteName(ref.Table)
-	_, _ = t.conn.ExecContext(ctx, "DROP TABLE IF EXISTS "+kept)
-	if _, err := t.conn.ExecContext(ctx, fmt.Sprintf("CREATE TEMP TABLE %s AS SELECT * FROM %s WHERE %s", "refill_diff_kept", table, f.where), f.args...); err != nil {
+	kc, err := t.keptCopy(ctx, ref.Table, table)
+	if err == nil {
+		err = t.exec(ctx, "DELETE FROM temp."+sqltext.QuoteIdent(kc.name))
+	}
+	if err == nil {
+		err = t.exec(ctx, fmt.Sprintf("INSERT INTO temp.%s SELECT * FROM %s WHERE %s", sqltext.QuoteIdent(kc.name), table, f.where), f.args...)
+	}
+	if err != nil {
 		if err := build(); err != nil {
 			return nil, err
 		}
 		return refill.SkippedDiff("the partition could not be copied aside to compare: " + oneLine(err)), nil
 	}
-	defer func() { _, _ = t.conn.ExecContext(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS "+kept) }()
 	if err := build(); err != nil {
 		return nil, err
 	}
@@ -75,8 +83,17 @@ func (t *tx) Diff(ctx context.Context, ref refill.TableRef, partition string, sp
 	for i, c := range cols {
 		names[i] = sqltext.QuoteIdent(c.Name)
 	}
-	d, err := contentdiff.Compare(ctx, querierRows{t.conn}, dialect, contentdiff.Input{
-		Old: kept, New: table, Where: f.where, Args: f.args,
+	d := dialect
+	d.IndexKept = func(_ string, key []string) []string {
+		id := strings.Join(key, ",")
+		if kc.indexed[id] {
+			return nil
+		}
+		kc.indexed[id] = true
+		return []string{fmt.Sprintf("CREATE INDEX temp.%s ON %s (%s)", sqltext.QuoteIdent(fmt.Sprintf("%s_key%d", kc.name, len(kc.indexed))), sqltext.QuoteIdent(kc.name), id)}
+	}
+	diff, err := contentdiff.Compare(ctx, querierRows{t}, d, contentdiff.Input{
+		Old: "temp." + sqltext.QuoteIdent(kc.name), New: table, Where: f.where, Args: f.args,
 		Columns: cols, Partition: pc.Name,
 		RowHash: "refill_rowhash(" + strings.Join(names, ", ") + ")",
 		Spec:    spec,
@@ -87,16 +104,65 @@ func (t *tx) Diff(ctx context.Context, ref refill.TableRef, partition string, sp
 		}
 		return refill.SkippedDiff("the comparison failed: " + oneLine(err)), nil
 	}
-	return d, nil
+	return diff, nil
+}
+
+// keptCopy returns the transaction's kept copy of table, creating it
+// empty, with its columns, on first use.
+func (t *tx) keptCopy(ctx context.Context, name, table string) (*keptCopy, error) {
+	if kc := t.kept[name]; kc != nil {
+		return kc, nil
+	}
+	kc := &keptCopy{name: fmt.Sprintf("refill_diff_kept_%d", len(t.kept)+1), indexed: map[string]bool{}}
+	// The copies outlive the transaction on its connection: it is not
+	// given back to the pool.
+	t.tainted = true
+	if _, err := t.conn.ExecContext(ctx, fmt.Sprintf("DROP TABLE IF EXISTS temp.%[1]s; CREATE TEMP TABLE %[1]s AS SELECT * FROM %[2]s WHERE 0", sqltext.QuoteIdent(kc.name), table)); err != nil {
+		return nil, err
+	}
+	if t.kept == nil {
+		t.kept = map[string]*keptCopy{}
+	}
+	t.kept[name] = kc
+	return kc, nil
+}
+
+// stmt is the transaction's prepared statement for text, prepared once.
+func (t *tx) stmt(ctx context.Context, text string) (*sql.Stmt, error) {
+	if s := t.stmts[text]; s != nil {
+		return s, nil
+	}
+	s, err := t.conn.PrepareContext(ctx, text)
+	if err != nil {
+		return nil, err
+	}
+	if t.stmts == nil {
+		t.stmts = map[string]*sql.Stmt{}
+	}
+	t.stmts[text] = s
+	return s, nil
+}
+
+func (t *tx) exec(ctx context.Context, text string, args ...any) error {
+	s, err := t.stmt(ctx, text)
+	if err != nil {
+		return err
+	}
+	_, err = s.ExecContext(ctx, args...)
+	return err
 }
 
 func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
 
 // querierRows reads every value as text.
-type querierRows struct{ db querier }
+type querierRows struct{ t *tx }
 
-func (q querierRows) Rows(ctx context.Context, stmt string, args ...any) ([][]*string, error) {
-	rows, err := q.db.QueryContext(ctx, stmt, args...)
+func (q querierRows) Rows(ctx context.Context, text string, args ...any) ([][]*string, error) {
+	s, err := q.t.stmt(ctx, text)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.QueryContext(ctx, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -138,4 +204,12 @@ func init() {
 			return int64(rowHash(args)), nil
 		},
 	})
+}
+
+// closeStmts closes the statements the transaction prepared.
+func (t *tx) closeStmts() {
+	for _, s := range t.stmts {
+		_ = s.Close()
+	}
+	t.stmts = nil
 }

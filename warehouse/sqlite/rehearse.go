@@ -51,6 +51,7 @@ func (w *Warehouse) Rehearse(ctx context.Context, fn func(tx refill.WarehouseTx)
 		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
 	}()
 	t := &tx{conn: conn}
+	defer t.closeStmts()
 	if err := t.hook(); err != nil {
 		return fmt.Errorf("rehearsal: %w", err)
 	}
@@ -66,6 +67,10 @@ func discard(conn *sql.Conn) {
 // tx is a rehearsal's or a run's transaction, on a connection of its own.
 type tx struct {
 	conn *sql.Conn
+	// kept are the content diff's copies, by table; stmts the statements
+	// prepared for them (diff.go).
+	kept  map[string]*keptCopy
+	stmts map[string]*sql.Stmt
 	// committing is set just before refill's own COMMIT, the one commit
 	// the commit hook lets through.
 	committing bool

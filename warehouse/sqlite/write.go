@@ -31,6 +31,7 @@ func (w *Warehouse) Transact(ctx context.Context, fn func(tx refill.WarehouseTx)
 	}
 	t := &tx{conn: conn}
 	defer func() {
+		t.closeStmts()
 		if t.tainted {
 			discard(conn)
 		} else {
