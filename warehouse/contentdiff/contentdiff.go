@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -299,45 +300,94 @@ func (c *comparison) keyed(ctx context.Context, db Querier) (diff *refill.Partit
 	return diff, "", nil
 }
 
-// keyedSample shows changed rows, then removed, then added, in key order,
-// in one statement.
+// keyedSample shows changed rows, then removed, then added, each kind in
+// key order. Each kind is asked for only as many rows as it has and the
+// sample has room for, in no order: the engine stops at the last one it
+// needs instead of joining and sorting the whole partition again.
 func (c *comparison) keyedSample(ctx context.Context, db Querier, diff *refill.PartitionDiff) error {
 	if len(c.shown) == 0 {
 		return nil
 	}
-	changed := c.has("o") + " AND " + c.has("n") + " AND " + c.differs(c.other)
-	kind := fmt.Sprintf("CASE WHEN %s THEN 1 WHEN %s THEN 2 ELSE 0 END", c.lacks("n"), c.lacks("o"))
-	sel := []string{kind}
+	kinds := []struct {
+		n         int64
+		cond      string
+		old, new  bool
+		keySource string
+	}{
+		{*diff.Changed, c.has("o") + " AND " + c.has("n") + " AND " + c.differs(c.other), true, true, "o"},
+		{diff.OnlyOld, c.lacks("n"), true, false, "o"},
+		{diff.OnlyNew, c.lacks("o"), false, true, "n"},
+	}
+	sel := make([]string, 0, 2*len(c.shown))
 	for _, side := range []string{"o", "n"} {
 		for _, col := range c.shown {
 			sel = append(sel, c.d.Text(side+"."+q(col.Name)))
 		}
 	}
-	order := []string{"1"}
-	for _, col := range c.key {
-		order = append(order, fmt.Sprintf("coalesce(%s, %s)", c.val("o", col), c.val("n", col)))
-	}
-	rows, err := db.Rows(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE (%s) OR %s OR %s ORDER BY %s LIMIT %d",
-		strings.Join(sel, ", "), c.join(), changed, c.lacks("n"), c.lacks("o"), strings.Join(order, ", "), c.sample), c.in.Args...)
-	if err != nil {
-		return err
-	}
 	w := len(c.shown)
-	for _, r := range rows {
-		if len(r) != 1+2*w {
-			return fmt.Errorf("the sample returned %d values, not %d", len(r), 1+2*w)
+	for _, k := range kinds {
+		left := int64(c.sample - len(diff.Sample))
+		if k.n == 0 || left <= 0 {
+			continue
 		}
-		var row refill.DiffRow
-		k, _ := integer(r[0])
-		if k != 2 {
-			row.Old = c.values(r[1 : 1+w])
+		rows, err := db.Rows(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE %s LIMIT %d",
+			strings.Join(sel, ", "), c.join(), k.cond, min(left, k.n)), c.in.Args...)
+		if err != nil {
+			return err
 		}
-		if k != 1 {
-			row.New = c.values(r[1+w:])
+		var got []refill.DiffRow
+		for _, r := range rows {
+			if len(r) != 2*w {
+				return fmt.Errorf("the sample returned %d values, not %d", len(r), 2*w)
+			}
+			var row refill.DiffRow
+			if k.old {
+				row.Old = c.values(r[:w])
+			}
+			if k.new {
+				row.New = c.values(r[w:])
+			}
+			got = append(got, row)
 		}
-		diff.Sample = append(diff.Sample, row)
+		slices.SortStableFunc(got, func(a, b refill.DiffRow) int { return c.compareKeys(a, b) })
+		diff.Sample = append(diff.Sample, got...)
 	}
 	return nil
+}
+
+// compareKeys orders two sample rows by their keys, as numbers where both
+// are, else as text.
+func (c *comparison) compareKeys(a, b refill.DiffRow) int {
+	side := func(r refill.DiffRow) map[string]*string {
+		if r.New != nil {
+			return r.New
+		}
+		return r.Old
+	}
+	ra, rb := side(a), side(b)
+	for _, k := range c.key {
+		va, vb := ra[k.Name], rb[k.Name]
+		switch {
+		case va == nil && vb == nil:
+			continue
+		case va == nil:
+			return -1
+		case vb == nil:
+			return 1
+		}
+		fa, ea := strconv.ParseFloat(*va, 64)
+		fb, eb := strconv.ParseFloat(*vb, 64)
+		if ea == nil && eb == nil && fa != fb {
+			if fa < fb {
+				return -1
+			}
+			return 1
+		}
+		if r := strings.Compare(*va, *vb); r != 0 {
+			return r
+		}
+	}
+	return 0
 }
 
 // whole compares rows whole, by hash: a row in the old partition more
