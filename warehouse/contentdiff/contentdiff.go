@@ -441,20 +441,19 @@ func (c *comparison) whole(ctx context.Context, db Querier) (*refill.PartitionDi
 	if diff.OnlyOld+diff.OnlyNew == 0 || len(c.shown) == 0 {
 		return diff, nil
 	}
-	// The sample: removed rows, then added ones, in column order; the
-	// hashes that differ are found once, for both sides.
+	// The sample: removed rows, then added ones, each in column order.
+	// The hashes that differ are found once, for both sides; the rows are
+	// asked for in no order, so the engine stops at the last it needs, and
+	// sorted here.
 	cols := make([]string, len(c.shown))
-	order := make([]string, len(c.shown)+1)
-	order[0] = "1"
 	for i, col := range c.shown {
 		cols[i] = c.d.Text(q(col.Name))
-		order[i+1] = strconv.Itoa(i + 2)
 	}
 	rows, err = db.Rows(ctx, fmt.Sprintf(`WITH g AS (%[1]s HAVING sum(u.o) <> sum(u.n))
 SELECT 0, %[2]s FROM %[3]s WHERE %[4]s IN (SELECT g.h FROM g WHERE g.o > g.n)
 UNION ALL SELECT 1, %[2]s FROM %[5]s WHERE (%[6]s) AND %[4]s IN (SELECT g.h FROM g WHERE g.n > g.o)
-ORDER BY %[7]s LIMIT %[8]d`,
-		grouped, strings.Join(cols, ", "), c.in.Old, c.in.RowHash, c.in.New, c.in.Where, strings.Join(order, ", "), c.sample), c.in.Args...)
+LIMIT %[7]d`,
+		grouped, strings.Join(cols, ", "), c.in.Old, c.in.RowHash, c.in.New, c.in.Where, min(int64(c.sample), diff.OnlyOld+diff.OnlyNew)), c.in.Args...)
 	if err != nil {
 		return nil, err
 	}
@@ -462,6 +461,24 @@ ORDER BY %[7]s LIMIT %[8]d`,
 		if len(r) != 1+len(c.shown) {
 			return nil, fmt.Errorf("the sample returned %d values, not %d", len(r), 1+len(c.shown))
 		}
+	}
+	slices.SortStableFunc(rows, func(a, b []*string) int {
+		for i := range a {
+			switch {
+			case a[i] == nil && b[i] == nil:
+				continue
+			case a[i] == nil:
+				return -1
+			case b[i] == nil:
+				return 1
+			}
+			if r := strings.Compare(*a[i], *b[i]); r != 0 {
+				return r
+			}
+		}
+		return 0
+	})
+	for _, r := range rows {
 		if k, _ := integer(r[0]); k == 0 {
 			diff.Sample = append(diff.Sample, refill.DiffRow{Old: c.values(r[1:])})
 		} else {
