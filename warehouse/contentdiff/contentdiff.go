@@ -41,6 +41,9 @@ type Dialect struct {
 	// the engine join on them (statistics): without them SQLite pairs the
 	// rows by a nested loop, one partition scan per row.
 	IndexKept func(old string, cols []string) []string
+	// AfterJoin are statements that undo for the rest of the comparison
+	// what IndexKept set for the join (a planner setting).
+	AfterJoin []string
 }
 
 // Querier runs one statement and returns its rows, every value as text
@@ -229,6 +232,13 @@ func (c *comparison) keyed(ctx context.Context, db Querier) (diff *refill.Partit
 				return nil, "", err
 			}
 		}
+		defer func() {
+			for _, stmt := range c.d.AfterJoin {
+				if _, e := db.Rows(ctx, stmt); e != nil && err == nil {
+					err = e
+				}
+			}
+		}()
 	}
 	// With the pairing, the sides' rows and those with a NULL key, which
 	// pair with nothing: a key that is NULL anywhere is no key, and the
@@ -257,6 +267,7 @@ func (c *comparison) keyed(ctx context.Context, db Querier) (diff *refill.Partit
 	if err != nil {
 		return nil, "", err
 	}
+
 	r, err := one(rows, len(sel))
 	if err != nil {
 		return nil, "", err

@@ -31,9 +31,14 @@ var dialect = contentdiff.Dialect{
 		return false
 	},
 	Names: sqltext.Postgres,
-	// No index: the comparison's joins are hashed (enable_nestloop is off
-	// while it runs), which needs none, nor the statistics a new table
-	// lacks.
+	// No index: the keyed join is hashed, which needs none, nor the
+	// statistics a copy made a moment ago lacks (the planner would guess
+	// it tiny and pair rows by a nested loop, one scan per row). Only for
+	// that join: the whole-row comparison is slower without nested loops.
+	IndexKept: func(string, []string) []string {
+		return []string{"SELECT set_config('enable_nestloop', 'off', true)"}
+	},
+	AfterJoin: []string{"SELECT set_config('enable_nestloop', 'on', true)"},
 }
 
 // undefinedFunction is the SQLSTATE of a type without the operator a
@@ -118,9 +123,7 @@ func (t *tx) keep(ctx context.Context, table string, p partitionPlan) error {
 // compare runs the comparison in a savepoint that is rolled back, so that
 // a statement that fails leaves the transaction usable.
 func (t *tx) compare(ctx context.Context, in contentdiff.Input) (*refill.PartitionDiff, error) {
-	// A copy made a moment ago has no statistics: the planner would guess
-	// it tiny and pair rows by a nested loop, one scan per row.
-	if _, err := t.tx.Exec(ctx, "SAVEPOINT refill_diff; "+pinSettings+"; SELECT set_config('enable_nestloop', 'off', true)", pgx.QueryExecModeSimpleProtocol); err != nil {
+	if _, err := t.tx.Exec(ctx, "SAVEPOINT refill_diff; "+pinSettings, pgx.QueryExecModeSimpleProtocol); err != nil {
 		return nil, err
 	}
 	defer t.tx.Exec(context.WithoutCancel(ctx), "ROLLBACK TO SAVEPOINT refill_diff; RELEASE SAVEPOINT refill_diff", pgx.QueryExecModeSimpleProtocol)
