@@ -253,6 +253,14 @@ func TestBrowser(t *testing.T) {
 	if !strings.HasPrefix(svg, "image/svg+xml") || !strings.Contains(svg, "<svg") || !strings.Contains(svg, "sessions") || !strings.Contains(svg, "events_raw") {
 		t.Errorf("lineage.svg is not an SVG of sessions and its source:\n%.400s", svg)
 	}
+	// What changes leads the evidence: the sessions step, diffed in the
+	// rehearsal, above the request and the decision.
+	if got := b.text("#changes"); !strings.Contains(got, "sessions") || !strings.Contains(got, "14 partitions compared") {
+		t.Errorf("the changes card says %q, want sessions with its 14 partitions compared", got)
+	}
+	if order := get(b, "card order", chromedp.Evaluate[bool](`!!(document.querySelector("#changes").compareDocumentPosition(document.querySelector("#requirements")) & Node.DOCUMENT_POSITION_FOLLOWING)`)); !order {
+		t.Error("the changes card does not come before the decision")
+	}
 	if rows := get(b, "partition rows", chromedp.Evaluate[int](`document.querySelectorAll('table.partitions[data-dataset="sessions"] tr.partition').length`)); rows != 14 {
 		t.Errorf("%d partition rows for sessions, want 14", rows)
 	}
@@ -317,7 +325,7 @@ func TestBrowser(t *testing.T) {
 	if n := b.follow("applied", 90*time.Second); n > 0 {
 		t.Errorf("after Apply the page showed %q and did not follow the run: %d reload(s) to see it applied", after, n)
 	}
-	if got := b.text("#report-summary"); !strings.HasPrefix(got, "14 of 14 partitions published; 0 differ") {
+	if got := b.text("#report-summary"); !strings.HasPrefix(got, "14 of 14 partitions published; none differs from the plan's expectation by more than 10%, nor from what the dry run foresaw") {
 		t.Errorf("run summary: %q", got)
 	}
 	if got := decode[planJSON](t, step(t, d, 0, "", "show", p.ID, "-o", "json").stdout); got.Status != "applied" {
