@@ -326,6 +326,22 @@ func (p *Plan) Changes() []DatasetChange {
 	return out
 }
 
+// ChangedFirst orders steps' changes as every door shows them: the steps
+// that change first, then the rest, each in plan order.
+func ChangedFirst(changes []DatasetChange) []DatasetChange {
+	out := slices.Clone(changes)
+	slices.SortStableFunc(out, func(a, b DatasetChange) int {
+		switch {
+		case a.Changed > 0 && b.Changed == 0:
+			return -1
+		case a.Changed == 0 && b.Changed > 0:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
 // Summary says a step's change in words: "3 of 3 partitions change (3 rows
 // removed, 15 rows added, amount 0 → 1,788.31)", "unchanged (3 partitions
 // compared)", and how many were not diffed and why.

@@ -285,26 +285,19 @@ func changesText(p *refill.Plan) string {
 		return ""
 	}
 	lines := []string{"*What changes* (each partition rebuilt in a rolled-back rehearsal and compared with the live one)"}
-	shown := 0
-	for _, pass := range []bool{true, false} {
-		for _, c := range changes {
-			if (c.Changed > 0) != pass {
-				continue
-			}
-			if shown == maxSteps {
-				lines = append(lines, fmt.Sprintf("… and %s more", plural(len(changes)-maxSteps, "dataset")))
-				break
-			}
-			shown++
-			mark := ":white_circle:"
-			switch {
-			case c.Changed > 0:
-				mark = ":large_orange_diamond:"
-			case c.Unchanged == 0:
-				mark = ":grey_question:"
-			}
-			lines = append(lines, fmt.Sprintf("%s *%s* %s", mark, escape(c.Dataset), escape(clip(c.Summary(), 300))))
+	for i, c := range refill.ChangedFirst(changes) {
+		if i == maxSteps {
+			lines = append(lines, fmt.Sprintf("… and %s more", plural(len(changes)-maxSteps, "dataset")))
+			break
 		}
+		mark := ":white_circle:"
+		switch {
+		case c.Changed > 0:
+			mark = ":large_orange_diamond:"
+		case c.Unchanged == 0:
+			mark = ":grey_question:"
+		}
+		lines = append(lines, fmt.Sprintf("%s *%s* %s", mark, escape(c.Dataset), escape(clip(c.Summary(), 300))))
 	}
 	for _, st := range p.Steps {
 		for _, pp := range st.Partitions {

@@ -280,14 +280,7 @@ func (ui *webUI) renderPlan(w http.ResponseWriter, r *http.Request, v *view, st 
 		}
 		d.Steps = append(d.Steps, sv)
 	}
-	changes := p.Changes()
-	for _, changed := range []bool{true, false} {
-		for _, c := range changes {
-			if (c.Changed > 0) == changed {
-				d.Changes = append(d.Changes, c)
-			}
-		}
-	}
+	d.Changes = refill.ChangedFirst(p.Changes())
 	d.May = ui.mayDo(r.Context(), st, v.User)
 	if p.Tier == refill.TierManual {
 		d.Checklist = ui.checklist(st, d.May)

@@ -218,20 +218,15 @@ func renderChanges(b *strings.Builder, p *refill.Plan) {
 	}
 	b.WriteString("What changes (each partition rebuilt in a rolled-back rehearsal and compared with the live one):\n")
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
-	for _, pass := range []bool{true, false} {
-		for _, c := range changes {
-			if (c.Changed > 0) != pass {
-				continue
-			}
-			mark := "="
-			switch {
-			case c.Changed > 0:
-				mark = "~"
-			case c.Unchanged == 0:
-				mark = "?"
-			}
-			fmt.Fprintf(tw, "  %s %s\t%s\n", mark, c.Dataset, refill.OneLine(c.Summary()))
+	for _, c := range refill.ChangedFirst(changes) {
+		mark := "="
+		switch {
+		case c.Changed > 0:
+			mark = "~"
+		case c.Unchanged == 0:
+			mark = "?"
 		}
+		fmt.Fprintf(tw, "  %s %s\t%s\n", mark, c.Dataset, refill.OneLine(c.Summary()))
 	}
 	tw.Flush()
 	b.WriteString("\n")
