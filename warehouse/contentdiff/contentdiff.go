@@ -44,6 +44,10 @@ type Dialect struct {
 	// AfterJoin are statements that undo for the rest of the comparison
 	// what IndexKept set for the join (a planner setting).
 	AfterJoin []string
+	// RowMark names a value every row of the kept copy has and no missing
+	// row of an outer join does (a system column such as a row id), given
+	// the table's columns, which it must not be one of.
+	RowMark func(cols []refill.Column) string
 }
 
 // Querier runs one statement and returns its rows, every value as text
@@ -111,6 +115,7 @@ type comparison struct {
 	shown   []refill.Column
 	private map[string]bool
 	mark    string // a column name no column has: "this side has the row"
+	omark   string // the kept copy's row mark (Dialect.RowMark), unquoted
 	sample  int
 }
 
@@ -156,6 +161,7 @@ func newComparison(d Dialect, in Input) (*comparison, error) {
 	for taken[c.mark] {
 		c.mark += "_"
 	}
+	c.omark = d.RowMark(in.Columns)
 	return c, nil
 }
 
@@ -183,13 +189,12 @@ func (c *comparison) join() string {
 }
 
 // has is true where side has the row: the new side by its mark, the kept
-// copy by its key's first column, which is never NULL once keyed has
-// checked it.
+// copy by its row mark.
 func (c *comparison) has(side string) string {
 	if side == "n" {
 		return "n." + q(c.mark) + " = 1"
 	}
-	return "o." + q(c.key[0].Name) + " IS NOT NULL"
+	return "o." + c.omark + " IS NOT NULL"
 }
 
 // lacks is true where side does not have the row.
@@ -197,7 +202,7 @@ func (c *comparison) lacks(side string) string {
 	if side == "n" {
 		return "n." + q(c.mark) + " IS NULL"
 	}
-	return "o." + q(c.key[0].Name) + " IS NULL"
+	return "o." + c.omark + " IS NULL"
 }
 
 // differs is true for a paired row some compared value of which changed.
@@ -222,6 +227,9 @@ func (c *comparison) count(cond string) string {
 // partitions, where each statement's cost is most of it.
 func (c *comparison) keyed(ctx context.Context, db Querier) (diff *refill.PartitionDiff, why string, err error) {
 	names := columnNames(c.key)
+	if c.omark == "" {
+		return nil, "the table's columns take every name of the kept copy's row id", nil
+	}
 	if c.d.IndexKept != nil && !c.in.AsText {
 		cols := make([]string, len(c.key))
 		for i, k := range c.key {
@@ -240,21 +248,24 @@ func (c *comparison) keyed(ctx context.Context, db Querier) (diff *refill.Partit
 			}
 		}()
 	}
-	// With the pairing, the sides' rows and those with a NULL key, which
-	// pair with nothing: a key that is NULL anywhere is no key, and the
-	// counts the join made with it are thrown away.
-	nulls := make([]string, len(c.key))
-	for i, k := range c.key {
-		nulls[i] = q(k.Name) + " IS NULL"
+	// With the pairing, the sides' rows, and those with a NULL key, which
+	// pair with nothing (so the join meets each of them once, on its own):
+	// a key that is NULL anywhere is no key, and the counts the join made
+	// with it are thrown away.
+	anyNull := func(side string) string {
+		nulls := make([]string, len(c.key))
+		for i, k := range c.key {
+			nulls[i] = side + "." + q(k.Name) + " IS NULL"
+		}
+		return "(" + strings.Join(nulls, " OR ") + ")"
 	}
-	anyNull := strings.Join(nulls, " OR ")
 	both := c.has("o") + " AND " + c.has("n")
 	sel := []string{
 		c.d.Text(fmt.Sprintf("(SELECT count(*) FROM %s)", c.in.Old)),
 		c.d.Text(fmt.Sprintf("(SELECT count(*) FROM %s WHERE %s)", c.in.New, c.in.Where)),
-		c.d.Text(fmt.Sprintf("(SELECT count(*) FROM %s WHERE %s)", c.in.Old, anyNull)),
-		c.d.Text(fmt.Sprintf("(SELECT count(*) FROM %s WHERE (%s) AND (%s))", c.in.New, c.in.Where, anyNull)),
-		c.d.Text("count(o." + q(c.key[0].Name) + ")"), c.d.Text("count(n." + q(c.mark) + ")"),
+		c.count(c.has("o") + " AND " + anyNull("o")),
+		c.count(c.has("n") + " AND " + anyNull("n")),
+		c.d.Text("count(o." + c.omark + ")"), c.d.Text("count(n." + q(c.mark) + ")"),
 		c.count(c.lacks("n")), c.count(c.lacks("o")),
 		c.count(both + " AND " + c.differs(c.other)),
 	}
@@ -402,8 +413,12 @@ func (c *comparison) compareKeys(a, b refill.DiffRow) int {
 }
 
 // whole compares rows whole, by hash: a row in the old partition more
-// often than in the new is removed, the other way added. The counts and
-// the sums are one statement, the sample one more when something changed.
+// often than in the new is removed, the other way added. It is one
+// statement: the hashes are grouped once (g), and the first row it returns
+// holds the counts and the sums, the rest the sample, removed rows before
+// added ones, asked for in no order, so that the engine stops at the last
+// it needs, and sorted here. The sample's scans run only when some hash
+// differs.
 func (c *comparison) whole(ctx context.Context, db Querier) (*refill.PartitionDiff, error) {
 	grouped := fmt.Sprintf(`SELECT u.h, sum(u.o) AS o, sum(u.n) AS n FROM (SELECT %[1]s AS h, 1 AS o, 0 AS n FROM %[2]s UNION ALL SELECT %[1]s AS h, 0 AS o, 1 AS n FROM %[3]s WHERE %[4]s) AS u GROUP BY u.h`,
 		c.in.RowHash, c.in.Old, c.in.New, c.in.Where)
@@ -414,28 +429,56 @@ func (c *comparison) whole(ctx context.Context, db Querier) (*refill.PartitionDi
 			sums = append(sums, col)
 		}
 	}
-	sel := []string{"a.only_old", "a.only_new", "a.unchanged"}
-	from := fmt.Sprintf("(SELECT %s AS only_old, %s AS only_new, %s AS unchanged FROM (%s) AS g) AS a",
+	head := []string{"0", "a.only_old", "a.only_new", "a.unchanged"}
+	from := fmt.Sprintf("(SELECT %s AS only_old, %s AS only_new, %s AS unchanged FROM g) AS a",
 		sum("CASE WHEN g.o > g.n THEN g.o - g.n ELSE 0 END"), sum("CASE WHEN g.n > g.o THEN g.n - g.o ELSE 0 END"),
-		sum("CASE WHEN g.o < g.n THEN g.o ELSE g.n END"), grouped)
+		sum("CASE WHEN g.o < g.n THEN g.o ELSE g.n END"))
 	if len(sums) > 0 {
 		side := func(alias, table, where string) string {
 			cols := make([]string, len(sums))
 			for i, col := range sums {
 				cols[i] = fmt.Sprintf("%s AS s%d", c.d.Text("sum("+q(col.Name)+")"), i)
-				sel = append(sel, fmt.Sprintf("%s.s%d", alias, i))
+				head = append(head, fmt.Sprintf("%s.s%d", alias, i))
 			}
 			return fmt.Sprintf("(SELECT %s FROM %s WHERE %s) AS %s", strings.Join(cols, ", "), table, where, alias)
 		}
 		from += ", " + side("so", c.in.Old, "1 = 1") + ", " + side("sn", c.in.New, c.in.Where)
 	}
-	rows, err := db.Rows(ctx, fmt.Sprintf("SELECT %s FROM %s", strings.Join(sel, ", "), from), c.in.Args...)
+	counts := len(head)
+	shown := make([]string, len(c.shown))
+	for i, col := range c.shown {
+		shown[i] = c.d.Text(q(col.Name))
+	}
+	nulls := func(n int) []string { return slices.Repeat([]string{"NULL"}, n) }
+	top := strings.Join(append(head, nulls(len(shown))...), ", ")
+	text := fmt.Sprintf("WITH g AS (%s) SELECT %s FROM %s", grouped, top, from)
+	if len(shown) > 0 {
+		pad := strings.Join(nulls(counts-1), ", ")
+		cols := strings.Join(shown, ", ")
+		text += fmt.Sprintf(`
+UNION ALL SELECT * FROM (SELECT 1, %[1]s, %[2]s FROM %[3]s WHERE EXISTS (SELECT 1 FROM g WHERE g.o > g.n) AND %[4]s IN (SELECT g.h FROM g WHERE g.o > g.n)
+UNION ALL SELECT 2, %[1]s, %[2]s FROM %[5]s WHERE EXISTS (SELECT 1 FROM g WHERE g.n > g.o) AND (%[6]s) AND %[4]s IN (SELECT g.h FROM g WHERE g.n > g.o)
+LIMIT %[7]d) AS s`, pad, cols, c.in.Old, c.in.RowHash, c.in.New, c.in.Where, c.sample)
+	}
+	rows, err := db.Rows(ctx, text, c.in.Args...)
 	if err != nil {
 		return nil, err
 	}
-	r, err := one(rows, len(sel))
-	if err != nil {
-		return nil, err
+	width := counts + len(shown)
+	var r []*string
+	var sample [][]*string
+	for _, row := range rows {
+		if len(row) != width {
+			return nil, fmt.Errorf("the comparison returned %d values, not %d", len(row), width)
+		}
+		if k, _ := integer(row[0]); k == 0 && r == nil {
+			r = row[1:counts]
+		} else {
+			sample = append(sample, append([]*string{row[0]}, row[counts:]...))
+		}
+	}
+	if r == nil {
+		return nil, fmt.Errorf("the comparison returned no counts")
 	}
 	diff := &refill.PartitionDiff{Key: []string{}}
 	for i, p := range []*int64{&diff.OnlyOld, &diff.OnlyNew, &diff.Unchanged} {
@@ -449,31 +492,7 @@ func (c *comparison) whole(ctx context.Context, db Querier) (*refill.PartitionDi
 			diff.Columns[col.Name] = refill.ColumnDiff{OldSum: refill.SumNumber(r[3+i]), NewSum: refill.SumNumber(r[3+len(sums)+i])}
 		}
 	}
-	if diff.OnlyOld+diff.OnlyNew == 0 || len(c.shown) == 0 {
-		return diff, nil
-	}
-	// The sample: removed rows, then added ones, each in column order.
-	// The hashes that differ are found once, for both sides; the rows are
-	// asked for in no order, so the engine stops at the last it needs, and
-	// sorted here.
-	cols := make([]string, len(c.shown))
-	for i, col := range c.shown {
-		cols[i] = c.d.Text(q(col.Name))
-	}
-	rows, err = db.Rows(ctx, fmt.Sprintf(`WITH g AS (%[1]s HAVING sum(u.o) <> sum(u.n))
-SELECT 0, %[2]s FROM %[3]s WHERE %[4]s IN (SELECT g.h FROM g WHERE g.o > g.n)
-UNION ALL SELECT 1, %[2]s FROM %[5]s WHERE (%[6]s) AND %[4]s IN (SELECT g.h FROM g WHERE g.n > g.o)
-LIMIT %[7]d`,
-		grouped, strings.Join(cols, ", "), c.in.Old, c.in.RowHash, c.in.New, c.in.Where, min(int64(c.sample), diff.OnlyOld+diff.OnlyNew)), c.in.Args...)
-	if err != nil {
-		return nil, err
-	}
-	for _, r := range rows {
-		if len(r) != 1+len(c.shown) {
-			return nil, fmt.Errorf("the sample returned %d values, not %d", len(r), 1+len(c.shown))
-		}
-	}
-	slices.SortStableFunc(rows, func(a, b []*string) int {
+	slices.SortStableFunc(sample, func(a, b []*string) int {
 		for i := range a {
 			switch {
 			case a[i] == nil && b[i] == nil:
@@ -489,8 +508,8 @@ LIMIT %[7]d`,
 		}
 		return 0
 	})
-	for _, r := range rows {
-		if k, _ := integer(r[0]); k == 0 {
+	for _, r := range sample {
+		if k, _ := integer(r[0]); k == 1 {
 			diff.Sample = append(diff.Sample, refill.DiffRow{Old: c.values(r[1:])})
 		} else {
 			diff.Sample = append(diff.Sample, refill.DiffRow{New: c.values(r[1:])})

@@ -39,6 +39,8 @@ var dialect = contentdiff.Dialect{
 		return []string{"SELECT set_config('enable_nestloop', 'off', true)"}
 	},
 	AfterJoin: []string{"SELECT set_config('enable_nestloop', 'on', true)"},
+	// A system column, which no table's column may be named.
+	RowMark: func([]refill.Column) string { return "ctid" },
 }
 
 // undefinedFunction is the SQLSTATE of a type without the operator a

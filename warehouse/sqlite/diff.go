@@ -38,6 +38,16 @@ var dialect = contentdiff.Dialect{
 		return false
 	},
 	Names: sqltext.SQLite,
+	// The kept copy's row id, by the first of its names that no column
+	// takes (the copy has no INTEGER PRIMARY KEY: it is made AS SELECT).
+	RowMark: func(cols []refill.Column) string {
+		for _, name := range []string{"rowid", "_rowid_", "oid"} {
+			if _, taken := sqltext.SQLite.Column(cols, name); !taken {
+				return name
+			}
+		}
+		return ""
+	},
 }
 
 // Diff keeps a copy of partition, runs build, and compares what build
@@ -47,7 +57,7 @@ func (t *tx) Diff(ctx context.Context, ref refill.TableRef, partition string, sp
 	if err := t.usable(); err != nil {
 		return nil, err
 	}
-	cols, err := columns(ctx, t.conn, ref.Table)
+	cols, err := columns(ctx, prepared{t}, ref.Table)
 	if err != nil {
 		return nil, err
 	}
@@ -59,6 +69,24 @@ func (t *tx) Diff(ctx context.Context, ref refill.TableRef, partition string, sp
 	kc, err := t.keptCopy(ctx, ref.Table, table)
 	if err == nil {
 		err = t.exec(ctx, "DELETE FROM temp."+sqltext.QuoteIdent(kc.name))
+	}
+	if err == nil {
+		// Indexed by the key before the rows go in: the comparison then
+		// finds it ready, and the copies of the table's later partitions
+		// keep it up as they fill.
+		var key []string
+		for _, name := range spec.Key {
+			if c, ok := dialect.Names.Column(cols, name); ok {
+				key = append(key, sqltext.QuoteIdent(c.Name))
+			}
+		}
+		if len(key) == len(spec.Key) && len(key) > 0 {
+			for _, stmt := range kc.index("", key) {
+				if err = t.exec(ctx, stmt); err != nil {
+					break
+				}
+			}
+		}
 	}
 	if err == nil {
 		err = t.exec(ctx, fmt.Sprintf("INSERT INTO temp.%s SELECT * FROM %s WHERE %s", sqltext.QuoteIdent(kc.name), table, f.where), f.args...)
@@ -84,14 +112,7 @@ func (t *tx) Diff(ctx context.Context, ref refill.TableRef, partition string, sp
 		names[i] = sqltext.QuoteIdent(c.Name)
 	}
 	d := dialect
-	d.IndexKept = func(_ string, key []string) []string {
-		id := strings.Join(key, ",")
-		if kc.indexed[id] {
-			return nil
-		}
-		kc.indexed[id] = true
-		return []string{fmt.Sprintf("CREATE INDEX temp.%s ON %s (%s)", sqltext.QuoteIdent(fmt.Sprintf("%s_key%d", kc.name, len(kc.indexed))), sqltext.QuoteIdent(kc.name), id)}
-	}
+	d.IndexKept = kc.index
 	diff, err := contentdiff.Compare(ctx, querierRows{t}, d, contentdiff.Input{
 		Old: "temp." + sqltext.QuoteIdent(kc.name), New: table, Where: f.where, Args: f.args,
 		Columns: cols, Partition: pc.Name,
@@ -105,6 +126,17 @@ func (t *tx) Diff(ctx context.Context, ref refill.TableRef, partition string, sp
 		return refill.SkippedDiff("the comparison failed: " + oneLine(err)), nil
 	}
 	return diff, nil
+}
+
+// index returns the statement that indexes the copy by key's columns
+// (quoted), unless it is indexed by them already.
+func (kc *keptCopy) index(_ string, key []string) []string {
+	id := strings.Join(key, ",")
+	if kc.indexed[id] {
+		return nil
+	}
+	kc.indexed[id] = true
+	return []string{fmt.Sprintf("CREATE INDEX temp.%s ON %s (%s)", sqltext.QuoteIdent(fmt.Sprintf("%s_key%d", kc.name, len(kc.indexed))), sqltext.QuoteIdent(kc.name), id)}
 }
 
 // keptCopy returns the transaction's kept copy of table, creating it
@@ -212,4 +244,34 @@ func (t *tx) closeStmts() {
 		_ = s.Close()
 	}
 	t.stmts = nil
+}
+
+// prepared runs refill's own statements of the transaction through the
+// statements it prepared (stmt), so that each text is parsed once per
+// transaction: a plan's rehearsal reads the same table's columns and
+// digests for every partition.
+type prepared struct{ t *tx }
+
+func (p prepared) QueryContext(ctx context.Context, text string, args ...any) (*sql.Rows, error) {
+	s, err := p.t.stmt(ctx, text)
+	if err != nil {
+		return nil, err
+	}
+	return s.QueryContext(ctx, args...)
+}
+
+func (p prepared) QueryRowContext(ctx context.Context, text string, args ...any) *sql.Row {
+	s, err := p.t.stmt(ctx, text)
+	if err != nil {
+		return p.t.conn.QueryRowContext(ctx, text, args...) // fails the same way, as a row
+	}
+	return s.QueryRowContext(ctx, args...)
+}
+
+func (p prepared) ExecContext(ctx context.Context, text string, args ...any) (sql.Result, error) {
+	s, err := p.t.stmt(ctx, text)
+	if err != nil {
+		return nil, err
+	}
+	return s.ExecContext(ctx, args...)
 }

@@ -221,6 +221,11 @@ func guarded(conn *sql.Conn, g *guard, partition string, fn func() error) (taint
 		tainted = true
 		err = errors.Join(err, fmt.Errorf("job guard: %w", rerr))
 	}
+	return tainted, g.refusal(err, partition)
+}
+
+// refusal is err as a *sqltext.RefusedError when g refused what failed.
+func (g *guard) refusal(err error, partition string) error {
 	if err != nil && g.refused != "" && code(err) == sqlite3.SQLITE_AUTH {
 		stmt := ""
 		if se := (*sqltext.StatementError)(nil); errors.As(err, &se) {
@@ -228,7 +233,7 @@ func guarded(conn *sql.Conn, g *guard, partition string, fn func() error) (taint
 		}
 		err = &sqltext.RefusedError{Partition: partition, Table: g.name, SQL: stmt, What: g.refused, Rule: g.rule, Err: err}
 	}
-	return tainted, err
+	return err
 }
 
 // setAuthorizer installs fn on conn's SQLite connection (nil removes it).
@@ -313,6 +318,14 @@ func (t *tx) fail(err error) {
 
 // jobText runs fn, which runs job text, in t's transaction under g. A
 // connection the job tainted is discarded when the transaction ends.
+//
+// A transaction's authorizer is installed once, at its first job, and
+// stays until the transaction ends (unguard), asking t.guard, which is g
+// only while fn runs and lets everything through otherwise: SQLite asks
+// the authorizer while it compiles a statement, so refill's own
+// statements, compiled outside fn, are not the job's, and installing an
+// authorizer makes SQLite parse every prepared statement again, which
+// per partition would be most of what a plan of small partitions costs.
 func (t *tx) jobText(ctx context.Context, g *guard, partition string, fn func() error) error {
 	if err := t.usable(); err != nil {
 		return err
@@ -320,16 +333,50 @@ func (t *tx) jobText(ctx context.Context, g *guard, partition string, fn func() 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	tainted, err := guarded(t.conn, g, partition, fn)
-	if tainted {
-		t.tainted = true
+	if !t.authorizing {
+		if err := setAuthorizer(t.conn, t.authorize); err != nil {
+			t.tainted = true
+			return fmt.Errorf("job guard: %w", err)
+		}
+		t.authorizing = true
 	}
+	t.guard = g
+	err := fn()
+	t.guard = nil
+	err = g.refusal(err, partition)
 	if t.ended {
 		// A conflict clause (INSERT OR ROLLBACK) ends the transaction
 		// without a transaction statement for the guard to refuse.
 		err = &sqltext.RefusedError{Partition: partition, Table: g.name, What: "end the transaction (by " + t.endedBy + ")", Err: errors.Join(err, errEnded)}
 	}
 	return err
+}
+
+// authorize is the transaction's authorizer: the guard of the job text
+// that is running, if any. The partition triggers (partition.go) read
+// the fence table, which is refill's own, under it.
+func (t *tx) authorize(action msqlite.AuthorizerActionCode, arg1, arg2, db, trigger string) msqlite.AuthorizerReturnCode {
+	g := t.guard
+	if g == nil {
+		return msqlite.AuthorizerOK
+	}
+	if action == msqlite.AuthRead && strings.EqualFold(arg1, fenceTable) && strings.EqualFold(db, "temp") && t.fences.triggers[trigger] {
+		return msqlite.AuthorizerOK
+	}
+	return g.authorize(action, arg1, arg2, db, trigger)
+}
+
+// unguard removes the transaction's authorizer, once it has ended.
+func (t *tx) unguard() error {
+	if !t.authorizing {
+		return nil
+	}
+	if err := setAuthorizer(t.conn, nil); err != nil {
+		t.tainted = true
+		return fmt.Errorf("job guard: %w", err)
+	}
+	t.authorizing = false
+	return nil
 }
 
 // end marks t's transaction ended early, by how.

@@ -374,3 +374,64 @@ func onlyWarehouseFiles(listing []byte) bool {
 	}
 	return true
 }
+
+// The partition triggers are made once per table and transaction and
+// read their partition from the fence table: each job of the transaction
+// is held to its own partition, not the first one's; between jobs the
+// fence is down, so refill's own writes go through; and job text can
+// neither read nor change the fence.
+func TestFenceFollowsEachPartition(t *testing.T) {
+	f := newFixture(t)
+	ctx := t.Context()
+	f.exec(t, "CREATE TABLE events (day TEXT, n INTEGER)")
+	f.exec(t, "INSERT INTO events VALUES ('2026-11-01', 1), ('2026-11-02', 2), ('2026-11-03', 3)")
+	events := refill.TableRef{Table: "events", Column: "day", Grain: refill.GrainDay}
+	var out *refill.OutsidePartitionError
+	err := f.w.Transact(ctx, func(tx refill.WarehouseTx) error {
+		if err := tx.ExecSQL(ctx, events, "UPDATE events SET n = n + 10 WHERE day = :partition", "2026-11-01"); err != nil {
+			return fmt.Errorf("first partition: %w", err)
+		}
+		// refill's own write of another partition, between jobs.
+		if _, err := tx.DeletePartition(ctx, events, "2026-11-03"); err != nil {
+			return fmt.Errorf("refill's delete between jobs: %w", err)
+		}
+		return tx.ExecSQL(ctx, events, "UPDATE events SET n = 0 WHERE day = '2026-11-01'", "2026-11-02")
+	})
+	if !errors.As(err, &out) || out.Value != "2026-11-01" || out.Partition != "2026-11-02" {
+		t.Fatalf("a job of 2026-11-02 writing 2026-11-01 after 2026-11-01's job: %v; want it refused as outside its partition", err)
+	}
+	if err := f.w.Transact(ctx, func(tx refill.WarehouseTx) error {
+		for _, p := range []string{"2026-11-01", "2026-11-02", "2026-11-03"} {
+			if err := tx.ExecSQL(ctx, events, "UPDATE events SET n = n * 2 WHERE day = :partition", p); err != nil {
+				return fmt.Errorf("%s: %w", p, err)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("three jobs, each inside its partition: %v", err)
+	}
+	var sum int
+	if err := f.w.db.QueryRow("SELECT sum(n) FROM events").Scan(&sum); err != nil || sum != 12 {
+		t.Errorf("sum after doubling 1, 2, 3 = %d (%v), want 12", sum, err)
+	}
+	for _, job := range []string{
+		"SELECT * FROM temp.refill_fence",
+		"UPDATE temp.refill_fence SET part = NULL",
+		"DELETE FROM refill_fence",
+	} {
+		err := f.w.Transact(ctx, func(tx refill.WarehouseTx) error {
+			if err := tx.ExecSQL(ctx, events, "UPDATE events SET n = n WHERE day = :partition", "2026-11-02"); err != nil {
+				return err
+			}
+			return tx.ExecSQL(ctx, events, job+"; UPDATE events SET n = -1 WHERE day = '2026-11-01'", "2026-11-02")
+		})
+		var refused *sqltext.RefusedError
+		if !errors.As(err, &refused) || refused.Rule != sqltext.RuleOwnTables {
+			t.Errorf("%q: %v; want it refused as refill's own table", job, err)
+		}
+	}
+	var temp int
+	if err := f.w.db.QueryRow("SELECT count(*) FROM sqlite_temp_schema").Scan(&temp); err != nil || temp != 0 {
+		t.Errorf("the pooled connection keeps %d temporary objects (%v)", temp, err)
+	}
+}

@@ -19,31 +19,46 @@ import (
 // outside the partition, or moves a row across its edge. They test a
 // row exactly as DeletePartition selects it (partitionFilter, with the
 // column read from NEW or OLD), so they hold for every grain and column
-// form refill reads. refill creates them before it installs the job's
-// authorizer, which then refuses the job any DDL that could drop them, and
-// drops them as soon as the job's text is done, inside the transaction: a
-// rollback takes their creation with it, and a connection on which they
+// form refill reads.
+//
+// The triggers are made once per table and transaction, and read the
+// partition they hold the job to from a temporary table (refill_fence),
+// which refill sets before the job's text runs and clears after it: a
+// trigger made and dropped for every partition would change the schema
+// each time, and SQLite would parse every prepared statement of the
+// transaction again (most of what a plan of thousands of small
+// partitions cost). With the fence down (no partition set) the triggers
+// let every row through, so refill's own writes are not held to it. Job
+// text cannot read or write refill_fence (the authorizer refuses refill's
+// tables, but for the triggers' own reads), nor drop the triggers (it may
+// not change the schema). A transaction that commits drops them first; a
+// rollback takes their creation with it; and a connection on which they
 // might have been left is closed rather than pooled.
 //
 // SQLite fires delete triggers for rows that a REPLACE conflict clause
 // removes (INSERT OR REPLACE of a key held by another partition's row)
-// only with recursive_triggers on, so refill turns it on for the job and
-// back afterwards. A trigger of the warehouse owner's that fires itself
-// again then recurses, up to SQLite's limit, where before it did not.
+// only with recursive_triggers on, so refill turns it on at the
+// transaction's first sql job and back when the transaction ends. A
+// trigger of the warehouse owner's that fires itself again then recurses,
+// up to SQLite's limit, where before it did not, for the rest of that
+// transaction.
 
-// fenceNames are the partition triggers, in the temp schema.
-var fenceNames = []string{"refill_partition_insert", "refill_partition_update", "refill_partition_delete"}
+// fenceTable holds, for each set of partition triggers (n), the partition
+// they hold the job to: part is NULL while the fence is down. Its columns
+// have no type, so that the triggers compare with the text in them as
+// they would with literals.
+const fenceTable = "refill_fence"
 
 // outsideMarker starts the message the partition triggers raise; the
 // offending row's partition column follows it.
 const outsideMarker = "refill: a row outside the partition: "
 
-// fence returns the statements that create the partition triggers on t's
-// table for partition, whose columns are cols.
-func fence(t refill.TableRef, cols []refill.Column, partition string) ([]string, error) {
+// fence returns the statements that create set n of partition triggers
+// on t's table, whose columns are cols, and the triggers' names.
+func fence(t refill.TableRef, cols []refill.Column, n int) (create, names []string, err error) {
 	c, err := partitionColumn(t, cols)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	inside := func(row string) (string, error) {
 		col := row + "." + sqltext.QuoteIdent(c.Name)
@@ -51,25 +66,25 @@ func fence(t refill.TableRef, cols []refill.Column, partition string) ([]string,
 		if err != nil {
 			return "", err
 		}
-		lo, hi, err := dayBounds(t.Grain, partition, partition)
-		if err != nil {
-			return "", err
-		}
-		// As partitionFilter's predicate, with literals for parameters
-		// (a trigger takes none); IS 1 makes NULL outside.
-		return fmt.Sprintf("(%[1]s >= %[2]s AND %[1]s < %[3]s AND %[4]s = %[5]s) IS 1", col, literal(lo), literal(hi), key, literal(partition)), nil
+		// As partitionFilter's predicate, the bounds read from the fence
+		// table; IS 1 makes NULL outside.
+		return fmt.Sprintf("(%[1]s >= f.lo AND %[1]s < f.hi AND %[2]s = f.part) IS 1", col, key), nil
 	}
 	newIn, err := inside("NEW")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	oldIn, err := inside("OLD")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	table := sqltext.SQLite.QuoteName(t.Table)
 	if schema, _ := splitTable(t.Table); schema == "" {
 		table = "main." + table
+	}
+	// up is true when the fence is up and cond holds.
+	up := func(cond string) string {
+		return fmt.Sprintf("(SELECT f.part IS NOT NULL AND (%s) FROM temp.%s AS f WHERE f.n = %d) IS 1", cond, fenceTable, n)
 	}
 	value := func(row string) string {
 		return fmt.Sprintf("coalesce(CAST(%s.%s AS TEXT), 'NULL')", row, sqltext.QuoteIdent(c.Name))
@@ -77,12 +92,16 @@ func fence(t refill.TableRef, cols []refill.Column, partition string) ([]string,
 	raise := func(v string) string {
 		return fmt.Sprintf("BEGIN SELECT RAISE(ABORT, %s || %s); END", literal(outsideMarker), v)
 	}
-	return []string{
-		fmt.Sprintf("CREATE TEMP TRIGGER %s BEFORE INSERT ON %s WHEN NOT %s %s", fenceNames[0], table, newIn, raise(value("NEW"))),
-		fmt.Sprintf("CREATE TEMP TRIGGER %s BEFORE UPDATE ON %s WHEN NOT %s OR NOT %s %s", fenceNames[1], table, oldIn, newIn,
-			raise(fmt.Sprintf("CASE WHEN %s THEN %s ELSE %s END", newIn, value("OLD"), value("NEW")))),
-		fmt.Sprintf("CREATE TEMP TRIGGER %s BEFORE DELETE ON %s WHEN NOT %s %s", fenceNames[2], table, oldIn, raise(value("OLD"))),
-	}, nil
+	for _, op := range []string{"insert", "update", "delete"} {
+		names = append(names, fmt.Sprintf("refill_fence_%d_%s", n, op))
+	}
+	create = []string{
+		fmt.Sprintf("CREATE TEMP TRIGGER %s BEFORE INSERT ON %s WHEN %s %s", names[0], table, up("NOT "+newIn), raise(value("NEW"))),
+		fmt.Sprintf("CREATE TEMP TRIGGER %s BEFORE UPDATE ON %s WHEN %s %s", names[1], table, up("NOT "+oldIn+" OR NOT "+newIn),
+			raise(fmt.Sprintf("CASE WHEN %s THEN %s ELSE %s END", up(newIn), value("OLD"), value("NEW")))),
+		fmt.Sprintf("CREATE TEMP TRIGGER %s BEFORE DELETE ON %s WHEN %s %s", names[2], table, up("NOT "+oldIn), raise(value("OLD"))),
+	}
+	return create, names, nil
 }
 
 // literal quotes s as an SQL string literal.
@@ -90,49 +109,133 @@ func literal(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
 }
 
-// raiseFence creates the partition triggers (fence's statements) and turns
-// recursive_triggers on. It returns what lowerFence puts back.
-func (t *tx) raiseFence(ctx context.Context, create []string) (recursive int, err error) {
-	if err := t.conn.QueryRowContext(ctx, "PRAGMA recursive_triggers").Scan(&recursive); err != nil {
-		return 0, fmt.Errorf("partition guard: %w", err)
+// fences are the partition triggers a transaction made.
+type fences struct {
+	// sets holds each set's number by the statements that made it, with
+	// its number where "%d" stands (a table, its columns and grain).
+	sets map[string]int
+	// triggers are the names of every set's triggers, which alone may read
+	// the fence table under a job's guard.
+	triggers map[string]bool
+	// recursive is recursive_triggers as it was before the first fence,
+	// and set whether refill changed it.
+	recursive int
+	set       bool
+}
+
+// raiseFence holds the job that is about to run on ref's table to
+// partition: it makes the table's partition triggers if the transaction
+// has not yet (and the fence table, and turns recursive_triggers on), and
+// sets the partition they read. It returns the set's number, for
+// lowerFence.
+func (t *tx) raiseFence(ctx context.Context, ref refill.TableRef, cols []refill.Column, partition string) (n int, err error) {
+	lo, hi, err := dayBounds(ref.Grain, partition, partition)
+	if err == nil {
+		_, err = partitionKeyOf(ref, cols, "NEW")
 	}
-	for _, stmt := range create {
-		if _, err := t.conn.ExecContext(ctx, stmt); err != nil {
-			t.tainted = true // the triggers made so far are dropped with the connection
+	if err != nil {
+		return 0, fmt.Errorf("sql job for %s: %w", ref.Table, err) // a malformed partition
+	}
+	shape, _, err := fence(ref, cols, -1)
+	if err != nil {
+		return 0, fmt.Errorf("sql job for %s: %w", ref.Table, err)
+	}
+	key := strings.Join(shape, ";")
+	f := &t.fences
+	n, ok := f.sets[key]
+	if !ok {
+		if f.sets == nil {
+			if err := t.conn.QueryRowContext(ctx, "PRAGMA recursive_triggers").Scan(&f.recursive); err != nil {
+				return 0, fmt.Errorf("partition guard: %w", err)
+			}
+			if _, err := t.conn.ExecContext(ctx, "PRAGMA recursive_triggers = ON"); err != nil {
+				t.tainted = true
+				return 0, fmt.Errorf("partition guard: %w", err)
+			}
+			f.set = true
+			if _, err := t.conn.ExecContext(ctx, "CREATE TEMP TABLE "+fenceTable+" (n INTEGER PRIMARY KEY, lo, hi, part)"); err != nil {
+				t.tainted = true
+				return 0, fmt.Errorf("partition guard: %w", err)
+			}
+			f.sets, f.triggers = map[string]int{}, map[string]bool{}
+		}
+		n = len(f.sets) + 1
+		create, names, err := fence(ref, cols, n)
+		if err != nil {
+			return 0, err
+		}
+		if err := t.exec(ctx, "INSERT INTO temp."+fenceTable+" (n) VALUES (?)", n); err != nil {
+			t.tainted = true
 			return 0, fmt.Errorf("partition guard: %w", err)
 		}
+		for _, stmt := range create {
+			if _, err := t.conn.ExecContext(ctx, stmt); err != nil {
+				t.tainted = true // the triggers made so far are dropped with the connection
+				return 0, fmt.Errorf("partition guard: %w", err)
+			}
+		}
+		for _, name := range names {
+			f.triggers[name] = true
+		}
+		f.sets[key] = n
 	}
-	if _, err := t.conn.ExecContext(ctx, "PRAGMA recursive_triggers = ON"); err != nil {
+	if err := t.exec(ctx, "UPDATE temp."+fenceTable+" SET lo = ?, hi = ?, part = ? WHERE n = ?", lo, hi, partition, n); err != nil {
 		t.tainted = true
 		return 0, fmt.Errorf("partition guard: %w", err)
 	}
-	return recursive, nil
+	return n, nil
 }
 
-// lowerFence drops the partition triggers and puts recursive_triggers back
-// as it was. If it cannot, or the transaction ended early (its hooks turn
-// the drop into a rollback), the connection is marked tainted, so that it
-// is closed instead of going back to the pool with the triggers or the
-// setting on it.
-func (t *tx) lowerFence(ctx context.Context, recursive int) error {
+// lowerFence takes set n's partition away, so that its triggers let every
+// row through again. If it cannot, or the transaction ended early (its
+// hooks turn the update into a rollback), the connection is marked
+// tainted, so that it is closed instead of going back to the pool.
+func (t *tx) lowerFence(ctx context.Context, n int) error {
 	if t.ended {
 		t.tainted = true
 		return nil
 	}
-	ctx = context.WithoutCancel(ctx)
+	if err := t.exec(context.WithoutCancel(ctx), "UPDATE temp."+fenceTable+" SET part = NULL WHERE n = ?", n); err != nil {
+		t.tainted = true
+		return fmt.Errorf("partition guard: %w", err)
+	}
+	return nil
+}
+
+// dropFences drops the transaction's partition triggers and the fence
+// table, inside the transaction, before it commits.
+func (t *tx) dropFences(ctx context.Context) error {
+	if t.fences.sets == nil {
+		return nil
+	}
 	var errs []error
-	for _, name := range fenceNames {
+	for name := range t.fences.triggers {
 		if _, err := t.conn.ExecContext(ctx, "DROP TRIGGER IF EXISTS temp."+name); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if _, err := t.conn.ExecContext(ctx, fmt.Sprintf("PRAGMA recursive_triggers = %d", recursive)); err != nil {
+	if _, err := t.conn.ExecContext(ctx, "DROP TABLE IF EXISTS temp."+fenceTable); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		t.tainted = true
 		return fmt.Errorf("partition guard: %w", err)
 	}
+	t.fences.sets, t.fences.triggers = nil, nil
+	return nil
+}
+
+// restoreRecursive puts recursive_triggers back as the transaction found
+// it, once the transaction has ended.
+func (t *tx) restoreRecursive(ctx context.Context) error {
+	if !t.fences.set {
+		return nil
+	}
+	if _, err := t.conn.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("PRAGMA recursive_triggers = %d", t.fences.recursive)); err != nil {
+		t.tainted = true
+		return fmt.Errorf("partition guard: %w", err)
+	}
+	t.fences.set = false
 	return nil
 }
 

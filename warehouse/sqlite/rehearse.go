@@ -81,6 +81,13 @@ type tx struct {
 	// failed is set when job text failed in the transaction, which then
 	// only rolls back.
 	failed bool
+	// guard is the guard of the job text running now (nil for none), and
+	// authorizing whether the transaction's authorizer, which asks it, is
+	// installed (guard.go).
+	guard       *guard
+	authorizing bool
+	// fences are the partition triggers the transaction made.
+	fences fences
 	// tainted is set when state that outlives the transaction may be
 	// left on the connection (a job's partition triggers or
 	// recursive_triggers could not be taken back), or a guard could not
@@ -93,7 +100,7 @@ func (t *tx) Digest(ctx context.Context, ref refill.TableRef, partition string) 
 	if err := t.usable(); err != nil {
 		return refill.Digest{}, err
 	}
-	return digest(ctx, t.conn, ref, partition)
+	return digest(ctx, prepared{t}, ref, partition)
 }
 
 // DeletePartition deletes one partition of ref, selected exactly as
@@ -102,7 +109,7 @@ func (t *tx) DeletePartition(ctx context.Context, ref refill.TableRef, partition
 	if err := t.usable(); err != nil {
 		return 0, err
 	}
-	cols, err := columns(ctx, t.conn, ref.Table)
+	cols, err := columns(ctx, prepared{t}, ref.Table)
 	if err != nil {
 		return 0, err
 	}
@@ -145,7 +152,7 @@ func (t *tx) ReplaceFromQuery(ctx context.Context, ref refill.TableRef, query, p
 	if uses > 0 {
 		args = []any{partition}
 	}
-	cols, err := columns(ctx, t.conn, ref.Table)
+	cols, err := columns(ctx, prepared{t}, ref.Table)
 	if err != nil {
 		return 0, err
 	}
@@ -280,20 +287,16 @@ func (t *tx) ExecSQL(ctx context.Context, ref refill.TableRef, sql, partition st
 	if err := sqltext.SQLite.RefuseTransactionControl(stmts, ref.Table, partition); err != nil {
 		return err
 	}
-	cols, err := columns(ctx, t.conn, ref.Table)
+	cols, err := columns(ctx, prepared{t}, ref.Table)
 	if err != nil {
 		return err
 	}
-	create, err := fence(ref, cols, partition)
-	if err != nil {
-		return fmt.Errorf("sql job for %s: %w", ref.Table, err) // a malformed partition
-	}
-	recursive, err := t.raiseFence(ctx, create)
+	n, err := t.raiseFence(ctx, ref, cols, partition)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if ferr := t.lowerFence(ctx, recursive); ferr != nil {
+		if ferr := t.lowerFence(ctx, n); ferr != nil {
 			err = errors.Join(err, ferr)
 		}
 	}()

@@ -29,7 +29,7 @@ func (t *tx) Spoil(ctx context.Context, ref refill.TableRef, partition string) (
 	if err := t.usable(); err != nil {
 		return "", false, err
 	}
-	cols, err := columns(ctx, t.conn, ref.Table)
+	cols, err := columns(ctx, prepared{t}, ref.Table)
 	if err != nil {
 		return "", false, err
 	}

@@ -58,6 +58,9 @@ func (w *Warehouse) Transact(ctx context.Context, fn func(tx refill.WarehouseTx)
 		if err := t.unhook(); err != nil {
 			t.tainted = true
 		}
+		// Either sets t.tainted when it fails.
+		_ = t.restoreRecursive(ctx)
+		_ = t.unguard()
 	}()
 	if err := t.hook(); err != nil {
 		return fmt.Errorf("transaction: %w", err)
@@ -69,6 +72,9 @@ func (w *Warehouse) Transact(ctx context.Context, fn func(tx refill.WarehouseTx)
 		return err
 	}
 	if err := t.usable(); err != nil {
+		return fmt.Errorf("transaction: %w", err)
+	}
+	if err := t.dropFences(ctx); err != nil {
 		return fmt.Errorf("transaction: %w", err)
 	}
 	t.committing = true
@@ -98,7 +104,7 @@ func (t *tx) CopyPartitions(ctx context.Context, ref refill.TableRef, dst, from,
 	if err := t.usable(); err != nil {
 		return err
 	}
-	cols, err := columns(ctx, t.conn, ref.Table)
+	cols, err := columns(ctx, prepared{t}, ref.Table)
 	if err != nil {
 		return err
 	}
@@ -123,11 +129,11 @@ func (t *tx) RestorePartition(ctx context.Context, ref refill.TableRef, src, par
 	if err := t.usable(); err != nil {
 		return 0, err
 	}
-	cols, err := columns(ctx, t.conn, ref.Table)
+	cols, err := columns(ctx, prepared{t}, ref.Table)
 	if err != nil {
 		return 0, err
 	}
-	srcCols, err := columns(ctx, t.conn, src)
+	srcCols, err := columns(ctx, prepared{t}, src)
 	if err != nil {
 		return 0, err
 	}
