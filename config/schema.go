@@ -11,6 +11,8 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/lexer"
 	"github.com/goccy/go-yaml/token"
+
+	"github.com/refill-dev/refill"
 )
 
 // index maps key paths of the parsed document to the lines they are on, and
@@ -395,43 +397,8 @@ func clip(s string) string {
 	return s
 }
 
-// known formats the valid names for an "unknown X" message, closest to got
-// first so that a typo's fix is the first thing read: (known: a, b, c, ...).
-func known(got string, names []string, limit int) string {
-	if len(names) == 0 {
-		return "(no others are defined)"
-	}
-	names = slices.Clone(names)
-	slices.SortStableFunc(names, func(a, b string) int { return editDistance(got, a) - editDistance(got, b) })
-	more := ""
-	if len(names) > limit {
-		names, more = names[:limit], ", ..."
-	}
-	return "(known: " + strings.Join(names, ", ") + more + ")"
-}
-
-// editDistance is the Levenshtein distance between a and b, used only to
-// order suggestions.
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
-}
+// known formats the valid names for an "unknown X" message (refill.Known).
+func known(got string, names []string, limit int) string { return refill.Known(got, names, limit) }
 
 // keyBefore guesses the key path at line:col of a document that failed to
 // parse, so that syntax errors name a key like every other error. With no
