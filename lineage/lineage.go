@@ -131,6 +131,9 @@ type Closure struct {
 	// rebuilt dataset's. A lineage-only dataset the plan does not change
 	// (a view over a source) is not listed.
 	LineageOnly []string
+	// LeftOut are the datasets with jobs that a selection left out (Select)
+	// but that read what the steps rewrite.
+	LeftOut []LeftOut
 }
 
 // Closure computes the downstream closure of targets. Naming a source means
@@ -138,24 +141,23 @@ type Closure struct {
 func (g *Graph) Closure(targets []string) (Closure, error) {
 	in := map[string]bool{}
 	isTarget := map[string]bool{}
-	below := map[string]bool{} // strictly downstream of a target
-	var walk func(n string)
-	walk = func(n string) {
-		for _, d := range g.downstream[n] {
-			below[d] = true
-			if !in[d] {
-				in[d] = true
-				walk(d)
-			}
-		}
-	}
 	for _, t := range targets {
 		if _, ok := g.datasets[t]; !ok {
 			return Closure{}, refill.NotFoundf("unknown dataset %q (known: %s)", t, strings.Join(sortedKeys(g.datasets), ", "))
 		}
 		isTarget[t] = true
 		in[t] = true
-		walk(t)
+		g.downstreamOf(t, in)
+	}
+	return g.closureOf(in, isTarget), nil
+}
+
+// closureOf orders the datasets in in: its steps, their sources, the
+// lineage-only datasets they change. isTarget are the datasets asked for.
+func (g *Graph) closureOf(in, isTarget map[string]bool) Closure {
+	below := map[string]bool{} // strictly downstream of a target
+	for t := range isTarget {
+		g.downstreamOf(t, below)
 	}
 	order := map[string]int{}
 	var level, through func(n string) int
@@ -227,7 +229,7 @@ func (g *Graph) Closure(targets []string) (Closure, error) {
 		return strings.Compare(a.Dataset.Name, b.Dataset.Name)
 	})
 	c.Sources = sortedKeys(sources)
-	return c, nil
+	return c
 }
 
 // upstreamSources returns every source upstream of n, transitively,
