@@ -124,7 +124,7 @@ func holders(ctx context.Context, q querier, d dialect, planID string) ([]Holder
 }
 
 // Supersede marks every earlier live, not yet running plan of the same
-// request (targets and range) whose content differs (another hash)
+// request (targets, range and selectors) whose content differs (another hash)
 // superseded by p, and returns their IDs: the inputs changed, and an
 // approval of the old content must not carry over. An identical re-plan
 // supersedes nothing; the earlier plan keeps its lock.
@@ -133,8 +133,12 @@ func (t *Tx) Supersede(ctx context.Context, p *refill.Plan) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	rows, err := t.tx.QueryContext(ctx, t.d.rebind(`SELECT id, status FROM plans WHERE targets = ? AND range_from = ? AND range_to = ? AND id <> ? AND hash <> ? AND status IN (?, ?, ?)`),
-		string(targets), p.Request.From, p.Request.To, p.ID, p.Hash, string(refill.StatusPending), string(refill.StatusReady), string(refill.StatusApproved))
+	selection, err := selectionKey(p.Request)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := t.tx.QueryContext(ctx, t.d.rebind(`SELECT id, status FROM plans WHERE targets = ? AND selection = ? AND range_from = ? AND range_to = ? AND id <> ? AND hash <> ? AND status IN (?, ?, ?)`),
+		string(targets), selection, p.Request.From, p.Request.To, p.ID, p.Hash, string(refill.StatusPending), string(refill.StatusReady), string(refill.StatusApproved))
 	if err != nil {
 		return nil, fmt.Errorf("supersede: %w", err)
 	}

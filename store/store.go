@@ -274,6 +274,10 @@ func savePlan(ctx context.Context, q querier, d dialect, p *refill.Plan) error {
 	if err != nil {
 		return fmt.Errorf("save plan %s: %w", p.ID, err)
 	}
+	selection, err := selectionKey(p.Request)
+	if err != nil {
+		return fmt.Errorf("save plan %s: %w", p.ID, err)
+	}
 	partitions := 0
 	for _, st := range p.Steps {
 		partitions += len(st.Partitions)
@@ -282,11 +286,11 @@ func savePlan(ctx context.Context, q querier, d dialect, p *refill.Plan) error {
 	// engines, without parsing driver-specific constraint errors.
 	res, err := q.ExecContext(ctx, d.rebind(`
 		INSERT INTO plans (id, hash, status, tier, created_at, requested_by, targets,
-			range_from, range_to, reason, datasets, partitions, body)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			range_from, range_to, reason, datasets, partitions, body, selection)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING`),
 		p.ID, p.Hash, string(p.Status), string(p.Tier), d.timestamp(p.CreatedAt), p.Request.RequestedBy, string(targets),
-		p.Request.From, p.Request.To, p.Request.Reason, len(p.Steps), partitions, string(body))
+		p.Request.From, p.Request.To, p.Request.Reason, len(p.Steps), partitions, string(body), selection)
 	if err != nil {
 		return fmt.Errorf("save plan %s: %w", p.ID, err)
 	}
@@ -559,3 +563,13 @@ func (e *classified) Unwrap() error { return e.kind }
 
 // redact hides the DSN's passwords in an error's text (dsn.RedactError).
 func redact(err error, d string) error { return dsn.RedactError(err, d) }
+
+// selectionKey is the request's selectors as stored beside its targets:
+// "" for dataset names alone, else their JSON.
+func selectionKey(r refill.Request) (string, error) {
+	if len(r.Select) == 0 && len(r.Exclude) == 0 && !r.NoDownstream {
+		return "", nil
+	}
+	b, err := json.Marshal(map[string]any{"select": r.Select, "exclude": r.Exclude, "no_downstream": r.NoDownstream})
+	return string(b), err
+}

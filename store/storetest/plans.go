@@ -3,6 +3,7 @@ package storetest
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -91,6 +92,26 @@ func exercisePlans(t *testing.T, setup func(t *testing.T) (*store.Store, string)
 
 		if _, err := s.RecordPlan(ctx, refill.PlanRecord{Plan: a}); !errors.Is(err, refill.ErrNotPermitted) {
 			t.Errorf("recording a twice: %v, want not permitted", err)
+		}
+
+		// The same targets and range, narrowed by selectors, are another
+		// request: neither supersedes the other; the same selectors do.
+		narrow := func(id string, n int) *refill.Plan {
+			p := planFor(id, at(3+n), "orders", "2026-11-01", "2026-11-02")
+			p.Request.Select, p.Request.NoDownstream = []string{"orders"}, true
+			p.Request.Reason = fmt.Sprintf("narrow %d", n)
+			p.Hash = p.ComputeHash()
+			return p
+		}
+		d1 := narrow("p-d1", 1)
+		if superseded, err := s.RecordPlan(ctx, refill.PlanRecord{Plan: d1}); err != nil || len(superseded) != 0 {
+			t.Errorf("RecordPlan(orders --no-downstream) = %v, %v; want the plain plan b left alone", superseded, err)
+		}
+		if got, _ := s.Plan(ctx, b.ID); got.Status != refill.StatusPending {
+			t.Errorf("a narrowed plan superseded b: %s", got.Status)
+		}
+		if superseded, err := s.RecordPlan(ctx, refill.PlanRecord{Plan: narrow("p-d2", 2)}); err != nil || !slices.Equal(superseded, []string{d1.ID}) {
+			t.Errorf("RecordPlan(orders --no-downstream again) = %v, %v; want [%s]", superseded, err, d1.ID)
 		}
 	})
 
