@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 )
@@ -110,11 +111,19 @@ func (s Status) Known() bool {
 
 // Request is "reprocess targets T for partitions from..to, because R".
 type Request struct {
-	Targets     []string `json:"targets"`
-	From        string   `json:"from"`
-	To          string   `json:"to"`
-	Reason      string   `json:"reason"`
-	RequestedBy string   `json:"requested_by"`
+	// Targets are the datasets the request selected (sorted), before what
+	// is downstream of them is added.
+	Targets []string `json:"targets"`
+	// Select, Exclude and NoDownstream are the request's selectors as
+	// given ("events_raw+", "tag:aggregate", "+revenue_daily"), set only
+	// when it was more than dataset names, each with everything downstream.
+	Select       []string `json:"select,omitempty"`
+	Exclude      []string `json:"exclude,omitempty"`
+	NoDownstream bool     `json:"no_downstream,omitempty"`
+	From         string   `json:"from"`
+	To           string   `json:"to"`
+	Reason       string   `json:"reason"`
+	RequestedBy  string   `json:"requested_by"`
 	// Days counts the calendar days of the range, both ends included.
 	Days int `json:"days"`
 }
@@ -308,11 +317,29 @@ type Plan struct {
 	// and that refill does not manage: not rebuilt, and named so that
 	// whoever approves knows who will read the rewritten rows.
 	Consumers []Consumer `json:"consumers,omitempty"`
+	// LeftOut are the datasets with jobs that the request's selectors left
+	// out but that read what the plan rewrites: they go on being built
+	// from the old rows, so such a plan is never auto.
+	LeftOut []LeftOut `json:"left_out,omitempty"`
 	// Clock is set when the plan was made on an "as of" clock (REFILL_NOW)
 	// later than the real one: both times, sealed. Such a plan is never
 	// auto, since a clock moved forward would make rows from the future
 	// look past and history look longer than it is.
 	Clock *PlanClock `json:"clock,omitempty"`
+}
+
+// LeftOut is a dataset a plan does not rebuild that reads what it
+// rewrites: Reads are the steps (or the lineage-only datasets they change)
+// it reads directly.
+type LeftOut struct {
+	Dataset string   `json:"dataset"`
+	Reads   []string `json:"reads"`
+	Tags    []string `json:"tags,omitempty"`
+}
+
+// Describe says, for people, what the left-out dataset reads.
+func (l LeftOut) Describe() string {
+	return fmt.Sprintf("%s reads %s, which this plan rewrites, and is not rebuilt", l.Dataset, strings.Join(l.Reads, ", "))
 }
 
 // PlanClock is the real clock and the "as of" clock a plan was made on,

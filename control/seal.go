@@ -71,7 +71,7 @@ func Stale(p *refill.Plan, cfg *refill.Config) []string {
 	// The targets may reach other datasets now (a new aggregate
 	// downstream changes both what runs and how it is tiered).
 	if g, err := lineage.Of(cfg); err == nil {
-		if cl, err := g.Closure(p.Request.Targets); err == nil {
+		if cl, _, err := g.Select(lineage.SelectionOf(p.Request)); err == nil {
 			var now []string
 			for _, n := range cl.Steps {
 				now = append(now, n.Dataset.Name)
@@ -82,6 +82,17 @@ func Stale(p *refill.Plan, cfg *refill.Config) []string {
 					add("the targets now also reach %s, which the plan does not rebuild", n)
 				}
 			}
+			var left []string
+			for _, l := range cl.LeftOut {
+				left = append(left, l.Dataset.Name)
+			}
+			for _, n := range left {
+				if !slices.ContainsFunc(p.LeftOut, func(l refill.LeftOut) bool { return l.Dataset == n }) {
+					add("%s now reads what the plan rewrites, and the plan leaves it out", n)
+				}
+			}
+		} else if len(p.Request.Select) > 0 {
+			add("the plan's selection no longer holds: %s", err)
 		}
 	}
 	if now := dsn.Redact(cfg.Warehouse); p.Warehouse != "" && p.Warehouse != now {

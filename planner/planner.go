@@ -82,10 +82,16 @@ func New(cfg *refill.Config, wh refill.Warehouse, st Store) (*Planner, error) {
 
 // Request is what the user asked for, before validation.
 type Request struct {
+	// Targets are selectors (lineage.Selection): dataset names, name+,
+	// +name, tag:T.
 	Targets []string
-	From    string
-	To      string
-	Reason  string
+	// Exclude are selectors of datasets to leave out; NoDownstream takes
+	// only what Targets name, nothing downstream of it.
+	Exclude      []string
+	NoDownstream bool
+	From         string
+	To           string
+	Reason       string
 	// Actor is the already resolved requester.
 	Actor string
 }
@@ -138,10 +144,8 @@ func (p *Planner) assemble(ctx context.Context, r Request, seen *gate.Result) (*
 	if err != nil {
 		return nil, err
 	}
-	targets := slices.Clone(r.Targets)
-	slices.Sort(targets)
-	targets = slices.Compact(targets)
-	closure, err := p.Graph.Closure(targets)
+	sel := lineage.Selection{Select: trimmed(r.Targets), Exclude: trimmed(r.Exclude), NoDownstream: r.NoDownstream}
+	closure, targets, err := p.Graph.Select(sel)
 	if err != nil {
 		return nil, err
 	}
@@ -163,6 +167,9 @@ func (p *Planner) assemble(ctx context.Context, r Request, seen *gate.Result) (*
 		return nil, fmt.Errorf("%w (now is %s, the later of the real clock and REFILL_NOW)", err, latest.Format(time.RFC3339))
 	}
 	if len(closure.Steps) == 0 {
+		if !sel.IsPlain() {
+			return nil, refill.BadInputf("nothing to rebuild: the selection %s takes no dataset with a job", describeSelection(sel))
+		}
 		return nil, refill.BadInputf("nothing to rebuild: %s has no datasets downstream with a job", strings.Join(targets, ", "))
 	}
 
@@ -173,12 +180,16 @@ func (p *Planner) assemble(ctx context.Context, r Request, seen *gate.Result) (*
 			Targets: targets, From: rng.FromString(), To: rng.ToString(),
 			Reason: strings.TrimSpace(r.Reason), RequestedBy: r.Actor, Days: rng.Days(),
 		},
+		LeftOut:   leftOut(closure),
 		Sources:   closure.Sources,
 		Policy:    p.Config.Policy,
 		CreatedAt: p.Now().UTC(),
 		Seal:      refill.SealVersion,
 		Run:       &refill.RunSeal{Tolerance: p.Config.Run.Tolerance},
 		Warehouse: dsn.Redact(p.Config.Warehouse),
+	}
+	if !sel.IsPlain() {
+		plan.Request.Select, plan.Request.Exclude, plan.Request.NoDownstream = sel.Select, sel.Exclude, sel.NoDownstream
 	}
 	if asOf, real, ahead := refill.Clock(p.Now).Ahead(); ahead {
 		plan.Clock = &refill.PlanClock{Real: real.Truncate(time.Second), AsOf: asOf}
@@ -228,7 +239,7 @@ func (p *Planner) assemble(ctx context.Context, r Request, seen *gate.Result) (*
 		plan.SourceSeals = append(plan.SourceSeals, seal)
 	}
 
-	in := policy.Input{Request: plan.Request, Downstream: closure.Downstream, Proofs: map[string]policy.Evidence{}, Clock: plan.Clock}
+	in := policy.Input{Request: plan.Request, Downstream: closure.Downstream, Proofs: map[string]policy.Evidence{}, Clock: plan.Clock, LeftOut: plan.LeftOut}
 	if plan.Consumers, err = p.consumers(ctx, plan, closure.LineageOnly); err != nil {
 		return nil, err
 	}
@@ -734,4 +745,39 @@ func newID() string {
 		panic("refill: no randomness: " + err.Error())
 	}
 	return hex.EncodeToString(b[:])
+}
+
+// trimmed is selectors without surrounding space and without repeats, in
+// their order.
+func trimmed(sels []string) []string {
+	var out []string
+	for _, s := range sels {
+		s = strings.TrimSpace(s)
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// describeSelection says what a selection asked for, as a command line
+// would.
+func describeSelection(sel lineage.Selection) string {
+	parts := slices.Clone(sel.Select)
+	for _, e := range sel.Exclude {
+		parts = append(parts, "--exclude "+e)
+	}
+	if sel.NoDownstream {
+		parts = append(parts, "--no-downstream")
+	}
+	return strings.Join(parts, " ")
+}
+
+// leftOut is the closure's left-out datasets as the plan seals them.
+func leftOut(c lineage.Closure) []refill.LeftOut {
+	var out []refill.LeftOut
+	for _, l := range c.LeftOut {
+		out = append(out, l.Sealed())
+	}
+	return out
 }

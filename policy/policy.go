@@ -62,6 +62,11 @@ type Input struct {
 	// Clock is set when the plan is made on an "as of" clock ahead of the
 	// real one: never auto.
 	Clock *refill.PlanClock
+	// LeftOut are datasets with jobs that the request's selectors left out
+	// but that read what the plan rewrites: never auto, and their tags
+	// count as a rebuilt dataset's do, since their next build reads the
+	// new rows.
+	LeftOut []refill.LeftOut
 }
 
 // Decision is a tier and why: Reasons decided the tier; Attention is
@@ -195,6 +200,13 @@ func (p *Policy) Decide(in Input) (Decision, error) {
 			}
 		}
 	}
+	for _, l := range in.LeftOut {
+		for _, t := range l.Tags {
+			if slices.Contains(p.cfg.ManualTags, t) {
+				manual = append(manual, fmt.Sprintf("%s is tagged %s (manual_tags): left out of the plan, it reads %s, which the plan rewrites", l.Dataset, t, strings.Join(l.Reads, ", ")))
+			}
+		}
+	}
 	if days > p.cfg.ManualOverDays {
 		manual = append(manual, fmt.Sprintf("range is %d days, over the manual limit of %d", days, p.cfg.ManualOverDays))
 	}
@@ -249,6 +261,9 @@ func (p *Policy) Decide(in Input) (Decision, error) {
 		notAuto = append(notAuto, fmt.Sprintf("idempotency proof is stale for %s: the job changed since it was proven, or it was proven by an older refill without the stale-partition build (prove again)", strings.Join(stale, ", ")))
 	}
 	notAuto = append(notAuto, consumerReasons(in.Consumers)...)
+	for _, l := range in.LeftOut {
+		notAuto = append(notAuto, l.Describe())
+	}
 	if c := in.Clock; c != nil {
 		notAuto = append(notAuto, fmt.Sprintf("the plan was made as of %s, %s ahead of the real clock (%s): a clock set ahead (REFILL_NOW) never makes a plan auto",
 			c.AsOf.UTC().Format(time.RFC3339), c.AsOf.Sub(c.Real).Round(time.Second), c.Real.UTC().Format(time.RFC3339)))
@@ -335,6 +350,13 @@ func activation(in Input, tier refill.Tier) map[string]any {
 	}
 	for _, d := range in.LineageOnly {
 		for _, t := range d.Tags {
+			if !slices.Contains(tags, t) {
+				tags = append(tags, t)
+			}
+		}
+	}
+	for _, l := range in.LeftOut {
+		for _, t := range l.Tags {
 			if !slices.Contains(tags, t) {
 				tags = append(tags, t)
 			}

@@ -82,10 +82,13 @@ func (s *Server) api() {
 
 // planRequest is the body of POST /api/v1/plans: refill plan's inputs.
 type planRequest struct {
-	Targets []string `json:"targets"`
-	From    string   `json:"from"`
-	To      string   `json:"to"`
-	Reason  string   `json:"reason"`
+	// Targets are selectors: NAME, NAME+, +NAME, tag:TAG.
+	Targets      []string `json:"targets"`
+	Exclude      []string `json:"exclude"`
+	NoDownstream bool     `json:"no_downstream"`
+	From         string   `json:"from"`
+	To           string   `json:"to"`
+	Reason       string   `json:"reason"`
 }
 
 func (s *Server) createPlan(w http.ResponseWriter, r *http.Request, user string) {
@@ -94,7 +97,7 @@ func (s *Server) createPlan(w http.ResponseWriter, r *http.Request, user string)
 		s.writeError(w, r, err)
 		return
 	}
-	s.plan(w, r, user, planner.Request{Targets: req.Targets, From: req.From, To: req.To, Reason: req.Reason}, "reason", nil)
+	s.plan(w, r, user, planner.Request{Targets: req.Targets, Exclude: req.Exclude, NoDownstream: req.NoDownstream, From: req.From, To: req.To, Reason: req.Reason}, "reason", nil)
 }
 
 // plan makes a plan and answers 201 with it, or 409 with the error and the

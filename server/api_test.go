@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -540,4 +541,56 @@ func TestAPIAccept(t *testing.T) {
 	}
 	st, res = e.call("carol", "POST", path+"/revoke", body)
 	wantError(t, "nothing left to revoke", st, res, http.StatusNotFound, refill.ExitBadInput)
+}
+
+// Selectors work through the API as through the CLI: the plan takes only
+// what they select, names what it leaves out that reads what it rewrites,
+// and a bad selector is a 400 that names it and the nearest datasets.
+func TestAPISelectors(t *testing.T) {
+	t.Parallel()
+	e := apiServe(t, "")
+	body := `{"targets":["sessions","events_daily"],"exclude":["partner_feed"],"no_downstream":true,"from":"` + e.sc.Day(12) + `","to":"` + e.sc.Day(11) + `","reason":"only the two tables"}`
+	status, plan := e.call("alice", "POST", "/api/v1/plans", body)
+	if status != http.StatusCreated {
+		t.Fatalf("create: HTTP %d: %v", status, plan)
+	}
+	var steps []string
+	for _, s := range plan["steps"].([]any) {
+		steps = append(steps, s.(map[string]any)["dataset"].(string))
+	}
+	if !slices.Equal(steps, []string{"events_daily", "sessions"}) {
+		t.Errorf("steps = %v, want events_daily and sessions alone", steps)
+	}
+	req := plan["request"].(map[string]any)
+	if fmt.Sprint(req["select"]) != "[sessions events_daily]" || fmt.Sprint(req["exclude"]) != "[partner_feed]" || req["no_downstream"] != true {
+		t.Errorf("request = %v, want the selectors as given", req)
+	}
+	var left []string
+	for _, l := range plan["left_out"].([]any) {
+		m := l.(map[string]any)
+		left = append(left, fmt.Sprintf("%s<-%v", m["dataset"], m["reads"]))
+	}
+	if !slices.Equal(left, []string{"partner_feed<-[events_daily]", "revenue_daily<-[events_daily]"}) {
+		t.Errorf("left_out = %v", left)
+	}
+	// revenue_daily is billing, partner_feed external: left out, they keep
+	// the plan manual.
+	if plan["tier"] != "manual" || !strings.Contains(fmt.Sprint(plan["reasons"]), "revenue_daily is tagged billing (manual_tags): left out of the plan") {
+		t.Errorf("tier %v, reasons %v; want manual for the billing table left out", plan["tier"], plan["reasons"])
+	}
+	before := e.auditLen()
+	for _, c := range []struct{ body, want string }{
+		{`{"targets":["sesions"],"from":"2026-11-01","to":"2026-11-03","reason":"x"}`, `unknown dataset "sesions" (known: sessions`},
+		{`{"targets":["tag:nope"],"from":"2026-11-01","to":"2026-11-03","reason":"x"}`, `no dataset is tagged nope`},
+		{`{"targets":["sessions"],"exclude":["partner_fed"],"from":"2026-11-01","to":"2026-11-03","reason":"x"}`, `--exclude "partner_fed": unknown dataset "partner_fed" (known: partner_feed`},
+	} {
+		st, res := e.call("alice", "POST", "/api/v1/plans", c.body)
+		wantError(t, c.want, st, res, http.StatusBadRequest, refill.ExitBadInput)
+		if !strings.Contains(fmt.Sprint(res["error"]), c.want) {
+			t.Errorf("%s: error %q does not say %q", c.body, res["error"], c.want)
+		}
+	}
+	if n := e.auditLen(); n != before {
+		t.Errorf("bad selectors changed the audit log: %d -> %d entries", before, n)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/refill-dev/refill"
@@ -97,13 +98,17 @@ func (ui *webUI) decide(w http.ResponseWriter, r *http.Request, v *view) {
 // and shown, as the CLI prints it.
 func (ui *webUI) newPlan(w http.ResponseWriter, r *http.Request, v *view) {
 	f := planForm{Targets: r.PostForm["targets"], From: strings.TrimSpace(r.PostForm.Get("from")),
-		To: strings.TrimSpace(r.PostForm.Get("to")), Reason: strings.TrimSpace(r.PostForm.Get("reason"))}
+		To: strings.TrimSpace(r.PostForm.Get("to")), Reason: strings.TrimSpace(r.PostForm.Get("reason")),
+		Select: strings.TrimSpace(r.PostForm.Get("select")), Exclude: strings.TrimSpace(r.PostForm.Get("exclude")),
+		NoDownstream: r.PostForm.Get("no_downstream") != ""}
+	targets := append(slices.Clone(f.Targets), selectors(f.Select)...)
 	var p *refill.Plan
-	err := refill.BadInputf("choose at least one dataset to rebuild")
-	if len(f.Targets) > 0 {
+	err := refill.BadInputf("choose at least one dataset to rebuild, or type a selector")
+	if len(targets) > 0 {
 		select {
 		case ui.s.planning <- struct{}{}:
-			p, err = ui.s.ctl().Plan(r.Context(), v.User, planner.Request{Targets: f.Targets, From: f.From, To: f.To, Reason: f.Reason})
+			p, err = ui.s.ctl().Plan(r.Context(), v.User, planner.Request{Targets: targets, Exclude: selectors(f.Exclude), NoDownstream: f.NoDownstream,
+				From: f.From, To: f.To, Reason: f.Reason})
 			<-ui.s.planning
 		case <-r.Context().Done():
 			err = r.Context().Err()

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/dustin/go-humanize"
 
@@ -101,9 +102,18 @@ type plansData struct {
 
 // planForm is the new-plan form: refill plan's inputs.
 type planForm struct {
-	Targets  []string
-	From, To string
-	Reason   string
+	Targets []string
+	// Select and Exclude are selectors as typed, separated by spaces or
+	// commas.
+	Select, Exclude string
+	NoDownstream    bool
+	From, To        string
+	Reason          string
+}
+
+// selectors splits typed selectors on spaces and commas.
+func selectors(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
 }
 
 func (ui *webUI) plans(w http.ResponseWriter, r *http.Request, v *view) {

@@ -13,8 +13,10 @@ import (
 
 func (a *app) planCmd() *cobra.Command {
 	var from, to, reason string
+	var exclude []string
+	var noDownstream bool
 	cmd := &cobra.Command{
-		Use:   "plan TARGET... --from D --to D --reason TEXT",
+		Use:   "plan SELECTOR... --from D --to D --reason TEXT",
 		Short: "Dry run: what would be rebuilt, how many rows, and which tier",
 		Long: `Plan a backfill without writing anything to the warehouse.
 
@@ -22,9 +24,20 @@ The plan lists every dataset downstream of the targets in the order they would
 run, each partition with its current and expected row counts, the source gate's
 verdict and the tier with its reasons. It is stored immutable and hashed; later
 commands refer to it by id. Naming a source means "rebuild everything
-downstream of it for these dates".`,
-		Example: `  refill plan events_daily --from 2026-11-01 --to 2026-11-03 --reason "schema change broke 72h" --as alice`,
-		Args:    cobra.MinimumNArgs(1),
+downstream of it for these dates".
+
+Selectors:
+  NAME, NAME+   the dataset and everything downstream of it
+  +NAME, +NAME+ the same, with every dataset with a job upstream of it
+  tag:TAG       every dataset tagged TAG, and everything downstream
+--no-downstream takes only what the selectors name. --exclude takes datasets
+out, read literally: NAME that one, NAME+ it and its downstream, +NAME it and
+its upstream, tag:TAG the tagged. A dataset left out that reads what the plan
+rewrites is named in the plan and keeps it from auto.`,
+		Example: `  refill plan events_daily --from 2026-11-01 --to 2026-11-03 --reason "schema change broke 72h" --as alice
+  refill plan 'events_raw+' --exclude partner_feed --from 2026-11-01 --to 2026-11-03 --reason "..."
+  refill plan revenue_daily --no-downstream --from 2026-11-01 --to 2026-11-01 --reason "..."`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			e, c, actor, err := a.openControl(cmd.Context(), true)
 			if err != nil {
@@ -32,7 +45,7 @@ downstream of it for these dates".`,
 			}
 			defer e.Close()
 			// A blocked plan is stored and printed, and its error exits 3.
-			plan, err := c.Plan(cmd.Context(), actor, planner.Request{Targets: args, From: from, To: to, Reason: reason})
+			plan, err := c.Plan(cmd.Context(), actor, planner.Request{Targets: args, Exclude: exclude, NoDownstream: noDownstream, From: from, To: to, Reason: reason})
 			if plan != nil {
 				if perr := a.printPlan(plan, e.cfg); perr != nil {
 					return perr
@@ -46,6 +59,8 @@ downstream of it for these dates".`,
 	f.StringVar(&to, "to", "", "last partition, both ends included")
 	f.StringVar(&reason, "reason", "", "why these dates are reprocessed (required; kept in the audit log)")
 	f.StringVar(&a.as, "as", "", "who is asking (default $REFILL_USER)")
+	f.StringArrayVar(&exclude, "exclude", nil, "a selector of datasets to leave out (repeatable)")
+	f.BoolVar(&noDownstream, "no-downstream", false, "rebuild only what the selectors name, nothing downstream of it")
 	return cmd
 }
 

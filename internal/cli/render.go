@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -24,6 +25,9 @@ func renderPlan(p *refill.Plan, cfg *refill.Config) string {
 	fmt.Fprintf(&b, "Plan %s  %s  status %s\n", p.ID, shortHash(p.Hash), p.Status)
 	fmt.Fprintf(&b, "  request   %s  %s..%s (%d %s)  by %s\n", strings.Join(p.Request.Targets, ", "),
 		p.Request.From, p.Request.To, p.Request.Days, plural(p.Request.Days, "day", "days"), p.Request.RequestedBy)
+	if sel := selectionText(p.Request); sel != "" {
+		fmt.Fprintf(&b, "  selected  %s\n", sel)
+	}
 	fmt.Fprintf(&b, "  reason    %s\n", refill.OneLine(p.Request.Reason))
 	fmt.Fprintf(&b, "  created   %s\n\n", p.CreatedAt.Format("2006-01-02 15:04:05 MST"))
 
@@ -71,6 +75,7 @@ func renderPlan(p *refill.Plan, cfg *refill.Config) string {
 	}
 	fmt.Fprintf(&b, "\n  total rows now %s, expected after %s\n\n", control.Total(cur, curUnknown), control.Total(exp, expUnknown))
 	renderConsumers(&b, p.Consumers)
+	renderLeftOut(&b, p.LeftOut)
 
 	fmt.Fprintf(&b, "Tier: %s\n", strings.ToUpper(string(p.Tier)))
 	// A reason may quote warehouse data (a proof's example row): one line
@@ -337,6 +342,33 @@ func renderConsumers(b *strings.Builder, cs []refill.Consumer) {
 		// its line.
 		fmt.Fprintf(b, "  - %s reads %s — not rebuilt: consumer outside refill (job %s, last seen %s)\n",
 			refill.OneLine(c.Dataset), refill.OneLine(c.Reads), refill.OneLine(c.Job), c.LastSeen.UTC().Format("2006-01-02 15:04"))
+	}
+	b.WriteString("\n")
+}
+
+// selectionText is the request's selectors as a command line would give
+// them, or "" for plain dataset names.
+func selectionText(r refill.Request) string {
+	if len(r.Select) == 0 {
+		return ""
+	}
+	parts := slices.Clone(r.Select)
+	for _, e := range r.Exclude {
+		parts = append(parts, "--exclude "+e)
+	}
+	if r.NoDownstream {
+		parts = append(parts, "--no-downstream")
+	}
+	return strings.Join(parts, " ")
+}
+
+func renderLeftOut(b *strings.Builder, ls []refill.LeftOut) {
+	if len(ls) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "%s\n", red(fmt.Sprintf("Left out, but reading what this plan rewrites (%d):", len(ls))))
+	for _, l := range ls {
+		fmt.Fprintf(b, "  - %s\n", l.Describe())
 	}
 	b.WriteString("\n")
 }
