@@ -12,6 +12,7 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -699,6 +700,43 @@ func TestWebNewPlan(t *testing.T) {
 	page := e.do(t, http.MethodGet, r.Header.Get("Location"), "alice", nil, nil, r.cookie("refill_flash"))
 	if text(page.body, "status") != "blocked" || !strings.Contains(page.body, "source gate blocked") {
 		t.Errorf("blocked plan page: status %q", text(page.body, "status"))
+	}
+}
+
+// TestWebNewPlanSelectors: the form takes selectors as the CLI does — typed
+// selectors beside the picked datasets, what to leave out, nothing
+// downstream — and the plan page names what the plan leaves out; a bad
+// selector shows the form again, naming the nearest datasets.
+func TestWebNewPlanSelectors(t *testing.T) {
+	t.Parallel()
+	e := webSetup(t)
+	csrf := e.csrf(t, "alice")
+	r := e.post(t, "/plans", "alice", url.Values{"csrf": {csrf}, "select": {"+revenue_daily"}, "no_downstream": {"1"},
+		"from": {e.sc.Day(12)}, "to": {e.sc.Day(11)}, "reason": {"only revenue"}})
+	if r.StatusCode != http.StatusSeeOther {
+		t.Fatalf("new plan: %d\n%s", r.StatusCode, r.body)
+	}
+	id := strings.TrimPrefix(r.Header.Get("Location"), "/plans/")
+	st, err := e.ctl.Load(e.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Plan.Datasets(); !slices.Equal(got, []string{"events_daily", "revenue_daily"}) || !st.Plan.Request.NoDownstream {
+		t.Errorf("planned %v (no_downstream %v), want events_daily and revenue_daily alone", got, st.Plan.Request.NoDownstream)
+	}
+	page := e.get(t, "/plans/"+id, "bob")
+	card := page.body[max(0, strings.Index(page.body, `id="left-out"`)):]
+	card = card[:max(0, strings.Index(card, "</section>"))]
+	if got := card; !strings.Contains(got, "partner_feed reads events_daily, which this plan rewrites, and is not rebuilt") {
+		t.Errorf("the plan page's left-out card: %q", got)
+	}
+	if got := text(page.body, "selection"); got != "+revenue_daily --no-downstream" {
+		t.Errorf("the plan page's selection: %q", got)
+	}
+	r = e.post(t, "/plans", "alice", url.Values{"csrf": {csrf}, "targets": {"sessions"}, "exclude": {"tag:nope"},
+		"from": {e.sc.Day(12)}, "to": {e.sc.Day(11)}, "reason": {"typo"}})
+	if r.StatusCode != http.StatusBadRequest || !strings.Contains(text(r.body, "flash"), "no dataset is tagged nope") || !strings.Contains(r.body, `value="tag:nope"`) {
+		t.Errorf("bad selector: %d, flash %q", r.StatusCode, text(r.body, "flash"))
 	}
 }
 
