@@ -45,6 +45,31 @@ type Config struct {
 	AcceptLeadTags []string `json:"accept_lead_tags"`
 	// Plan is how dry runs are made.
 	Plan PlanConfig `json:"plan"`
+	// OpenLineage is where runs are told to lineage tools (nil: nowhere).
+	OpenLineage *OpenLineageConfig `json:"openlineage,omitempty"`
+}
+
+// Defaults of the openlineage: section.
+const (
+	DefaultOpenLineageEndpoint  = "api/v1/lineage"
+	DefaultOpenLineageNamespace = "refill"
+)
+
+// OpenLineageConfig is the openlineage: section: every plan run is sent
+// as OpenLineage RunEvents to URL + Endpoint (the OpenLineage HTTP
+// transport's two settings), with the API key, if any, as a bearer token.
+// Namespace is the jobs' namespace.
+type OpenLineageConfig struct {
+	URL        string `json:"url"`
+	Endpoint   string `json:"endpoint"`
+	APIKeyEnv  string `json:"api_key_env,omitempty"`
+	APIKeyFile string `json:"api_key_file,omitempty"`
+	Namespace  string `json:"namespace"`
+}
+
+// APIKey is where the receiver's API key is kept (optional).
+func (o *OpenLineageConfig) APIKey() Secret {
+	return secretOf("openlineage.api_key", o.APIKeyEnv, o.APIKeyFile, true)
 }
 
 // PlanConfig is the config's plan: section.
@@ -146,6 +171,9 @@ func (c *Config) Secrets() []Secret {
 	}
 	for i, w := range c.Notify.Webhooks {
 		out = append(out, w.Secret(i))
+	}
+	if c.OpenLineage != nil {
+		out = append(out, c.OpenLineage.APIKey())
 	}
 	for _, name := range c.DatasetNames() {
 		if d := c.Datasets[name]; d != nil && d.Job != nil && d.Job.Airflow != nil {

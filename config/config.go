@@ -160,6 +160,17 @@ type rawConfig struct {
 	Server         *rawServer             `yaml:"server"`
 	Watch          *rawWatch              `yaml:"watch"`
 	Plan           *rawPlan               `yaml:"plan"`
+	OpenLineage    *rawOpenLineageOut     `yaml:"openlineage"`
+}
+
+// rawOpenLineageOut is where refill sends the OpenLineage events of its
+// runs.
+type rawOpenLineageOut struct {
+	URL        string `yaml:"url"`
+	Endpoint   string `yaml:"endpoint"`
+	APIKeyEnv  string `yaml:"api_key_env"`
+	APIKeyFile string `yaml:"api_key_file"`
+	Namespace  string `yaml:"namespace"`
 }
 
 type rawPlan struct {

@@ -341,6 +341,11 @@ func TestParseErrors(t *testing.T) {
 		{"webhook url", head + "notify:\n  webhooks:\n    - url: 'ftp://x/hook' # <-\n", "notify.webhooks[0].url", "http:// or https://"},
 		{"webhook url unparsable", head + "notify:\n  webhooks:\n    - url: 'http://[::1' # <-\n", "notify.webhooks[0].url", "not a valid URL"},
 		{"webhook url missing", head + "notify:\n  webhooks:\n    - secret_env: S # <-\n", "notify.webhooks[0].url", "required"},
+		{"openlineage url", head + "openlineage:\n  url: 'marquez:5000' # <-\n", "openlineage.url", "http:// or https://"},
+		{"openlineage url missing", head + "openlineage: # <-\n  api_key_env: OL_KEY\n", "openlineage.url", "required"},
+		{"openlineage endpoint", head + "openlineage:\n  url: http://marquez:5000\n  endpoint: 'http://x/api' # <-\n", "openlineage.endpoint", "want a path"},
+		{"openlineage key pasted", head + "openlineage:\n  url: http://marquez:5000\n  api_key_env: 'sk-123 456' # <-\n", "openlineage.api_key_env", "environment variable"},
+		{"openlineage namespace", head + "openlineage:\n  url: http://marquez:5000\n  namespace: ' x' # <-\n", "openlineage.namespace", "without surrounding space"},
 		{"slack env is a value", head + "notify:\n  slack:\n    webhook_url_env: https://hooks.slack.com/x # <-\n", "notify.slack.webhook_url_env", "name of an environment variable"},
 
 		// Policy.

@@ -125,6 +125,7 @@ func (c *converter) config(raw *rawConfig) *refill.Config {
 	cfg.Audit = c.audit(raw.Audit)
 	cfg.Run = c.run(raw.Run)
 	cfg.Notify = c.notify(raw.Notify)
+	cfg.OpenLineage = c.openLineageOut(raw.OpenLineage)
 	cfg.Watch.Interval = refill.Duration(defaultWatchInterval)
 	if raw.Watch != nil && raw.Watch.Interval != "" {
 		cfg.Watch.Interval = refill.Duration(c.duration("watch.interval", raw.Watch.Interval))
@@ -1064,4 +1065,33 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// openLineageOut checks the openlineage: section: where refill sends the
+// OpenLineage events of its runs.
+func (c *converter) openLineageOut(raw *rawOpenLineageOut) *refill.OpenLineageConfig {
+	if raw == nil {
+		return nil
+	}
+	if raw.URL == "" {
+		c.errorf("openlineage.url", "required: the OpenLineage HTTP endpoint's base, as in http://marquez:5000")
+	} else {
+		c.httpURL("openlineage.url", raw.URL)
+	}
+	endpoint := raw.Endpoint
+	if endpoint == "" {
+		endpoint = refill.DefaultOpenLineageEndpoint
+	}
+	if strings.Contains(endpoint, "://") || strings.ContainsAny(endpoint, "?# ") {
+		c.errorf("openlineage.endpoint", "want a path such as %s, got %q", refill.DefaultOpenLineageEndpoint, clip(endpoint))
+	}
+	c.secret("openlineage", "api_key", raw.APIKeyEnv, raw.APIKeyFile)
+	ns := raw.Namespace
+	if ns == "" {
+		ns = refill.DefaultOpenLineageNamespace
+	}
+	if len(ns) > maxOpenLineageName || strings.TrimSpace(ns) != ns || ns == "" {
+		c.errorf("openlineage.namespace", "want a namespace of up to %d bytes without surrounding space, got %q", maxOpenLineageName, clip(ns))
+	}
+	return &refill.OpenLineageConfig{URL: raw.URL, Endpoint: endpoint, APIKeyEnv: raw.APIKeyEnv, APIKeyFile: raw.APIKeyFile, Namespace: ns}
 }

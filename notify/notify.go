@@ -41,6 +41,7 @@ type Notifier struct {
 	// Secrets and addresses read once, by New.
 	slack    *slackTarget
 	webhooks []webhookTarget
+	ol       *openLineageTarget
 	secret   string // Slack's signing secret; "" leaves Interactions off
 
 	// HTTPClient sends to Slack and to webhooks. New sets one with a
@@ -88,16 +89,20 @@ func New(cfg *refill.Config, st *store.Store, read func(refill.Secret) (string, 
 	for i, w := range cfg.Notify.Webhooks {
 		n.webhooks = append(n.webhooks, webhookTarget{index: i, url: w.URL, secret: get(w.Secret(i))})
 	}
+	if o := cfg.OpenLineage; o != nil {
+		n.ol = newOpenLineageTarget(o, get(o.APIKey()))
+	}
 	if err != nil {
 		return nil, err
 	}
 	return n, nil
 }
 
-// Enabled reports whether refill.yaml configures Slack or a webhook. A
+// Enabled reports whether refill.yaml configures Slack, a webhook or an
+// OpenLineage receiver. A
 // project without either gets no outbox and queues nothing.
 func (n *Notifier) Enabled() bool {
-	return n.cfg.Notify.Slack != nil || len(n.cfg.Notify.Webhooks) > 0
+	return n.cfg.Notify.Slack != nil || len(n.cfg.Notify.Webhooks) > 0 || n.cfg.OpenLineage != nil
 }
 
 func (n *Notifier) now() time.Time {
@@ -117,6 +122,9 @@ func (n *Notifier) Targets() []string {
 	}
 	for _, w := range n.webhooks {
 		out = append(out, w.name())
+	}
+	if n.ol != nil {
+		out = append(out, openLineageTargetName)
 	}
 	return out
 }

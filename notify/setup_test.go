@@ -176,6 +176,9 @@ type options struct {
 	noSecret bool
 	// team is notify.slack.team_id, "" for none.
 	team string
+	// openLineage sends runs to the fake's /ol/api/v1/lineage, with the
+	// API key in OL_KEY; broken makes orders_daily's job fail.
+	openLineage, broken bool
 }
 
 // env is a test project with notices installed, and its fake Slack.
@@ -233,6 +236,14 @@ func setup(t testing.TB, o options) *env {
 			notifyYAML = strings.Replace(notifyYAML, "    api_url:", "    team_id: "+o.team+"\n    api_url:", 1)
 		}
 	}
+	if o.openLineage {
+		notifyYAML += fmt.Sprintf("openlineage: {url: \"%s/ol\", api_key_env: OL_KEY, namespace: acme-refill}\nrun: {attempts: 1}\n", e.slack.srv.URL)
+		e.vars["OL_KEY"] = "an OpenLineage key"
+	}
+	job := "SELECT order_date AS day, count(*) AS orders, sum(amount) AS amount"
+	if o.broken {
+		job = "SELECT order_date AS day, count(*) AS orders, sum(amount) AS amount, 1 AS no_such_column"
+	}
 	cfg := fmt.Sprintf(`version: 1
 warehouse: sqlite:warehouse.db
 state: "%s"
@@ -252,9 +263,9 @@ datasets:
     tags: [aggregate]
     job:
       query: |
-        SELECT order_date AS day, count(*) AS orders, sum(amount) AS amount
+        %s
         FROM orders WHERE order_date = :partition GROUP BY order_date
-`, state, publicURL, notifyYAML, slackAlice, slackBob, slackCarol)
+`, state, publicURL, notifyYAML, slackAlice, slackBob, slackCarol, job)
 	e.cfg = filepath.Join(dir, "refill.yaml")
 	if err := os.WriteFile(e.cfg, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)

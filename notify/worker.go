@@ -168,6 +168,9 @@ func (n *Notifier) notice(ctx context.Context, c *control.Control, a queue.Notif
 
 // send tells one target.
 func (n *Notifier) send(ctx context.Context, target string, nt *notice) error {
+	if target == openLineageTargetName {
+		return n.sendOpenLineage(ctx, nt)
+	}
 	if target == slackTargetName {
 		if n.slack == nil {
 			return fmt.Errorf("slack is not configured in this process")

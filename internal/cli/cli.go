@@ -53,6 +53,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	defer errs.Flush()
 	defer out.Flush()
 	a := &app{stdout: out, stderr: errs, getenv: secret.Getenv}
+	notify.Version = Build().Version
 	root := a.root()
 	root.SetArgs(args)
 	root.SetOut(out)
