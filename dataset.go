@@ -186,7 +186,11 @@ type Job struct {
 	Query   string      `json:"query,omitempty"`
 	SQL     string      `json:"sql,omitempty"`
 	Command []string    `json:"command,omitempty"`
-	Env     []string    `json:"env,omitempty"`
+	// ProofCommand, when set, is the argv a proof runs instead of
+	// Command: the same program told to write where the proof warehouse
+	// is (a dbt job's --target PROOF_TARGET). Its program is Command's.
+	ProofCommand []string `json:"proof_command,omitempty"`
+	Env          []string `json:"env,omitempty"`
 	Timeout Duration    `json:"timeout,omitempty"`
 	Airflow *AirflowJob `json:"airflow,omitempty"`
 	// SideEffects declares that the job writes outside the warehouse (an
@@ -372,6 +376,8 @@ type JobRun struct {
 	// retry (REFILL_ATTEMPT_KEY): a job with side effects may make its own
 	// writes idempotent with it (an upload's name, a request's id).
 	AttemptKey string
+	// Proof is set when the job runs in a proof, on the proof warehouse.
+	Proof bool
 }
 
 // AttemptKey is the key of a plan's partition in one of its runs.

@@ -197,6 +197,7 @@ type rawAudit struct {
 // Command, Env and ProjectDir shape the dbt jobs (dbt.Options).
 type rawDatasetsFrom struct {
 	DbtManifest string    `yaml:"dbt_manifest"`
+	ProofTarget string    `yaml:"proof_target"`
 	Command     *[]string `yaml:"command"`
 	Env         []string  `yaml:"env"`
 	ProjectDir  string    `yaml:"project_dir"`
@@ -335,6 +336,8 @@ type rawJob struct {
 	Query   *string   `yaml:"query"`
 	SQL     *string   `yaml:"sql"`
 	Command *[]string `yaml:"command"`
+	// ProofCommand is the argv a proof runs instead (refill.Job.ProofCommand).
+	ProofCommand []string `yaml:"proof_command"`
 	// Files are globs of what the command sources or imports, sealed
 	// with it (refill.Job.Files).
 	Files []string `yaml:"files"`

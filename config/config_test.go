@@ -461,7 +461,7 @@ func TestParseErrors(t *testing.T) {
 		{"slack team_id a name", head + "notify:\n  slack:\n    signing_secret_env: S\n    team_id: acme-data # <-\n", "notify.slack.team_id", `"acme-data" is not a Slack team ID: want T and capital letters or digits`},
 		{"slack team_id in lower case", head + "notify:\n  slack: {team_id: t0123abcd} # <-\n", "notify.slack.team_id", "is not a Slack team ID"},
 		{"slack team_id a user", head + "notify:\n  slack: {team_id: U0123ABCD} # <-\n", "notify.slack.team_id", "is not a Slack team ID"},
-		{"unknown datasets_from key", head + "datasets_from: {dbt: x} # <-\n", "datasets_from.dbt", `unknown field "dbt" (known: env, command, dbt_manifest, project_dir)`},
+		{"unknown datasets_from key", head + "datasets_from: {dbt: x} # <-\n", "datasets_from.dbt", `unknown field "dbt" (known: env, command, dbt_manifest, project_dir, proof_target)`},
 
 		// Malformed YAML.
 		{"unclosed flow", head + "datasets:\n  e:\n    upstream: [a, b # <-\n", "datasets.e.upstream", "not found"},

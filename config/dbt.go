@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"regexp"
 	"strings"
 
 	"github.com/refill-dev/refill"
@@ -16,7 +17,36 @@ import (
 // (PATH relative to this file). Its own keys are checked at their lines;
 // a problem with the manifest, or with what a node's meta.refill asks for,
 // is reported at dbt_manifest's line and names the manifest and the node.
-func (c *converter) datasetsFrom(raw *rawDatasetsFrom) []*refill.Dataset {
+// dbtTarget is a dbt target's name as profiles.yml keys it.
+var dbtTarget = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]*$`)
+
+// findProgram finds a command's program as a command job would: relative
+// to this file's directory when it has a slash, else on the job PATH
+// (run.path, path).
+func (c *converter) findProgram(program, path string) (string, bool) {
+	if strings.Contains(program, "/") {
+		if !filepath.IsAbs(program) {
+			program = filepath.Join(c.dir, program)
+		}
+		st, err := os.Stat(program)
+		return program, err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			continue
+		}
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(c.dir, dir)
+		}
+		p := filepath.Join(dir, program)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+func (c *converter) datasetsFrom(raw *rawDatasetsFrom, jobPath string) []*refill.Dataset {
 	const key = "datasets_from"
 	ok := true
 	bad := func(path, format string, args ...any) {
@@ -26,7 +56,25 @@ func (c *converter) datasetsFrom(raw *rawDatasetsFrom) []*refill.Dataset {
 	if raw.DbtManifest == "" {
 		bad(child(key, "dbt_manifest"), "required: the path of the dbt project's target/manifest.json (written by dbt parse, compile or build), relative to this file")
 	}
-	opts := dbt.Options{Env: raw.Env, ProjectDir: raw.ProjectDir, Name: raw.DbtManifest}
+	opts := dbt.Options{Env: raw.Env, ProjectDir: raw.ProjectDir, Name: raw.DbtManifest, ProofTarget: raw.ProofTarget}
+	if raw.ProofTarget != "" && !dbtTarget.MatchString(raw.ProofTarget) {
+		bad(child(key, "proof_target"), "%q is not a dbt target name (letters, digits, _ and -)", clip(raw.ProofTarget))
+	}
+	program := "dbt"
+	if raw.Command != nil && len(*raw.Command) > 0 {
+		program = (*raw.Command)[0]
+	}
+	opts.AskVersion = func() string {
+		found, ok := c.findProgram(program, jobPath)
+		if !ok {
+			return ""
+		}
+		out, err := dbt.ReadVersion(found)
+		if err != nil {
+			return ""
+		}
+		return out
+	}
 	if raw.Command != nil {
 		opts.Command = *raw.Command
 		if err := dbt.CheckCommand(opts.Command); err != nil {

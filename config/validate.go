@@ -105,7 +105,11 @@ func (c *converter) config(raw *rawConfig) *refill.Config {
 	}
 	var imported []*refill.Dataset
 	if raw.DatasetsFrom != nil {
-		imported = c.datasetsFrom(raw.DatasetsFrom)
+		jobPath := refill.DefaultJobPath
+		if raw.Run != nil && len(raw.Run.Path) > 0 {
+			jobPath = strings.Join(raw.Run.Path, ":")
+		}
+		imported = c.datasetsFrom(raw.DatasetsFrom, jobPath)
 	}
 	if raw.MaxRangeDays != nil {
 		if *raw.MaxRangeDays < 1 {
@@ -879,8 +883,22 @@ func (c *converter) job(path string, raw *rawJob) *refill.Job {
 		j.Env = c.jobEnv(child(path, "env"), raw.Env)
 		j.Files = c.jobFiles(child(path, "files"), raw.Files)
 		j.DbtProject = raw.DbtProject
+		if raw.ProofCommand != nil {
+			j.ProofCommand = raw.ProofCommand
+			switch {
+			case len(j.ProofCommand) == 0 || j.ProofCommand[0] == "":
+				c.errorf(child(path, "proof_command"), "want a non-empty argv list, the command with what points it at the proof warehouse")
+			case len(j.Command) > 0 && j.ProofCommand[0] != j.Command[0]:
+				// The program is sealed from command: another one would
+				// run unsealed in every proof.
+				c.errorf(child(path, "proof_command"), "runs %s, but command runs %s: a proof must run the same program", clip(j.ProofCommand[0]), clip(j.Command[0]))
+			}
+		}
 	case refill.JobAirflow:
 		j.Airflow = c.airflow(child(path, "airflow"), raw.Airflow)
+	}
+	if raw.ProofCommand != nil && j.Kind != refill.JobCommand {
+		c.errorf(child(path, "proof_command"), "applies to command jobs, not %s jobs", j.Kind)
 	}
 	return j
 }

@@ -373,10 +373,10 @@ func TestBadManifests(t *testing.T) {
 		{"metadata a list", `{"metadata": [], "nodes": {}}`, "metadata: want an object, got a JSON array"},
 		{"tags a number", model(`"tags": 7`), "model.p.m: tags: want a list of text"},
 		{"config tags", model(`"config": {"tags": {"a": 1}}`), "model.p.m: config.tags: want a list of text"},
-		{"meta.refill unknown key", model(`"meta": {"refill": {"partiton": {"column": "d"}}}`), `model.p.m: meta.refill: unknown key "partiton" (known: tags, partition, checks)`},
+		{"meta.refill unknown key", model(`"meta": {"refill": {"partiton": {"column": "d"}}}`), `model.p.m: meta.refill: unknown key "partiton" (known: tags, partition, checks, side_effects)`},
 		{"meta.refill partition text", model(`"config": {"meta": {"refill": {"partition": "day"}}}`), "model.p.m: meta.refill.partition: want an object, got a JSON string"},
 		{"meta.refill tags", model(`"meta": {"refill": {"tags": "x"}}`), "model.p.m: meta.refill.tags: want a list, got a JSON string"},
-		{"meta.refill a list", model(`"meta": {"refill": [1]}`), "model.p.m: meta.refill: want an object with tags, partition and checks, got a JSON array"},
+		{"meta.refill a list", model(`"meta": {"refill": [1]}`), "model.p.m: meta.refill: want an object with tags, partition, checks and side_effects, got a JSON array"},
 		{"partition_by number", model(`"config": {"partition_by": 5}`), "model.p.m: config.partition_by: want an object"},
 		{"partition_by field number", model(`"config": {"partition_by": {"field": 5}}`), "model.p.m: config.partition_by: want {field, data_type, granularity}"},
 		{"batch_size week", model(`"config": {"event_time": "at", "batch_size": "week"}`), `model.p.m: config.batch_size: "week" is not a dbt batch size`},
@@ -440,8 +440,13 @@ func TestOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	j := imp.Datasets[0].Job
-	if want := fill(append(slices.Clone(DefaultCommand), "--project-dir", "transform"), "m"); !slices.Equal(j.Command, want) {
+	// m has config.event_time and the manifest is dbt 1.9's: dbt run for
+	// the partition's bounds.
+	if want := fill(append(slices.Clone(EventTimeCommand), "--project-dir", "transform"), "m"); !slices.Equal(j.Command, want) {
 		t.Errorf("command = %q, want %q", j.Command, want)
+	}
+	if j.SideEffects || j.ProofCommand != nil {
+		t.Errorf("side_effects %v, proof_command %q: want an ordinary job without a proof target", j.SideEffects, j.ProofCommand)
 	}
 	if want := []string{"DBT_PROFILES_DIR", "DBT_PROJECT_DIR", "PGPASSWORD", "DBT_TARGET=prod"}; !slices.Equal(j.Env, want) {
 		t.Errorf("env = %q, want %q (a fixed DBT_TARGET replaces the pass-through)", j.Env, want)
@@ -453,6 +458,41 @@ func TestOptions(t *testing.T) {
 	}
 	if want := []string{"./bin/dbt", "run", "-s", "m", "--project-dir", "t", "--vars", "{day: '{{partition}}'}"}; !slices.Equal(imp.Datasets[0].Job.Command, want) {
 		t.Errorf("command = %q, want %q", imp.Datasets[0].Job.Command, want)
+	}
+	// The version dbt --version prints decides, before the manifest's;
+	// a proof target adds --target to what a proof runs; meta.refill
+	// may declare side effects.
+	for _, c := range []struct {
+		version, manifest string
+		eventTime         bool
+		note              string
+	}{
+		{"Core:\n  - installed: 1.9.1\n  - latest:    1.9.1 - Up to date!\n", "1.8.0", true, "dbt 1.9.1 (dbt --version)"},
+		{"Core:\n  - installed: 1.8.7\n", "1.9.0", false, "dbt 1.8.7 (dbt --version) is older than 1.9"},
+		{"installed version: 1.4.6\n   latest version: 1.5.0\n", "1.9.0", false, "dbt 1.4.6 (dbt --version) is older than 1.9"},
+		{"", "1.10.2", true, "dbt 1.10.2 (the manifest's; dbt --version could not be read)"},
+		{"command not found", "1.7.3", false, "dbt 1.7.3 (the manifest's) is older than 1.9"},
+	} {
+		doc := strings.Replace(manifestWith("https://schemas.getdbt.com/dbt/manifest/v12.json", ""), `"dbt_version": "1.9.0"`, `"dbt_version": "`+c.manifest+`"`, 1)
+		imp, err := Parse(strings.NewReader(doc), "m.json", Options{Version: c.version, ProofTarget: "proof"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := imp.Datasets[0]
+		if got := d.Job.Command[1] == "run" && slices.Contains(d.Job.Command, "--event-time-start"); got != c.eventTime {
+			t.Errorf("%q / manifest %s: command %q, want event time %v", c.version, c.manifest, d.Job.Command, c.eventTime)
+		}
+		if !strings.Contains(d.Note, c.note) {
+			t.Errorf("%q / manifest %s: note %q, want %q", c.version, c.manifest, d.Note, c.note)
+		}
+		if want := append(slices.Clone(d.Job.Command), "--target", "proof"); !slices.Equal(d.Job.ProofCommand, want) {
+			t.Errorf("proof command %q, want %q", d.Job.ProofCommand, want)
+		}
+	}
+	withEffects := manifestWith("https://schemas.getdbt.com/dbt/manifest/v12.json", `{"resource_type": "model", "name": "m", "package_name": "p", "schema": "s", "alias": "m",
+		"config": {"materialized": "table", "event_time": "at", "meta": {"refill": {"side_effects": true}}}, "checksum": {"name": "sha256", "checksum": "ab"}, "depends_on": {"nodes": []}}`)
+	if imp, err := Parse(strings.NewReader(withEffects), "m.json", Options{}); err != nil || !imp.Datasets[0].Job.SideEffects {
+		t.Errorf("meta.refill.side_effects: %+v, %v", imp, err)
 	}
 	for _, tt := range []struct {
 		opts Options
@@ -559,5 +599,65 @@ func TestSelectorsThatSelectMore(t *testing.T) {
 		if got := safeSelector.MatchString(sel); got != safe {
 			t.Errorf("selector %q: safe %v, want %v", sel, got, safe)
 		}
+	}
+}
+
+// dbt's generic tests become the tested dataset's checks, in refill.yaml's
+// shape, and what cannot be one is named; meta.refill.checks wins.
+func TestGenericTestsBecomeChecks(t *testing.T) {
+	test := func(id, name, ns, col string, kwargs, config string) string {
+		nsJSON := "null"
+		if ns != "" {
+			nsJSON = fmt.Sprintf("%q", ns)
+		}
+		colJSON := "null"
+		if col != "" {
+			colJSON = fmt.Sprintf("%q", col)
+		}
+		if config == "" {
+			config = `{"severity": "ERROR", "where": null}`
+		}
+		return fmt.Sprintf(`%q: {"resource_type": "test", "name": %q, "package_name": "p", "attached_node": "model.p.m", "column_name": %s,
+			"test_metadata": {"name": %q, "namespace": %s, "kwargs": %s}, "config": %s, "depends_on": {"nodes": ["model.p.m"]}}`, id, id, colJSON, name, nsJSON, kwargs, config)
+	}
+	tests := strings.Join([]string{
+		test("test.p.nn_id", "not_null", "", "id", `{"column_name": "id"}`, ""),
+		test("test.p.nn_day", "not_null", "", "day", `{"column_name": "day"}`, ""),
+		test("test.p.u_id", "unique", "", "id", `{"column_name": "id"}`, ""),
+		test("test.p.u_code", "unique", "", "code", `{"column_name": "code"}`, ""),
+		test("test.p.av", "accepted_values", "", "status", `{"column_name": "status", "values": ["new", "done", 3]}`, ""),
+		test("test.p.rel", "relationships", "", "user_id", `{"column_name": "user_id", "to": "ref('users')", "field": "id"}`, ""),
+		test("test.p.warn", "not_null", "", "note", `{"column_name": "note"}`, `{"severity": "warn"}`),
+		test("test.p.where", "not_null", "", "x", `{"column_name": "x"}`, `{"where": "x > 0"}`),
+	}, ",\n")
+	model := func(meta string) string {
+		return fmt.Sprintf(`{"metadata": {"dbt_schema_version": "https://schemas.getdbt.com/dbt/manifest/v12.json", "dbt_version": "1.9.0"},
+ "nodes": {"model.p.m": {"resource_type": "model", "name": "m", "package_name": "p", "schema": "s", "alias": "m",
+   "config": {"materialized": "table", "event_time": "day", "meta": %s}, "checksum": {"name": "sha256", "checksum": "ab"}, "depends_on": {"nodes": []}},
+ %s}, "sources": {}}`, meta, tests)
+	}
+	imp, err := Parse(strings.NewReader(model("{}")), "m.json", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := imp.Datasets[0]
+	got, _ := json.Marshal(d.Checks)
+	want := `{"accepted_values":{"status":["new","done","3"]},"not_null":{"columns":["day","id"]},"unique":["code"]}`
+	if string(got) != want {
+		t.Errorf("checks = %s, want %s", got, want)
+	}
+	for _, w := range []string{"checks from dbt tests: not_null(day, id), unique(code), accepted_values(status)",
+		"dbt tests not used: unique(id) (refill checks one key), relationships, not_null (severity warn), not_null (a where filter)"} {
+		if !strings.Contains(d.Note, w) {
+			t.Errorf("note %q does not say %q", d.Note, w)
+		}
+	}
+	imp, err = Parse(strings.NewReader(model(`{"refill": {"checks": {"not_null": {"columns": ["id"], "max_ratio": 0.1}}}}`)), "m.json", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ = json.Marshal(imp.Datasets[0].Checks)
+	if !strings.Contains(string(got), `"not_null":{"columns":["id"],"max_ratio":0.1}`) || !strings.Contains(string(got), `"unique":["code"]`) {
+		t.Errorf("with meta.refill.checks: %s; want its not_null kept and dbt's unique added", got)
 	}
 }

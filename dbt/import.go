@@ -79,11 +79,12 @@ type Job struct {
 	// Checksum is the model's checksum in the manifest, part of the job's
 	// fingerprint (refill.Job.Checksum).
 	Checksum string `yaml:"checksum,omitempty"`
-	// SideEffects is always set: dbt writes wherever its profile's target
-	// points, whatever refill's proof warehouse, so a proof by rerunning
-	// would run the model in that target three times — and a plan of it is
-	// never auto.
+	// SideEffects is meta.refill.side_effects: a model that writes
+	// outside the warehouse is never proven by rerunning, never auto.
 	SideEffects bool `yaml:"side_effects,omitempty"`
+	// ProofCommand is Command with --target PROOF_TARGET, when
+	// datasets_from names one: what a proof runs, in the proof warehouse.
+	ProofCommand []string `yaml:"proof_command,omitempty,flow"`
 }
 
 // Why a dataset is lineage only. They are fixed sentences, one per cause,
@@ -128,6 +129,18 @@ type Options struct {
 	// Name names the manifest in messages and in Import.File; Load's
 	// path when empty.
 	Name string
+	// ProofTarget is the dbt target (profiles.yml) that writes to refill's
+	// proof_warehouse: with it, a proof runs each model's command with
+	// --target ProofTarget, and the model can be proven, and auto.
+	ProofTarget string
+	// Version is what dbt --version printed (ReadVersion), "" when dbt
+	// could not be asked: it decides how a model with config.event_time
+	// is run (EventTimeCommand from dbt 1.9 on), else the manifest's
+	// metadata.dbt_version does.
+	Version string
+	// AskVersion, when set and Version is "", is called once, only if a
+	// model has config.event_time, for what dbt --version prints.
+	AskVersion func() string
 }
 
 var (
@@ -194,6 +207,41 @@ func (o Options) command() []string {
 	return out
 }
 
+// withProjectDir is argv with --project-dir when the project has one.
+func (o Options) withProjectDir(argv []string) []string {
+	argv = slices.Clone(argv)
+	if o.ProjectDir != "" {
+		argv = append(argv, "--project-dir", o.ProjectDir)
+	}
+	return argv
+}
+
+// eventTime reports whether models with config.event_time run with
+// --event-time-start/end (dbt 1.9 on), by dbt --version or else the
+// manifest's dbt_version, and says which and why.
+func (o Options) eventTime(manifestVersion string) (bool, string) {
+	if major, minor, text, ok := ParseVersion(o.Version); ok {
+		if atLeast(major, minor, EventTimeVersion) {
+			return true, fmt.Sprintf("dbt %s (dbt --version): dbt run --event-time-start/--event-time-end, one run per partition", text)
+		}
+		return false, fmt.Sprintf("dbt %s (dbt --version) is older than 1.9: the partition goes in --vars", text)
+	}
+	if major, minor, ok := manifestVersionOf(manifestVersion); ok {
+		if atLeast(major, minor, EventTimeVersion) {
+			return true, fmt.Sprintf("dbt %s (the manifest's; dbt --version could not be read): dbt run --event-time-start/--event-time-end, one run per partition", manifestVersion)
+		}
+		return false, fmt.Sprintf("dbt %s (the manifest's) is older than 1.9: the partition goes in --vars", manifestVersion)
+	}
+	return false, "dbt's version is unknown: the partition goes in --vars"
+}
+
+func joinNote(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
 func (o Options) env() []string {
 	env := slices.Clone(DefaultEnv)
 	for _, e := range o.Env {
@@ -206,7 +254,10 @@ func (o Options) env() []string {
 
 // refillMeta is meta.refill: the keys refill.yaml would give the dataset.
 type refillMeta struct {
-	Tags      []string `json:"tags"`
+	Tags []string `json:"tags"`
+	// SideEffects says the model writes outside the warehouse (a
+	// post-hook that exports): never proven by rerunning, never auto.
+	SideEffects bool `json:"side_effects"`
 	Partition *struct {
 		Column string `json:"column"`
 		Grain  string `json:"grain"`
@@ -228,8 +279,14 @@ func build(m *manifest, file string, opts Options) (*Import, error) {
 		byID[n.ID] = n
 	}
 	names := datasetNames(all)
+	tested := checksFromTests(m.Tests)
 	selectors := selectorsOf(m.Nodes)
 	command, env := opts.command(), opts.env()
+	if opts.Version == "" && opts.AskVersion != nil && slices.ContainsFunc(m.Nodes, func(n *node) bool { return n.Config.EventTime != nil }) {
+		opts.Version = opts.AskVersion()
+	}
+	eventTime, runNote := opts.eventTime(m.Metadata.DBTVersion)
+	eventTimeCommand := opts.withProjectDir(EventTimeCommand)
 	databases := map[string]bool{}
 	for _, n := range all {
 		where := fmt.Sprintf("dbt manifest %s: %s", file, clip(n.ID))
@@ -278,8 +335,25 @@ func build(m *manifest, file string, opts Options) (*Import, error) {
 			why = WhySelector
 		}
 		d.LineageOnly = why
+		// Tests of a dataset refill checks by partition become its checks;
+		// one without partitions has nothing for them to scan.
+		if tc := tested[n.ID]; tc != nil && why == "" && d.Partition != nil && (!tc.empty() || len(tc.skipped) > 0) {
+			var note string
+			d.Checks, note = tc.merge(d.Checks)
+			d.Note = joinNote(d.Note, note)
+		}
 		if d.LineageOnly == "" && n.ResourceType == "model" {
-			d.Job = &Job{Command: fill(command, selectors[n.ID]), Env: env, Checksum: checksumOf(n), SideEffects: true}
+			argv := command
+			if n.Config.EventTime != nil && opts.Command == nil && eventTime {
+				argv = eventTimeCommand
+			}
+			d.Job = &Job{Command: fill(argv, selectors[n.ID]), Env: env, Checksum: checksumOf(n), SideEffects: rm.SideEffects}
+			if opts.ProofTarget != "" {
+				d.Job.ProofCommand = append(slices.Clone(d.Job.Command), "--target", opts.ProofTarget)
+			}
+			if n.Config.EventTime != nil && opts.Command == nil {
+				d.Note = joinNote(d.Note, runNote)
+			}
 			if d.Job.Checksum == "" {
 				// The checksum is how an edit to the model's SQL reaches the
 				// job's fingerprint; without it a proof would outlive the edit.
@@ -375,9 +449,9 @@ func parseRefillMeta(n *node) (refillMeta, error) {
 		case errors.As(err, &te) && te.Field != "":
 			return rm, refill.BadInputf("meta.refill.%s: want %s, got a JSON %s", te.Field, describeGo(te.Type.Kind().String()), te.Value)
 		case errors.As(err, &te):
-			return rm, refill.BadInputf("meta.refill: want an object with tags, partition and checks, got a JSON %s", te.Value)
+			return rm, refill.BadInputf("meta.refill: want an object with tags, partition, checks and side_effects, got a JSON %s", te.Value)
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			return rm, refill.BadInputf("meta.refill: unknown key %s (known: tags, partition, checks)", strings.TrimPrefix(err.Error(), "json: unknown field "))
+			return rm, refill.BadInputf("meta.refill: unknown key %s (known: tags, partition, checks, side_effects)", strings.TrimPrefix(err.Error(), "json: unknown field "))
 		}
 		return rm, refill.BadInputf("meta.refill: %v", strings.TrimPrefix(err.Error(), "json: "))
 	}

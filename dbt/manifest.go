@@ -45,6 +45,8 @@ type manifest struct {
 	Metadata metadata
 	Nodes    []*node // models, seeds and snapshots, in file order
 	Sources  []*node
+	// Tests are the generic data tests (test_metadata set), in file order.
+	Tests []*node
 	// Version is the schema version from metadata.dbt_schema_version.
 	Version int
 }
@@ -90,6 +92,15 @@ type node struct {
 		Checksum string `json:"checksum"`
 	} `json:"checksum"`
 	Quoting quoting `json:"quoting"` // sources
+	// A generic data test's: which test, with what arguments, on which
+	// node and column.
+	TestMetadata *struct {
+		Name      string                     `json:"name"`
+		Namespace *string                    `json:"namespace"`
+		Kwargs    map[string]json.RawMessage `json:"kwargs"`
+	} `json:"test_metadata"`
+	AttachedNode *string `json:"attached_node"`
+	ColumnName   *string `json:"column_name"`
 }
 
 type config struct {
@@ -100,6 +111,10 @@ type config struct {
 	BatchSize    *string         `json:"batch_size"`
 	PartitionBy  json.RawMessage `json:"partition_by"`
 	Quoting      quoting         `json:"quoting"`
+	// A test's: how bad a failure is, and which rows it looks at.
+	Severity json.RawMessage `json:"severity"`
+	Where    json.RawMessage `json:"where"`
+	Enabled  *bool           `json:"enabled"`
 }
 
 // meta keeps only meta.refill, raw: it is checked strictly once the node
@@ -224,12 +239,12 @@ func decode(r io.Reader, name string) (*manifest, error) {
 				return nil, typeError(name, "metadata", err)
 			}
 		case "nodes", "sources":
-			nodes, err := decodeNodes(dec, name, key, &shape)
+			nodes, tests, err := decodeNodes(dec, name, key, &shape)
 			if err != nil {
 				return nil, fail(err)
 			}
 			if key == "nodes" {
-				m.Nodes = nodes
+				m.Nodes, m.Tests = nodes, tests
 			} else {
 				m.Sources = nodes
 			}
@@ -274,14 +289,14 @@ func decode(r io.Reader, name string) (*manifest, error) {
 }
 
 // decodeNodes reads the nodes or sources object one entry at a time,
-// keeping the kinds refill imports.
-func decodeNodes(dec *json.Decoder, name, key string, shape *error) ([]*node, error) {
+// keeping the kinds refill imports, and the generic data tests apart.
+func decodeNodes(dec *json.Decoder, name, key string, shape *error) (out, tests []*node, err error) {
 	tok, err := dec.Token()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if tok == nil {
-		return nil, nil // "sources": null
+		return nil, nil, nil // "sources": null
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
 		*shape = firstErr(*shape, refill.BadInputf("dbt manifest %s: %s: want an object of nodes by unique_id, got %s", name, key, describeToken(tok)))
@@ -290,21 +305,20 @@ func decodeNodes(dec *json.Decoder, name, key string, shape *error) ([]*node, er
 			// is reported.
 			for dec.More() {
 				if err := dec.Decode(new(skip)); err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 			}
 			if _, err := dec.Token(); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
-		return nil, nil
+		return nil, nil, nil
 	}
-	var out []*node
 	ids := map[string]bool{}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		id := tok.(string)
 		if ids[id] {
@@ -314,7 +328,7 @@ func decodeNodes(dec *json.Decoder, name, key string, shape *error) ([]*node, er
 		var n *node
 		if err := dec.Decode(&n); err != nil {
 			if !isTypeError(err) {
-				return nil, err
+				return nil, nil, err
 			}
 			*shape = firstErr(*shape, typeError(name, key+"."+id, err))
 			continue
@@ -327,12 +341,16 @@ func decodeNodes(dec *json.Decoder, name, key string, shape *error) ([]*node, er
 		switch n.ResourceType {
 		case "model", "seed", "snapshot", "source":
 			out = append(out, n)
+		case "test":
+			if n.TestMetadata != nil {
+				tests = append(tests, n)
+			}
 		}
 	}
 	if _, err := dec.Token(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return out, nil
+	return out, tests, nil
 }
 
 func firstErr(have, next error) error {

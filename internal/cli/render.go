@@ -156,6 +156,11 @@ func renderStep(b *strings.Builder, s refill.Step) {
 		table = "(no table: rows unknown)"
 	}
 	fmt.Fprintf(b, "  ~ %s  %s job -> %s%s\n", s.Dataset, s.Kind, table, tags)
+	if j := s.Job; j != nil && j.DbtProject != "" && len(j.Command) > 0 {
+		// What refill asks dbt to do, per partition, is the approver's
+		// business: --event-time-start/end or --vars, which target.
+		fmt.Fprintf(b, "      runs %s\n", refill.OneLine(strings.Join(j.Command, " ")))
+	}
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	// A long step shows its first and last partitions, and every changed
 	// one between them (up to partitionsShown more): the rest are counted.

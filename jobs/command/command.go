@@ -55,6 +55,8 @@ type Runner struct {
 	Withheld map[string]string
 	// User, when set, is who the command runs as (run.job_user).
 	User *refill.JobUser
+	// Proof runs the job's ProofCommand, when it has one.
+	Proof bool
 }
 
 // EnvSeal returns, for each variable declared passes through from
@@ -159,13 +161,15 @@ func (c Runner) Build(ctx context.Context, _ refill.WarehouseTx, d *refill.Datas
 		c.Warehouse = run.Warehouse
 	}
 	c.AttemptKey = run.AttemptKey
+	c.Proof = run.Proof
 	res, err := c.Run(ctx, d, run.Partition)
 	return res.Output, err
 }
 
 // Run executes the job's argv with {{partition}}, {{from}} and {{to}}
 // substituted and the same values in REFILL_PARTITION, REFILL_FROM and
-// REFILL_TO. A job timeout kills the process (and its children, through
+// REFILL_TO, and {{start}} and {{end}} with the partition's bounds
+// (Bounds). In a proof it runs ProofCommand, when the job has one. A job timeout kills the process (and its children, through
 // the process group). A non-zero exit is an error that carries the output's
 // tail.
 func (c Runner) Run(ctx context.Context, d *refill.Dataset, partition string) (Result, error) {
@@ -174,8 +178,15 @@ func (c Runner) Run(ctx context.Context, d *refill.Dataset, partition string) (R
 		return Result{}, refill.BadInputf("dataset %s has no command", d.Name)
 	}
 	vars := map[string]string{"partition": partition, "from": partition, "to": partition}
-	argv := make([]string, len(j.Command))
-	for i, a := range j.Command {
+	if start, end, err := Bounds(d.Ref(), partition); err == nil {
+		vars["start"], vars["end"] = start, end
+	}
+	command := j.Command
+	if c.Proof && len(j.ProofCommand) > 0 {
+		command = j.ProofCommand
+	}
+	argv := make([]string, len(command))
+	for i, a := range command {
 		for k, v := range vars {
 			a = strings.ReplaceAll(a, "{{"+k+"}}", v)
 		}
@@ -377,4 +388,35 @@ func lookPath(name, pathList string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// Bounds are a partition's first instant and the next partition's, in UTC,
+// as YYYY-MM-DDTHH:MM:SS: the form dbt's --event-time-start and
+// --event-time-end take (they refuse a zone suffix). A partition of a
+// dataset with a timezone starts at its local midnight (or hour).
+func Bounds(t refill.TableRef, partition string) (start, end string, err error) {
+	g := t.Grain
+	if g == "" {
+		g = refill.GrainDay
+	}
+	at, err := refill.PartitionTime(partition, g)
+	if err != nil {
+		return "", "", err
+	}
+	next := at.AddDate(0, 0, 1)
+	if g == refill.GrainHour {
+		next = at.Add(time.Hour)
+	}
+	if t.Timezone != "" {
+		if loc, lerr := time.LoadLocation(t.Timezone); lerr == nil {
+			at = time.Date(at.Year(), at.Month(), at.Day(), at.Hour(), 0, 0, 0, loc)
+			if g == refill.GrainHour {
+				next = at.Add(time.Hour)
+			} else {
+				next = at.AddDate(0, 0, 1)
+			}
+		}
+	}
+	const layout = "2006-01-02T15:04:05"
+	return at.UTC().Format(layout), next.UTC().Format(layout), nil
 }

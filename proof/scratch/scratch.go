@@ -99,7 +99,7 @@ func (p *Warehouse) Run(ctx context.Context, d *refill.Dataset, partition string
 	if err != nil {
 		return err
 	}
-	_, err = jr.Build(ctx, nil, d, refill.JobRun{Partition: partition, Warehouse: p.dsn})
+	_, err = jr.Build(ctx, nil, d, refill.JobRun{Partition: partition, Warehouse: p.dsn, Proof: true})
 	return err
 }
 
