@@ -182,17 +182,17 @@ const (
 
 // Job rebuilds one partition of a dataset. Exactly one kind is set.
 type Job struct {
-	Kind    JobKind     `json:"kind"`
-	Query   string      `json:"query,omitempty"`
-	SQL     string      `json:"sql,omitempty"`
-	Command []string    `json:"command,omitempty"`
+	Kind    JobKind  `json:"kind"`
+	Query   string   `json:"query,omitempty"`
+	SQL     string   `json:"sql,omitempty"`
+	Command []string `json:"command,omitempty"`
 	// ProofCommand, when set, is the argv a proof runs instead of
 	// Command: the same program told to write where the proof warehouse
 	// is (a dbt job's --target PROOF_TARGET). Its program is Command's.
-	ProofCommand []string `json:"proof_command,omitempty"`
-	Env          []string `json:"env,omitempty"`
-	Timeout Duration    `json:"timeout,omitempty"`
-	Airflow *AirflowJob `json:"airflow,omitempty"`
+	ProofCommand []string    `json:"proof_command,omitempty"`
+	Env          []string    `json:"env,omitempty"`
+	Timeout      Duration    `json:"timeout,omitempty"`
+	Airflow      *AirflowJob `json:"airflow,omitempty"`
 	// SideEffects declares that the job writes outside the warehouse (an
 	// export, an upload): it is never proven by running it three times, and
 	// never auto.

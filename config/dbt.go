@@ -5,8 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/refill-dev/refill"

@@ -258,7 +258,7 @@ type refillMeta struct {
 	// SideEffects says the model writes outside the warehouse (a
 	// post-hook that exports): never proven by rerunning, never auto.
 	SideEffects bool `json:"side_effects"`
-	Partition *struct {
+	Partition   *struct {
 		Column string `json:"column"`
 		Grain  string `json:"grain"`
 	} `json:"partition"`

@@ -68,9 +68,9 @@ func TestDBTMicrobatchModel(t *testing.T) {
 		db.Close()
 	}
 	files := map[string]string{
-		"bin/dbt":                 fmt.Sprintf(fakeDBT, log, proofDB, wh),
-		"shop/dbt_project.yml":    "name: shop\nprofile: shop\n",
-		"shop/models/events.sql":  "{{ config(materialized='incremental', incremental_strategy='microbatch', event_time='day', batch_size='day') }}\nselect day, count(*) as events, sum(amount) as amount from {{ source('raw', 'events_raw') }} group by day\n",
+		"bin/dbt":                fmt.Sprintf(fakeDBT, log, proofDB, wh),
+		"shop/dbt_project.yml":   "name: shop\nprofile: shop\n",
+		"shop/models/events.sql": "{{ config(materialized='incremental', incremental_strategy='microbatch', event_time='day', batch_size='day') }}\nselect day, count(*) as events, sum(amount) as amount from {{ source('raw', 'events_raw') }} group by day\n",
 		"shop/target/manifest.json": `{"metadata": {"dbt_schema_version": "https://schemas.getdbt.com/dbt/manifest/v12.json", "dbt_version": "1.9.1", "project_name": "shop", "adapter_type": "sqlite"},
  "nodes": {"model.shop.events_daily": {"resource_type": "model", "name": "events_daily", "package_name": "shop", "schema": "main", "alias": "events_daily",
    "config": {"materialized": "incremental", "incremental_strategy": "microbatch", "event_time": "day", "batch_size": "day"},
