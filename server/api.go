@@ -22,6 +22,7 @@ func (s *Server) api() {
 	h := func(pattern string, fn func(w http.ResponseWriter, r *http.Request, user string)) {
 		s.mux.Handle(pattern, s.authed(fn))
 	}
+	s.mux.HandleFunc("GET /api/v1/openapi.json", s.serveOpenAPI)
 	h("POST /api/v1/plans", s.createPlan)
 	h("GET /api/v1/plans", s.listPlans)
 	h("GET /api/v1/plans/{id}", s.getPlan)

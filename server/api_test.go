@@ -18,6 +18,7 @@ import (
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/demo"
+	"github.com/refill-dev/refill/internal/apitest"
 	"github.com/refill-dev/refill/internal/pgtest"
 	"github.com/refill-dev/refill/planner"
 	"github.com/refill-dev/refill/project"
@@ -113,6 +114,17 @@ func (e *apiEnv) raw(user, method, path, contentType string, body io.Reader) (in
 		}
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
+	var sent []byte
+	if body != nil {
+		var err error
+		if sent, err = io.ReadAll(body); err != nil {
+			e.t.Fatal(err)
+		}
+		req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(sent)), int64(len(sent))
+		if len(sent) == 0 {
+			req.Body = http.NoBody
+		}
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		e.t.Fatal(err)
@@ -122,6 +134,7 @@ func (e *apiEnv) raw(user, method, path, contentType string, body io.Reader) (in
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	apitest.Check(e.t, req, sent, resp.StatusCode, resp.Header, b)
 	return resp.StatusCode, b
 }
 

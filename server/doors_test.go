@@ -13,6 +13,7 @@ import (
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/control"
+	"github.com/refill-dev/refill/internal/apitest"
 	"github.com/refill-dev/refill/notify"
 )
 
@@ -45,16 +46,12 @@ func TestEveryDoorFollowsRequirements(t *testing.T) {
 		}
 		req, _ := http.NewRequestWithContext(e.ctx, http.MethodGet, e.ts.URL+"/api/v1/plans/"+p.ID, nil)
 		req.Header.Set("Authorization", "Bearer "+e.tokens["bob"])
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
+		_, _, body := apitest.Do(t, req, nil)
 		var got struct {
 			Offers       map[string]bool     `json:"offers"`
 			Requirements map[string][]string `json:"requirements"`
 		}
-		if err := json.NewDecoder(res.Body).Decode(&got); err != nil {
+		if err := json.Unmarshal(body, &got); err != nil {
 			t.Fatal(err)
 		}
 		return web, slackBtn, got.Offers["approve"], got.Requirements["approve"]
@@ -78,21 +75,17 @@ func TestEveryDoorFollowsRequirements(t *testing.T) {
 		t.Errorf("after the rule: web %v, slack %v, api offer %v, api requirements %q: every door must stop offering approval, and the API say why", web, btn, offer, why)
 	}
 	// The API and the page refuse with the rule's words; control too.
-	req, _ := http.NewRequestWithContext(e.ctx, http.MethodPost, e.ts.URL+"/api/v1/plans/"+p.ID+"/approve", strings.NewReader(`{"note": "ok"}`))
+	req, _ := http.NewRequestWithContext(e.ctx, http.MethodPost, e.ts.URL+"/api/v1/plans/"+p.ID+"/approve", nil)
 	req.Header.Set("Authorization", "Bearer "+e.tokens["bob"])
 	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	status, _, body := apitest.Do(t, req, []byte(`{"note": "ok"}`))
 	var apiErr struct {
 		Error string `json:"error"`
 		Code  int    `json:"code"`
 	}
-	_ = json.NewDecoder(res.Body).Decode(&apiErr)
-	res.Body.Close()
-	if res.StatusCode != http.StatusForbidden || apiErr.Code != refill.ExitNotPermitted || !strings.Contains(apiErr.Error, board) {
-		t.Errorf("API approve under the rule: %d %+v", res.StatusCode, apiErr)
+	_ = json.Unmarshal(body, &apiErr)
+	if status != http.StatusForbidden || apiErr.Code != refill.ExitNotPermitted || !strings.Contains(apiErr.Error, board) {
+		t.Errorf("API approve under the rule: %d %+v", status, apiErr)
 	}
 	r := e.post(t, "/plans/"+p.ID+"/reject", "bob", url.Values{"csrf": {e.csrf(t, "bob")}, "note": {"no"}})
 	if r.StatusCode != http.StatusForbidden || !strings.Contains(r.body, board) {

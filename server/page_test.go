@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"regexp"
 	"slices"
@@ -11,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/internal/apitest"
 	"github.com/refill-dev/refill/planner"
 	"github.com/refill-dev/refill/project"
 )
@@ -35,16 +35,7 @@ func TestAPIPlansPage(t *testing.T) {
 		t.Helper()
 		req, _ := http.NewRequest("GET", e.url+path, nil)
 		req.Header.Set("Authorization", "Bearer "+e.tokens["alice"])
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		b, err := io.ReadAll(res.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res.StatusCode, res.Header, b
+		return apitest.Do(t, req, nil)
 	}
 	list := func(body []byte) []refill.PlanSummary {
 		t.Helper()

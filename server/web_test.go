@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/internal/apitest"
 	"github.com/refill-dev/refill/control"
 	"github.com/refill-dev/refill/demo"
 	"github.com/refill-dev/refill/lineage"
@@ -157,6 +158,11 @@ func (e *webEnv) do(t *testing.T, method, path, user string, form url.Values, he
 	if err != nil {
 		t.Fatal(err)
 	}
+	var sent []byte
+	if form != nil {
+		sent = []byte(form.Encode())
+	}
+	apitest.Check(t, req, sent, res.StatusCode, res.Header, b)
 	return resp{res, string(b)}
 }
 

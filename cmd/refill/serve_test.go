@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/refill-dev/refill/internal/apitest"
 )
 
 // TestTokensAreShownOnceAndStoredHashed: the secret is printed once, never
@@ -168,7 +169,7 @@ func serve(t *testing.T, dir string, args ...string) *served {
 
 func (s *served) do(t *testing.T, token, method, path, body string) (int, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequest(method, s.url+path, strings.NewReader(body))
+	req, err := http.NewRequest(method, s.url+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,15 +177,11 @@ func (s *served) do(t *testing.T, token, method, path, body string) (int, map[st
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	// The binary's answers are held to the API's OpenAPI document too.
+	status, _, b := apitest.Do(t, req, []byte(body))
 	var out map[string]any
 	_ = json.Unmarshal(b, &out)
-	return resp.StatusCode, out
+	return status, out
 }
 
 func token(t *testing.T, dir, user string) string {
