@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/refill-dev/refill"
-	"github.com/refill-dev/refill/internal/apitest"
 	"github.com/refill-dev/refill/control"
 	"github.com/refill-dev/refill/demo"
+	"github.com/refill-dev/refill/internal/apitest"
 	"github.com/refill-dev/refill/lineage"
 	"github.com/refill-dev/refill/planner"
 	"github.com/refill-dev/refill/project"
