@@ -271,9 +271,15 @@ func TestAPIErrors(t *testing.T) {
 		{"oversized", `{"targets":["sessions"],"reason":"` + strings.Repeat("x", server.MaxBody) + `"}`},
 		{"a field in another case", `{"targets":["sessions"],"from":"2026-11-01","to":"2026-11-03","reason":"x","REASON":"y"}`},
 		{"a field given twice", `{"targets":["sessions"],"from":"2026-11-01","to":"2026-11-03","reason":"reviewed","reason":"rubber stamp"}`},
+		{"no reason", `{"targets":["sessions"],"from":"` + e.sc.Day(12) + `","to":"` + e.sc.Day(10) + `","reason":"  "}`},
+		{"a bad exclude", `{"targets":["sessions"],"exclude":["nope"],"from":"` + e.sc.Day(12) + `","to":"` + e.sc.Day(10) + `","reason":"x"}`},
 	} {
 		st, res := e.call("alice", "POST", "/api/v1/plans", c.body)
 		wantError(t, c.what, st, res, http.StatusBadRequest, refill.ExitBadInput)
+		// The API's words: the body's keys, not the command line's flags.
+		if msg, _ := res["error"].(string); strings.Contains(msg, "--") {
+			t.Errorf("%s: %q names a command-line flag", c.what, msg)
+		}
 	}
 	st, raw := e.raw("alice", "POST", "/api/v1/plans", "text/plain", strings.NewReader(good))
 	if st != http.StatusBadRequest || !bytes.Contains(raw, []byte("Content-Type")) {
@@ -494,6 +500,21 @@ func TestAPICancelAndFreeze(t *testing.T) {
 func TestAPIMetrics(t *testing.T) {
 	t.Parallel()
 	e := apiServe(t, "")
+	// Before anything happened, every labelled series is there at zero.
+	_, fresh := e.raw("", "GET", "/metrics", "", nil)
+	for _, want := range []string{
+		`refill_runs_total{outcome="failed"} 0`,
+		`refill_runs_total{outcome="applied"} 0`,
+		`refill_gate_failures_total{at="apply"} 0`,
+		`refill_partition_duration_seconds_count{dataset="sessions"} 0`,
+		`refill_plans{status="rolled_back",tier="manual"} 0`,
+		`refill_http_request_duration_seconds_count{method="POST",route="POST /api/v1/plans/{id}/apply",status="202"} 0`,
+		`refill_http_request_duration_seconds_count{method="POST",route="POST /api/v1/plans",status="201"} 0`,
+	} {
+		if !bytes.Contains(fresh, []byte(want)) {
+			t.Errorf("a fresh server's metrics lack %s", want)
+		}
+	}
 	e.call("alice", "POST", "/api/v1/plans", `{"targets":["sessions"],"from":"`+e.sc.Day(12)+`","to":"`+e.sc.Day(10)+`","reason":"late sessions"}`)
 	st, body := e.raw("", "GET", "/metrics", "", nil)
 	if st != http.StatusOK {

@@ -41,6 +41,24 @@ func newMetrics(s *Server) *metrics {
 			Name: "refill_gate_failures_total", Help: "Plans the source gate blocked, by when (plan, apply).",
 		}, []string{"at"}),
 	}
+	// Every labelled series exists from the start, at zero, so that a
+	// dashboard or an alert on a rate sees it before its first event.
+	for _, o := range []string{"applied", "blocked", "not_permitted", "failed"} {
+		m.runs.WithLabelValues(o)
+	}
+	for _, at := range []string{"plan", "apply"} {
+		m.gate.WithLabelValues(at)
+	}
+	if s.Config != nil {
+		for _, name := range s.Config.DatasetNames() {
+			if d := s.Config.Datasets[name]; d != nil && d.Job != nil {
+				m.partitions.WithLabelValues(name)
+			}
+		}
+	}
+	for _, r := range apiSuccesses() {
+		m.requests.WithLabelValues(r.route, r.method, r.status)
+	}
 	m.reg.MustRegister(m.requests, m.runs, m.partitions, m.gate,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&planCollector{s: s, desc: prometheus.NewDesc("refill_plans", "Stored plans by tier and status.", []string{"tier", "status"}, nil)})
@@ -120,7 +138,17 @@ func (c *planCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.NewInvalidMetric(c.desc, err)
 		return
 	}
+	n := map[[2]string]int{}
 	for _, pc := range counts {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(pc.Plans), string(pc.Tier), string(pc.Status))
+		n[[2]string{string(pc.Tier), string(pc.Status)}] += pc.Plans
+	}
+	// Every tier and status, at zero when no plan is so.
+	for _, tier := range []refill.Tier{refill.TierAuto, refill.TierSemiAuto, refill.TierManual} {
+		for _, st := range refill.Statuses {
+			n[[2]string{string(tier), string(st)}] += 0
+		}
+	}
+	for k, v := range n {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(v), k[0], k[1])
 	}
 }

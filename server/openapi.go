@@ -40,3 +40,26 @@ func (s *Server) serveOpenAPI(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "public, max-age=3600")
 	_, _ = w.Write(b)
 }
+
+// apiRoute is one route's success answer, as the request metric labels it.
+type apiRoute struct{ route, method, status string }
+
+// apiSuccesses are every API route with each success status the OpenAPI
+// document gives it.
+func apiSuccesses() []apiRoute {
+	doc, err := openapi3.NewLoader().LoadFromData(openAPIYAML)
+	if err != nil {
+		return nil
+	}
+	var out []apiRoute
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			for code := range op.Responses.Map() {
+				if len(code) == 3 && code[0] == '2' {
+					out = append(out, apiRoute{method + " " + path, method, code})
+				}
+			}
+		}
+	}
+	return out
+}

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"runtime"
 	"slices"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -202,7 +203,7 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 			lvl = slog.LevelError
 		}
 		s.Log.LogAttrs(r.Context(), lvl, "request", slog.String("method", r.Method), slog.String("path", r.URL.Path),
-			slog.Int("status", rec.status), slog.Duration("took", time.Since(start)), slog.String("user", *slot))
+			slog.Int("status", rec.status), slog.Float64("took_s", time.Since(start).Seconds()), slog.String("user", *slot))
 	})
 }
 
@@ -246,12 +247,25 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.As(err, &te) {
 		te.Field = strings.TrimPrefix(te.Field, "--")
 	}
-	status, msg := HTTPStatus(err), err.Error()
+	status, msg := HTTPStatus(err), apiWords(err.Error())
 	if status == http.StatusInternalServerError {
 		s.Log.ErrorContext(r.Context(), "internal error", slog.String("path", r.URL.Path), slog.String("error", err.Error()))
 		msg = "internal error: " + msg
 	}
 	writeJSON(w, status, apiError{Error: msg, Code: refill.ExitCode(err)})
+}
+
+// cliFlag is a command-line flag named in an error message.
+var cliFlag = regexp.MustCompile(`--(reason|note|from|to|exclude|no-downstream|partition|column|dataset|force|check)\b`)
+
+// apiWords says an error the way the API asks: the command line's flags
+// become the body's keys ("--reason is required" is "reason is required"),
+// and "--as USER" is the token's user.
+func apiWords(msg string) string {
+	msg = strings.ReplaceAll(msg, "pass --as USER or set REFILL_USER", "send a bearer token")
+	return cliFlag.ReplaceAllStringFunc(msg, func(f string) string {
+		return strings.ReplaceAll(strings.TrimPrefix(f, "--"), "-", "_")
+	})
 }
 
 // unauthorized answers a missing or bad token: 401, with the CLI's "not

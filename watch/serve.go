@@ -30,7 +30,7 @@ func (w *Watcher) Ticks(o *queue.Options, log *slog.Logger) bool {
 	if o.Backoff <= 0 {
 		o.Backoff = time.Second
 	}
-	log.Info("watch: ticking", slog.Duration("every", time.Duration(w.Config.Watch.Interval)))
+	log.Info("watch: ticking", slog.Float64("every_s", time.Duration(w.Config.Watch.Interval).Seconds()))
 	return true
 }
 

@@ -245,6 +245,10 @@ func TestServeRunsWhatTheBrowserApproves(t *testing.T) {
 			t.Errorf("a log line that is not slog JSON: %q", line)
 		}
 	}
+	// Durations are seconds, as a number (took_s), never nanoseconds.
+	if !regexp.MustCompile(`"path":"/api/v1/plans/`+p.ID+`/approve","status":200,"took_s":0\.\d+`).MatchString(s.logs.String()) || strings.Contains(s.logs.String(), `"took":`) {
+		t.Errorf("the request log does not give took_s in seconds:\n%s", s.logs.String())
+	}
 	if !strings.Contains(s.logs.String(), `"path":"/api/v1/plans/`+p.ID+`/approve","status":200`) || !strings.Contains(s.logs.String(), `"user":"bob"`) {
 		t.Errorf("the request log does not name who approved:\n%s", s.logs)
 	}

@@ -100,7 +100,7 @@ and refill apply resumes them.`,
 				return err
 			case <-ctx.Done():
 			}
-			log.Info("shutting down", slog.Duration("grace", grace))
+			log.Info("shutting down", slog.Float64("grace_s", grace.Seconds()))
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
 			defer cancel()
 			if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
