@@ -18,6 +18,7 @@ import (
 	_ "modernc.org/sqlite" // the demo warehouse is an embedded SQLite file
 
 	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/config"
 	"github.com/refill-dev/refill/dsn"
 )
 
@@ -32,6 +33,11 @@ const Days = 65
 // marker heads every config the demo writes, so a rerun knows it may
 // replace the directory's contents and never touches anything else.
 const marker = "# written by `refill demo`"
+
+// schemaLine heads the demo's config: editors that speak the YAML
+// language server complete and check it against refill.schema.json, which
+// the demo writes beside it (refill config schema).
+const schemaLine = "# yaml-language-server: $schema=./refill.schema.json\n"
 
 // Scenario describes what was written, so the walkthrough can name dates.
 type Scenario struct {
@@ -62,6 +68,13 @@ func Write(ctx context.Context, dir string, today time.Time) (*Scenario, error) 
 	if err := os.WriteFile(s.Config, []byte(configYAML), 0o644); err != nil {
 		return nil, fmt.Errorf("demo config: %w", err)
 	}
+	schema, err := config.Schema()
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "refill.schema.json"), append(schema, '\n'), 0o644)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("demo config schema: %w", err)
+	}
 	if err := os.WriteFile(filepath.Join(dir, "export.sh"), []byte(exportScript), 0o755); err != nil {
 		return nil, fmt.Errorf("demo export script: %w", err)
 	}
@@ -83,10 +96,10 @@ func prepare(dir string) error {
 		return nil
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "refill.yaml"))
-	if err != nil || !strings.HasPrefix(string(b), marker) {
+	if err != nil || !strings.HasPrefix(strings.TrimPrefix(string(b), schemaLine), marker) {
 		return refill.BadInputf("%s is not empty and holds no earlier demo: choose another directory (refill demo DIR)", dir)
 	}
-	for _, name := range []string{"warehouse.db", "warehouse.db-wal", "warehouse.db-shm", "scratch.db", ".refill", "exports"} {
+	for _, name := range []string{"warehouse.db", "warehouse.db-wal", "warehouse.db-shm", "scratch.db", ".refill", "exports", "refill.schema.json"} {
 		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
 			return fmt.Errorf("demo directory: %w", err)
 		}
@@ -309,7 +322,7 @@ rows=$(wc -l < "exports/partner-$day.csv")
 sqlite3 -cmd ".timeout 10000" "$db" "DELETE FROM partner_feed WHERE day = '$day'; INSERT INTO partner_feed (day, rows_exported) VALUES ('$day', $rows);"
 `
 
-const configYAML = marker + `: the incident refill exists for, replayed.
+const configYAML = schemaLine + marker + `: the incident refill exists for, replayed.
 # An upstream schema change left events_raw.amount empty for 72 hours; the
 # aggregate built on it was wrong, and so were billing and the partner export.
 version: 1

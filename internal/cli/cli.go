@@ -109,7 +109,7 @@ Start with:  refill demo`,
 	root.AddCommand(a.planCmd(), a.showCmd(), a.plansCmd(), a.lineageCmd(), a.checkCmd(), a.proveCmd(),
 		a.approveCmd(), a.rejectCmd(), a.snapshotCmd(), a.scopeCmd(), a.signoffCmd(), a.rollbackCmd(),
 		a.applyCmd(), a.reportCmd(), a.workerCmd(), a.historyCmd(), a.auditCmd(), a.schemaCmd(), a.acceptCmd(), a.demoCmd(),
-		a.tokenCmd(), a.cancelCmd(), a.resolveCmd(), a.freezeCmd(false), a.freezeCmd(true), a.serveCmd(), a.watchCmd(), a.importCmd(), a.versionCmd())
+		a.configCmd(), a.tokenCmd(), a.cancelCmd(), a.resolveCmd(), a.freezeCmd(false), a.freezeCmd(true), a.serveCmd(), a.watchCmd(), a.importCmd(), a.versionCmd())
 	for _, c := range root.Commands() {
 		c.Args = wrapArgs(c.Args)
 	}
