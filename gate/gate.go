@@ -418,6 +418,12 @@ func plural(n int64, one, many string) string {
 	return many
 }
 
+// HasRowChecks reports whether c has a check Judge judges one partition by
+// (not volume or drift, which need history).
+func HasRowChecks(c *refill.Checks) bool {
+	return c != nil && (c.NotNull != nil || len(c.TimeOrder) > 0 || len(c.NoFuture) > 0 || len(c.Unique) > 0 || c.AcceptedValues != nil)
+}
+
 // RowSpec is the profile the row-level checks of c need.
 func RowSpec(c *refill.Checks, now time.Time) refill.ProfileSpec {
 	spec := refill.ProfileSpec{TimeOrder: c.TimeOrder, NoFuture: c.NoFuture, Now: now, Unique: c.Unique}

@@ -1575,10 +1575,11 @@ func (r *Runner) adopt(ctx context.Context, d *refill.Dataset, partition string,
 var errAudit = errors.New("the staged rows failed the dataset's checks")
 
 // audit applies the dataset's own row checks (null ratios, timestamp order,
-// future timestamps) to the rows staged in the publish transaction.
+// future timestamps, its unique key, accepted values) to the rows staged
+// in the publish transaction.
 func (r *Runner) audit(ctx context.Context, tx refill.WarehouseTx, d *refill.Dataset, ref refill.TableRef, partition string) error {
 	c := d.Checks
-	if c == nil || (c.NotNull == nil && len(c.TimeOrder) == 0 && len(c.NoFuture) == 0) {
+	if !gate.HasRowChecks(c) {
 		return nil
 	}
 	spec := gate.RowSpec(c, r.Now.Now())

@@ -238,35 +238,58 @@ func TestGateIsCheckedAgainBeforeWriting(t *testing.T) {
 }
 
 // TestAuditOfStagedRows gives the rebuilt dataset a check its new rows
-// fail: the publish is rolled back, the live partition keeps its rows, and
-// the run fails without retrying.
+// fail — a null ratio, its unique key, accepted values: the publish is
+// rolled back, the live partition keeps its rows, and the run fails
+// without retrying.
 func TestAuditOfStagedRows(t *testing.T) {
 	t.Parallel()
-	eachStore(t, func(t *testing.T, b *bundle) {
-		ctx := context.Background()
-		b.w.Exec(t, "INSERT INTO mid VALUES ('2026-11-02', 42)")
-		mid := b.r.Config.Datasets["mid"]
-		mid.Job.Query = "SELECT day, CASE WHEN day = '2026-11-02' THEN NULL ELSE v END AS v FROM src WHERE day = :partition"
-		mid.Checks = &refill.Checks{NotNull: &refill.NotNullCheck{Columns: []string{"v"}}}
-		pl := b.plan(t)
-		err := b.c.Apply(ctx, pl.ID, "alice")
-		if err == nil || !strings.Contains(err.Error(), "the staged rows failed the dataset's checks") || !strings.Contains(err.Error(), "not_null v") {
-			t.Fatalf("apply: %v", err)
-		}
-		var v sql.NullInt64
-		if err := b.w.DB.QueryRow("SELECT v FROM mid WHERE day = '2026-11-02'").Scan(&v); err != nil || v.Int64 != 42 {
-			t.Errorf("the live partition changed: %v (%v)", v, err)
-		}
-		pubs, _ := b.st.Published(ctx, pl.ID)
-		for _, p := range pubs {
-			if p.Dataset == "mid" && p.Partition == "2026-11-02" {
-				t.Error("a partition that failed its audit was recorded published")
-			}
-			if p.Attempt > 1 {
-				t.Errorf("%s %s took %d attempts", p.Dataset, p.Partition, p.Attempt)
-			}
-		}
-	})
+	for _, c := range []struct {
+		name, query, want string
+		checks            *refill.Checks
+	}{
+		{"not_null", "SELECT day, CASE WHEN day = '2026-11-02' THEN NULL ELSE v END AS v FROM src WHERE day = :partition",
+			"not_null v", &refill.Checks{NotNull: &refill.NotNullCheck{Columns: []string{"v"}}}},
+		{"unique", "SELECT day, v FROM src WHERE day = :partition UNION ALL SELECT day, v FROM src WHERE day = :partition AND day = '2026-11-02'",
+			"unique day, v", &refill.Checks{Unique: []string{"day", "v"}}},
+		{"accepted_values", "SELECT day, CASE WHEN day = '2026-11-02' THEN 1000 ELSE v END AS v FROM src WHERE day = :partition",
+			"accepted_values v", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			eachStore(t, func(t *testing.T, b *bundle) {
+				ctx := context.Background()
+				b.w.Exec(t, "INSERT INTO mid VALUES ('2026-11-02', 42)")
+				mid := b.r.Config.Datasets["mid"]
+				mid.Job.Query = c.query
+				mid.Checks = c.checks
+				if mid.Checks == nil {
+					var vals []string
+					for i := range 100 {
+						vals = append(vals, strconv.Itoa(i))
+					}
+					mid.Checks = &refill.Checks{AcceptedValues: &refill.AcceptedValuesCheck{Columns: []refill.AcceptedValues{{Column: "v", Values: vals}}}}
+				}
+				pl := b.plan(t)
+				err := b.c.Apply(ctx, pl.ID, "alice")
+				if err == nil || !strings.Contains(err.Error(), "the staged rows failed the dataset's checks") || !strings.Contains(err.Error(), c.want) {
+					t.Fatalf("apply: %v; want the audit to say %q", err, c.want)
+				}
+				var v sql.NullInt64
+				if err := b.w.DB.QueryRow("SELECT v FROM mid WHERE day = '2026-11-02'").Scan(&v); err != nil || v.Int64 != 42 {
+					t.Errorf("the live partition changed: %v (%v)", v, err)
+				}
+				pubs, _ := b.st.Published(ctx, pl.ID)
+				for _, p := range pubs {
+					if p.Dataset == "mid" && p.Partition == "2026-11-02" {
+						t.Error("a partition that failed its audit was recorded published")
+					}
+					if p.Attempt > 1 {
+						t.Errorf("%s %s took %d attempts", p.Dataset, p.Partition, p.Attempt)
+					}
+				}
+			})
+		})
+	}
 }
 
 // TestPublishedButNotRecorded plays the crash between the publish commit
