@@ -167,6 +167,11 @@ type Step struct {
 	Upstream    []string        `json:"upstream,omitempty"`
 	Fingerprint string          `json:"fingerprint"`
 	Partitions  []PartitionPlan `json:"partitions"`
+	// Audit are the findings of the dataset's own row checks (not_null,
+	// unique, accepted_values, time order) on the rows its rehearsal
+	// rebuilt: what the run's audit would refuse to publish. Any keeps
+	// the plan from auto.
+	Audit []Finding `json:"audit,omitempty"`
 	// ExpectedNote says, for the approver, why the step's expected rows
 	// are not its job's own count of today's upstream: what they were
 	// counted after (a rehearsal, through a view), or why they depend on

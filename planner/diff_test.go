@@ -230,3 +230,43 @@ func TestContentDiffRehearsalFails(t *testing.T) {
 		}
 	})
 }
+
+// TestDryRunAuditsRebuiltRows: a rebuilt dataset's own row checks judge
+// the rows the rehearsal built, as the run's audit would before
+// publishing: a rebuild that would break its unique key is named in the
+// plan and keeps it from auto; the warehouse is untouched.
+func TestDryRunAuditsRebuiltRows(t *testing.T) {
+	t.Parallel()
+	ds := map[string]*refill.Dataset{}
+	for k, v := range diffDatasets {
+		c := *v
+		ds[k] = &c
+	}
+	dup := *ds["tgt"]
+	dup.Checks = &refill.Checks{Unique: []string{"id"}, AcceptedValues: &refill.AcceptedValuesCheck{Columns: []refill.AcceptedValues{{Column: "amount", Values: []string{"10", "20", "30"}}}}}
+	dup.Job = &refill.Job{Kind: refill.JobQuery, Query: "SELECT day, id, amount, email FROM src WHERE day = :partition UNION ALL SELECT day, id, amount * 7, email FROM src WHERE day = :partition AND day = '2026-11-26' AND id = 1"}
+	ds["tgt"] = &dup
+	each(t, ds, diffFixtures, func(t *testing.T, b *bundle) {
+		b.cfg.Plan.DiffBudget = refill.DefaultDiffBudget
+		plan, err := b.p.Plan(context.Background(), req("tgt", "2026-11-25", "2026-11-27"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var found []string
+		for _, st := range plan.Steps {
+			for _, f := range st.Audit {
+				found = append(found, f.Dataset+" "+f.Partition+" "+f.Check)
+			}
+		}
+		if strings.Join(found, "; ") != "tgt 2026-11-26 unique; tgt 2026-11-26 accepted_values" {
+			t.Errorf("audit findings %q, want tgt 2026-11-26's broken key and its amount of 70", found)
+		}
+		if plan.Tier == refill.TierAuto || !strings.Contains(strings.Join(append(plan.Reasons, plan.Attention...), "\n"), "the dry run's rebuilt rows fail their dataset's own checks: tgt 2026-11-26 unique") {
+			t.Errorf("tier %s, reasons %q; want the audit to keep it from auto", plan.Tier, append(plan.Reasons, plan.Attention...))
+		}
+		var n int
+		if err := b.db.QueryRow("SELECT count(*) FROM tgt WHERE day = '2026-11-26'").Scan(&n); err != nil || n != 3 {
+			t.Errorf("the warehouse's tgt 2026-11-26 has %d rows (%v), want its 3: the dry run wrote", n, err)
+		}
+	})
+}

@@ -254,6 +254,9 @@ func (p *Planner) assemble(ctx context.Context, r Request, seen *gate.Result) (*
 	}
 	for _, st := range plan.Steps {
 		in.Partitions += len(st.Partitions)
+		for _, f := range st.Audit {
+			in.Audit = append(in.Audit, fmt.Sprintf("%s %s %s: %s", f.Dataset, f.Partition, f.Check, f.Message))
+		}
 	}
 	for _, n := range closure.Steps {
 		in.Rebuilt = append(in.Rebuilt, n.Dataset)
@@ -452,6 +455,7 @@ func (p *Planner) afterUpstream(ctx context.Context, plan *refill.Plan) {
 	default:
 		counts := map[string]map[string]int64{}
 		diffs := map[string][]*refill.PartitionDiff{}
+		audits := map[string][]refill.Finding{}
 		var used int64 // rows compared so far
 		var over []*refill.PartitionDiff
 		err := p.Warehouse.Rehearse(ctx, func(tx refill.WarehouseTx) error {
@@ -499,6 +503,16 @@ func (p *Planner) afterUpstream(ctx context.Context, plan *refill.Plan) {
 					if err != nil {
 						return fmt.Errorf("building %s %s: %w", st.Dataset, pp.Partition, err)
 					}
+					// The dataset's own row checks judge what the rebuild
+					// wrote, as the run's audit will before publishing it.
+					if c := p.Config.Datasets[st.Dataset].Checks; gate.HasRowChecks(c) && st.Table != "" {
+						spec := gate.RowSpec(c, p.Now())
+						profiles, err := tx.Profile(ctx, ref, spec, pp.Partition, pp.Partition)
+						if err != nil {
+							return fmt.Errorf("checking the rebuilt %s %s: %w", st.Dataset, pp.Partition, err)
+						}
+						audits[st.Dataset] = append(audits[st.Dataset], gate.Judge(st.Dataset, pp.Partition, profiles[pp.Partition], c, spec.Now)...)
+					}
 					if isTarget {
 						dg, err := tx.Digest(ctx, ref, pp.Partition)
 						if err != nil {
@@ -525,6 +539,9 @@ func (p *Planner) afterUpstream(ctx context.Context, plan *refill.Plan) {
 				for i := range st.Partitions {
 					st.Partitions[i].Diff = diffs[st.Dataset][i]
 				}
+			}
+			for i := range plan.Steps {
+				plan.Steps[i].Audit = audits[plan.Steps[i].Dataset]
 			}
 			for _, pd := range over {
 				pd.Skipped = fmt.Sprintf("over plan.diff_budget: the plan's diffs compared %s rows of the %s allowed, in %d of %d partitions",

@@ -62,6 +62,10 @@ type Input struct {
 	// Clock is set when the plan is made on an "as of" clock ahead of the
 	// real one: never auto.
 	Clock *refill.PlanClock
+	// Audit lists the findings of rebuilt datasets' own row checks on the
+	// rows the dry run's rehearsal built, as "dataset partition check:
+	// message": the run would refuse to publish them, so never auto.
+	Audit []string
 	// LeftOut are datasets with jobs that the request's selectors left out
 	// but that read what the plan rewrites: never auto, and their tags
 	// count as a rebuilt dataset's do, since their next build reads the
@@ -259,6 +263,13 @@ func (p *Policy) Decide(in Input) (Decision, error) {
 	}
 	if len(stale) > 0 {
 		notAuto = append(notAuto, fmt.Sprintf("idempotency proof is stale for %s: the job changed since it was proven, or it was proven by an older refill without the stale-partition build (prove again)", strings.Join(stale, ", ")))
+	}
+	if n := len(in.Audit); n > 0 {
+		more := ""
+		if n > 1 {
+			more = fmt.Sprintf(" (and %d more)", n-1)
+		}
+		notAuto = append(notAuto, fmt.Sprintf("the dry run's rebuilt rows fail their dataset's own checks: %s%s; the run would refuse to publish them", in.Audit[0], more))
 	}
 	notAuto = append(notAuto, consumerReasons(in.Consumers)...)
 	for _, l := range in.LeftOut {
