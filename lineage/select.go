@@ -28,6 +28,19 @@ type Selection struct {
 	NoDownstream bool
 }
 
+// String is the selection as a command line gives it:
+// "events_raw+ --exclude partner_feed --no-downstream".
+func (s Selection) String() string {
+	parts := slices.Clone(s.Select)
+	for _, e := range s.Exclude {
+		parts = append(parts, "--exclude "+e)
+	}
+	if s.NoDownstream {
+		parts = append(parts, "--no-downstream")
+	}
+	return strings.Join(parts, " ")
+}
+
 // IsPlain reports whether s is only dataset names taken with what is
 // downstream of them, as refill always took them.
 func (s Selection) IsPlain() bool {

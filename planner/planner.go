@@ -168,7 +168,7 @@ func (p *Planner) assemble(ctx context.Context, r Request, seen *gate.Result) (*
 	}
 	if len(closure.Steps) == 0 {
 		if !sel.IsPlain() {
-			return nil, refill.BadInputf("nothing to rebuild: the selection %s takes no dataset with a job", describeSelection(sel))
+			return nil, refill.BadInputf("nothing to rebuild: the selection %s takes no dataset with a job", sel.String())
 		}
 		return nil, refill.BadInputf("nothing to rebuild: %s has no datasets downstream with a job", strings.Join(targets, ", "))
 	}
@@ -775,19 +775,6 @@ func trimmed(sels []string) []string {
 		}
 	}
 	return out
-}
-
-// describeSelection says what a selection asked for, as a command line
-// would.
-func describeSelection(sel lineage.Selection) string {
-	parts := slices.Clone(sel.Select)
-	for _, e := range sel.Exclude {
-		parts = append(parts, "--exclude "+e)
-	}
-	if sel.NoDownstream {
-		parts = append(parts, "--no-downstream")
-	}
-	return strings.Join(parts, " ")
 }
 
 // leftOut is the closure's left-out datasets as the plan seals them.

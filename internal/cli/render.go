@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/control"
+	"github.com/refill-dev/refill/lineage"
 )
 
 // partitionsShown bounds how many partitions of one step the text rendering
@@ -357,14 +357,7 @@ func selectionText(r refill.Request) string {
 	if len(r.Select) == 0 {
 		return ""
 	}
-	parts := slices.Clone(r.Select)
-	for _, e := range r.Exclude {
-		parts = append(parts, "--exclude "+e)
-	}
-	if r.NoDownstream {
-		parts = append(parts, "--no-downstream")
-	}
-	return strings.Join(parts, " ")
+	return lineage.SelectionOf(r).String()
 }
 
 func renderLeftOut(b *strings.Builder, ls []refill.LeftOut) {
