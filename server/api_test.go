@@ -616,7 +616,7 @@ func TestAPISelectors(t *testing.T) {
 	for _, c := range []struct{ body, want string }{
 		{`{"targets":["sesions"],"from":"2026-11-01","to":"2026-11-03","reason":"x"}`, `unknown dataset "sesions" (known: sessions`},
 		{`{"targets":["tag:nope"],"from":"2026-11-01","to":"2026-11-03","reason":"x"}`, `no dataset is tagged nope`},
-		{`{"targets":["sessions"],"exclude":["partner_fed"],"from":"2026-11-01","to":"2026-11-03","reason":"x"}`, `--exclude "partner_fed": unknown dataset "partner_fed" (known: partner_feed`},
+		{`{"targets":["sessions"],"exclude":["partner_fed"],"from":"2026-11-01","to":"2026-11-03","reason":"x"}`, `exclude "partner_fed": unknown dataset "partner_fed" (known: partner_feed`},
 	} {
 		st, res := e.call("alice", "POST", "/api/v1/plans", c.body)
 		wantError(t, c.want, st, res, http.StatusBadRequest, refill.ExitBadInput)
