@@ -91,3 +91,53 @@ func TestEventsNameTheWarehouse(t *testing.T) {
 		t.Errorf("an event carries the warehouse's password: %s", evs[3])
 	}
 }
+
+// A cancelled run is ABORT, for the plan's run and for every dataset not
+// yet all published; one whose partitions all were is COMPLETE. A failed
+// run carries its error on each failed run.
+func TestEventsOfARunThatStopped(t *testing.T) {
+	sch := runEventSchema(t)
+	cfg := &refill.Config{Warehouse: "sqlite:w.db", Dir: "/srv/refill", Datasets: map[string]*refill.Dataset{
+		"a": {Name: "a", Table: "a"}, "b": {Name: "b", Table: "b", Upstream: []string{"a"}},
+	}}
+	plan := &refill.Plan{ID: "p2", Hash: "sha256:" + strings.Repeat("b", 64), Tier: refill.TierAuto,
+		Request: refill.Request{From: "2026-11-01", To: "2026-11-02", Reason: "r", RequestedBy: "alice"},
+		Steps: []refill.Step{{Dataset: "a", Kind: refill.JobQuery, Partitions: make([]refill.PartitionPlan, 2)},
+			{Dataset: "b", Upstream: []string{"a"}, Kind: refill.JobQuery, Partitions: make([]refill.PartitionPlan, 2)}}}
+	for _, c := range []struct {
+		outcome openlineage.Outcome
+		want    string
+	}{
+		{openlineage.Abort, "COMPLETE backfill.a; ABORT backfill.b; ABORT backfill"},
+		{openlineage.Fail, "COMPLETE backfill.a; FAIL backfill.b; FAIL backfill"},
+	} {
+		evs, err := openlineage.Events(openlineage.RunReport{Config: cfg, Plan: plan, Outcome: c.outcome, Started: 3, At: time.Now(),
+			Published: map[string]int{"a": 2, "b": 1}, Error: "boom"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, b := range evs {
+			if ok, why := schemaAccepts(t, sch, b); !ok {
+				t.Errorf("not a RunEvent: %s", why)
+			}
+			var e struct {
+				EventType string
+				Job       struct{ Name string }
+				Run       struct {
+					Facets map[string]json.RawMessage
+				}
+			}
+			if err := json.Unmarshal(b, &e); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, e.EventType+" "+e.Job.Name)
+			if _, has := e.Run.Facets["errorMessage"]; has != (e.EventType == "FAIL") {
+				t.Errorf("%s %s: errorMessage facet %v", e.EventType, e.Job.Name, has)
+			}
+		}
+		if s := strings.Join(got, "; "); s != c.want {
+			t.Errorf("%s: %s, want %s", c.outcome, s, c.want)
+		}
+	}
+}
