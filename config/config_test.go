@@ -321,7 +321,7 @@ func TestParseErrors(t *testing.T) {
 		{"datasets_from missing manifest", head + "datasets_from: {dbt_manifest: target/manifest.json} # <-\n", "datasets_from.dbt_manifest", "dbt manifest target/manifest.json: cannot read it: no such file or directory; run `dbt parse`"},
 		{"datasets_from without manifest", head + "datasets_from: {env: [X]} # <-\n", "datasets_from.dbt_manifest", "required: the path of the dbt project's target/manifest.json"},
 		{"datasets_from command", head + "datasets_from:\n  dbt_manifest: m.json\n  command: [dbt, run] # <-\n", "datasets_from.command", "put {{select}} in it"},
-		{"datasets_from placeholder", head + "datasets_from:\n  dbt_manifest: m.json\n  command: [dbt, run, -s, '{{select}}', '{{day}}'] # <-\n", "datasets_from.command", "unknown placeholder {{day}} (known: {{select}}, {{project_dir}}, {{partition}}, {{from}}, {{to}})"},
+		{"datasets_from placeholder", head + "datasets_from:\n  dbt_manifest: m.json\n  command: [dbt, run, -s, '{{select}}', '{{day}}'] # <-\n", "datasets_from.command", "unknown placeholder {{day}} (known: {{select}}, {{project_dir}}, {{partition}}, {{from}}, {{to}}, {{start}}, {{end}})"},
 		{"datasets_from env", head + "datasets_from:\n  dbt_manifest: m.json\n  env:\n    - 'pass word' # <-\n", "datasets_from.env[0]", "want NAME"},
 		{"datasets_from project_dir", head + "datasets_from:\n  dbt_manifest: m.json\n  project_dir: no/such/dir # <-\n", "datasets_from.project_dir", `"no/such/dir" is not a directory`},
 		{"datasets_from project_dir unused", head + "datasets_from:\n  dbt_manifest: m.json\n  command: [dbt, run, -s, '{{select}}']\n  project_dir: testdata # <-\n", "datasets_from.project_dir", "the command does not use it"},

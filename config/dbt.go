@@ -60,20 +60,21 @@ func (c *converter) datasetsFrom(raw *rawDatasetsFrom, jobPath string) []*refill
 	if raw.ProofTarget != "" && !dbtTarget.MatchString(raw.ProofTarget) {
 		bad(child(key, "proof_target"), "%q is not a dbt target name (letters, digits, _ and -)", clip(raw.ProofTarget))
 	}
-	program := "dbt"
-	if raw.Command != nil && len(*raw.Command) > 0 {
-		program = (*raw.Command)[0]
-	}
-	opts.AskVersion = func() string {
-		found, ok := c.findProgram(program, jobPath)
-		if !ok {
-			return ""
+	// With its own command the version decides nothing: nothing is run.
+	// Else dbt is asked, as a job would find it, with nothing of refill's
+	// environment but PATH and HOME (no secret of refill's reaches it).
+	if raw.Command == nil {
+		opts.AskVersion = func() string {
+			found, ok := c.findProgram("dbt", jobPath)
+			if !ok {
+				return ""
+			}
+			out, err := dbt.ReadVersion(found, []string{"PATH=" + jobPath, "HOME=" + os.Getenv("HOME")})
+			if err != nil {
+				return ""
+			}
+			return out
 		}
-		out, err := dbt.ReadVersion(found)
-		if err != nil {
-			return ""
-		}
-		return out
 	}
 	if raw.Command != nil {
 		opts.Command = *raw.Command

@@ -388,3 +388,49 @@ func BenchmarkDatasetsFrom(b *testing.B) {
 		}
 	}
 }
+
+// Loading a config asks dbt its version only to choose how dbt's own
+// command runs event_time models: with a command of the project's, nothing
+// is run at all; and dbt itself is run with PATH and HOME alone, never
+// with refill's secrets.
+func TestDbtVersionIsAskedSafely(t *testing.T) {
+	man := edited(t, manifestV11, func(m map[string]any) {})
+	dir := t.TempDir()
+	ran := filepath.Join(dir, "ran")
+	script := "#!/bin/sh\necho \"$@ $(env | sort | tr '\\n' ' ')\" >> " + ran + "\necho 'Core:'\necho '  - installed: 1.9.2'\n"
+	for _, name := range []string{"run.sh", "bin/dbt"} {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("OL_KEY", "the-openlineage-api-key")
+	custom := project(t, man, "openlineage: {url: http://ol.example, api_key_env: OL_KEY}\ndatasets_from:\n  dbt_manifest: target/manifest.json\n  command: ["+filepath.Join(dir, "run.sh")+", '{{select}}', '{{partition}}']\n")
+	if _, err := Load(custom); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(ran); len(b) > 0 {
+		t.Errorf("loading a config with the project's own command ran it: %s", b)
+	}
+	own := project(t, man, "openlineage: {url: http://ol.example, api_key_env: OL_KEY}\nrun: {path: ["+filepath.Join(dir, "bin")+", /usr/bin, /bin]}\ndatasets_from: {dbt_manifest: target/manifest.json}\n")
+	cfg, err := Load(own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(ran)
+	if !strings.HasPrefix(string(b), "--version ") || strings.Contains(string(b), "the-openlineage-api-key") || strings.Count(string(b), "\n") != 1 {
+		t.Errorf("dbt --version was run as %q; want once, with no secret of refill's", b)
+	}
+	var eventTime int
+	for _, d := range cfg.Datasets {
+		if d.Job != nil && d.Job.Kind == refill.JobCommand && strings.Contains(strings.Join(d.Job.Command, " "), "--event-time-start {{start}}") {
+			eventTime++
+		}
+	}
+	if eventTime == 0 {
+		t.Errorf("dbt 1.9.2 (dbt --version) did not run event_time models with --event-time-start")
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/internal/fixtures"
@@ -625,7 +626,8 @@ func TestGenericTestsBecomeChecks(t *testing.T) {
 		test("test.p.nn_day", "not_null", "", "day", `{"column_name": "day"}`, ""),
 		test("test.p.u_id", "unique", "", "id", `{"column_name": "id"}`, ""),
 		test("test.p.u_code", "unique", "", "code", `{"column_name": "code"}`, ""),
-		test("test.p.av", "accepted_values", "", "status", `{"column_name": "status", "values": ["new", "done", 3]}`, ""),
+		test("test.p.av", "accepted_values", "", "status", `{"column_name": "status", "values": ["new", "done"]}`, ""),
+		test("test.p.avn", "accepted_values", "", "qty", `{"column_name": "qty", "values": [1, 2]}`, ""),
 		test("test.p.rel", "relationships", "", "user_id", `{"column_name": "user_id", "to": "ref('users')", "field": "id"}`, ""),
 		test("test.p.warn", "not_null", "", "note", `{"column_name": "note"}`, `{"severity": "warn"}`),
 		test("test.p.where", "not_null", "", "x", `{"column_name": "x"}`, `{"where": "x > 0"}`),
@@ -642,12 +644,12 @@ func TestGenericTestsBecomeChecks(t *testing.T) {
 	}
 	d := imp.Datasets[0]
 	got, _ := json.Marshal(d.Checks)
-	want := `{"accepted_values":{"status":["new","done","3"]},"not_null":{"columns":["day","id"]},"unique":["code"]}`
+	want := `{"accepted_values":{"status":["new","done"]},"not_null":{"columns":["day","id"]},"unique":["code"]}`
 	if string(got) != want {
 		t.Errorf("checks = %s, want %s", got, want)
 	}
 	for _, w := range []string{"checks from dbt tests: not_null(day, id), unique(code), accepted_values(status)",
-		"dbt tests not used: unique(id) (refill checks one key), relationships, not_null (severity warn), not_null (a where filter)"} {
+		"dbt tests not used: unique(id) (refill checks one key), accepted_values(qty) (values that are not text: refill compares them as text), relationships, not_null (severity warn), not_null (a where filter)"} {
 		if !strings.Contains(d.Note, w) {
 			t.Errorf("note %q does not say %q", d.Note, w)
 		}
@@ -659,5 +661,21 @@ func TestGenericTestsBecomeChecks(t *testing.T) {
 	got, _ = json.Marshal(imp.Datasets[0].Checks)
 	if !strings.Contains(string(got), `"not_null":{"columns":["id"],"max_ratio":0.1}`) || !strings.Contains(string(got), `"unique":["code"]`) {
 		t.Errorf("with meta.refill.checks: %s; want its not_null kept and dbt's unique added", got)
+	}
+}
+
+// dbt --version that hangs, with a child holding its output open, is
+// given up on at the timeout and its process group killed.
+func TestReadVersionGivesUp(t *testing.T) {
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "dbt")
+	if err := os.WriteFile(prog, []byte("#!/bin/sh\nsleep 300 &\nsleep 300\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	old := versionTimeout
+	versionTimeout = 200 * time.Millisecond
+	defer func() { versionTimeout = old }()
+	if out, err := ReadVersion(prog, []string{"PATH=/usr/bin:/bin"}); err == nil {
+		t.Errorf("a hanging dbt --version gave %q and no error", out)
 	}
 }

@@ -102,9 +102,9 @@ const (
 )
 
 // Placeholders of the command template. {{select}} and {{project_dir}} are
-// filled at import; {{partition}}, {{from}} and {{to}} are left for the
-// command job to fill at run time (jobs/command).
-var placeholders = []string{"select", "project_dir", "partition", "from", "to"}
+// filled at import; {{partition}}, {{from}}, {{to}}, {{start}} and {{end}}
+// are left for the command job to fill at run time (jobs/command).
+var placeholders = []string{"select", "project_dir", "partition", "from", "to", "start", "end"}
 
 // DefaultCommand builds the one model it names for one partition, telling
 // the model the partition in dbt vars. A project_dir adds --project-dir.

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -56,21 +57,32 @@ func manifestVersionOf(s string) (major, minor int, ok bool) {
 
 var versions sync.Map // program path -> versionResult
 
+// versionTimeout bounds dbt --version.
+var versionTimeout = 10 * time.Second
+
 type versionResult struct {
 	out string
 	err error
 }
 
 // ReadVersion runs program --version once per process (10 seconds at
-// most) and returns what it printed.
-func ReadVersion(program string) (string, error) {
+// most, its whole process group killed then) with env as its whole
+// environment, and returns what it printed.
+func ReadVersion(program string, env []string) (string, error) {
 	if v, ok := versions.Load(program); ok {
 		r := v.(versionResult)
 		return r.out, r.err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), versionTimeout)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, program, "--version").CombinedOutput()
+	cmd := exec.CommandContext(ctx, program, "--version")
+	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	// A child that keeps the output open must not hold the read past the
+	// kill.
+	cmd.WaitDelay = time.Second
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		err = fmt.Errorf("%s --version: %w", program, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -98,7 +99,7 @@ func (n *Notifier) sendOpenLineage(ctx context.Context, nt *notice) error {
 			}
 		}
 		if r.Started == 0 {
-			return fmt.Errorf("plan %s: no run_started entry before entry %d", p.ID, seq)
+			return errNoRun // a plan cancelled before it ever ran: no run to tell
 		}
 		if outcome == openlineage.Fail {
 			var d struct {
@@ -122,17 +123,39 @@ func (n *Notifier) sendOpenLineage(ctx context.Context, nt *notice) error {
 		return nil
 	}
 	if outcome != openlineage.Start {
-		for _, e := range slices.Backward(evs) {
-			if e.Kind == refill.EventRunStarted && e.Seq < nt.event.Seq {
-				if err := moment(e.Seq, openlineage.Start, e.At, e.Detail); err != nil {
-					return err
-				}
+		// The run this entry ends: the last started before it. A run has
+		// one end: a plan cancelled after its run failed or finished
+		// tells nothing more.
+		var started *refill.Event
+		for i := range slices.Backward(evs) {
+			if e := &evs[i]; e.Kind == refill.EventRunStarted && e.Seq < nt.event.Seq {
+				started = e
 				break
 			}
 		}
+		if started == nil {
+			return nil
+		}
+		for _, e := range evs {
+			if e.Seq > started.Seq && e.Seq < nt.event.Seq {
+				if o, ok := outcomeOf(&e); ok && o != openlineage.Start {
+					return nil
+				}
+			}
+		}
+		if err := moment(started.Seq, openlineage.Start, started.At, started.Detail); err != nil {
+			return err
+		}
 	}
-	return moment(nt.event.Seq, outcome, nt.event.At, nt.event.Detail)
+	err = moment(nt.event.Seq, outcome, nt.event.At, nt.event.Detail)
+	if errors.Is(err, errNoRun) {
+		return nil
+	}
+	return err
 }
+
+// errNoRun is a moment of a run that never started.
+var errNoRun = errors.New("no run started before this entry")
 
 // sendOpenLineageOnce posts one event of audit entry seq unless it was
 // sent already, and records it sent.

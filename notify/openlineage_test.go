@@ -237,5 +237,28 @@ func TestOpenLineageRunEvents(t *testing.T) {
 		if err := json.Unmarshal(last.Run.Facets["errorMessage"], &msg); err != nil || !strings.Contains(msg.Message, "no_such_column") {
 			t.Errorf("the parent's errorMessage facet: %s (%v)", last.Run.Facets["errorMessage"], err)
 		}
+		// Cancelling the failed plan ends nothing more: a run has one end.
+		// And a plan cancelled before it ever ran tells nothing, without
+		// an error for River to retry.
+		if _, err := e.p.Control.Cancel(ctx, plan.ID, "alice", "giving up"); err != nil {
+			t.Fatal(err)
+		}
+		never := e.plan(t)
+		if _, err := e.p.Control.Cancel(ctx, never.ID, "alice", "not needed"); err != nil {
+			t.Fatal(err)
+		}
+		rc := riverClient(t, e.p.Store)
+		res, err := rc.JobList(ctx, river.NewJobListParams().Kinds(queue.NotifyArgs{}.Kind()).First(100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range res.Jobs {
+			if got := waitJob(t, rc, j.ID, 1); len(got.Errors) > 0 {
+				t.Errorf("notice job %d (%s) failed before it completed: %v", j.ID, j.EncodedArgs, got.Errors)
+			}
+		}
+		if n := len(e.slack.requests(olPath)); n != 4 {
+			t.Errorf("after the cancels: %d OpenLineage events, want the failed run's 4", n)
+		}
 	})
 }

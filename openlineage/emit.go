@@ -189,14 +189,10 @@ func Events(r RunReport) ([][]byte, error) {
 	}
 	var inputs, outputs []outDS
 	for _, s := range p.Sources {
-		if d := cfg.Datasets[s]; d != nil {
-			inputs = append(inputs, outName(cfg, d))
-		}
+		inputs = append(inputs, nameOf(cfg, p, s))
 	}
 	for _, st := range p.Steps {
-		if d := cfg.Datasets[st.Dataset]; d != nil {
-			outputs = append(outputs, outName(cfg, d))
-		}
+		outputs = append(outputs, nameOf(cfg, p, st.Dataset))
 	}
 	parent := outEvent{EventType: string(r.Outcome), EventTime: at,
 		Run:    outRun{RunID: parentID, Facets: parentFacets},
@@ -205,10 +201,6 @@ func Events(r RunReport) ([][]byte, error) {
 
 	var children []outEvent
 	for _, st := range p.Steps {
-		d := cfg.Datasets[st.Dataset]
-		if d == nil {
-			return nil, fmt.Errorf("openlineage: dataset %s of plan %s is no longer in the config", st.Dataset, p.ID)
-		}
 		outcome := r.Outcome
 		if outcome != Start && r.Published[st.Dataset] >= len(st.Partitions) {
 			outcome = Complete
@@ -223,14 +215,12 @@ func Events(r RunReport) ([][]byte, error) {
 		}
 		var in []outDS
 		for _, u := range st.Upstream {
-			if ud := cfg.Datasets[u]; ud != nil {
-				in = append(in, outName(cfg, ud))
-			}
+			in = append(in, nameOf(cfg, p, u))
 		}
 		children = append(children, outEvent{EventType: string(outcome), EventTime: at,
 			Run:    outRun{RunID: RunID(p.ID, r.Started, st.Dataset), Facets: facets},
 			Job:    outJob{Namespace: ns, Name: JobName(st.Dataset), Facets: jobType(strings.ToUpper(string(st.Kind)))},
-			Inputs: nonNilDS(in), Outputs: []outDS{outName(cfg, d)}, Producer: producer, SchemaURL: RunEventSchemaURL})
+			Inputs: nonNilDS(in), Outputs: []outDS{nameOf(cfg, p, st.Dataset)}, Producer: producer, SchemaURL: RunEventSchemaURL})
 	}
 	evs := append([]outEvent{parent}, children...)
 	if r.Outcome != Start {
@@ -288,6 +278,26 @@ func nominal(from, to string) (string, string, bool) {
 	return f.Format(time.RFC3339), t.Add(step).Format(time.RFC3339), true
 }
 
+// nameOf names dataset name of plan p: as the config has it, else as
+// the plan sealed it (a dataset removed from the config since still ran
+// under the plan), else by its name in the jobs' namespace.
+func nameOf(cfg *refill.Config, p *refill.Plan, name string) outDS {
+	if d := cfg.Datasets[name]; d != nil {
+		return outName(cfg, d)
+	}
+	for _, st := range p.Steps {
+		if st.Dataset == name && st.Ref != nil {
+			return outName(cfg, &refill.Dataset{Name: name, Table: st.Ref.Table})
+		}
+	}
+	for _, ss := range p.SourceSeals {
+		if ss.Dataset == name && ss.Ref != nil {
+			return outName(cfg, &refill.Dataset{Name: name, Table: ss.Ref.Table})
+		}
+	}
+	return outName(cfg, &refill.Dataset{Name: name})
+}
+
 // outName is the OpenLineage dataset a refill dataset is in refill's own
 // events: its openlineage: pin; else its table in the warehouse's
 // namespace, named as OpenLineage's naming conventions name tables
@@ -323,9 +333,13 @@ func outName(cfg *refill.Config, d *refill.Dataset) outDS {
 		if len(names) == 1 {
 			names = append([]string{"public"}, names...)
 		}
-		return outDS{Namespace: fmt.Sprintf("postgres://%s:%d", c.Host, c.Port), Name: strings.Join(append([]string{c.Database}, names...), ".")}
+		if c.Database != "" {
+			names = append([]string{c.Database}, names...)
+		}
+		return outDS{Namespace: fmt.Sprintf("postgres://%s:%d", c.Host, c.Port), Name: strings.Join(names, ".")}
 	case strings.HasPrefix(w, "sqlite:"):
 		if path, ok := dsn.SQLitePath(w, cfg.Dir); ok {
+			path, _, _ = strings.Cut(path, "?")
 			return outDS{Namespace: "sqlite://" + path, Name: strings.Join(names, ".")}
 		}
 	}

@@ -141,3 +141,29 @@ func TestEventsOfARunThatStopped(t *testing.T) {
 		}
 	}
 }
+
+// A dataset removed from the config after its plan ran is named as the
+// plan sealed it: the run's end can still be told.
+func TestEventsOfADatasetNoLongerConfigured(t *testing.T) {
+	cfg := &refill.Config{Warehouse: "postgres://db.example.com/analytics", Datasets: map[string]*refill.Dataset{}}
+	plan := &refill.Plan{ID: "p3", Hash: "sha256:" + strings.Repeat("c", 64), Tier: refill.TierAuto, Sources: []string{"raw"},
+		SourceSeals: []refill.SourceSeal{{Dataset: "raw", Ref: &refill.TableRef{Table: "raw.events"}}},
+		Request:     refill.Request{From: "2026-11-01", To: "2026-11-01", Reason: "r", RequestedBy: "alice"},
+		Steps: []refill.Step{{Dataset: "gone", Upstream: []string{"raw"}, Kind: refill.JobQuery, Ref: &refill.TableRef{Table: "gone_daily"},
+			Partitions: make([]refill.PartitionPlan, 1)}}}
+	evs, err := openlineage.Events(openlineage.RunReport{Config: cfg, Plan: plan, Outcome: openlineage.Complete, Started: 1, At: time.Now(),
+		Published: map[string]int{"gone": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var child struct {
+		Inputs, Outputs []struct{ Namespace, Name string }
+	}
+	if err := json.Unmarshal(evs[0], &child); err != nil {
+		t.Fatal(err)
+	}
+	if len(child.Outputs) != 1 || child.Outputs[0].Name != "analytics.public.gone_daily" || child.Outputs[0].Namespace != "postgres://db.example.com:5432" ||
+		len(child.Inputs) != 1 || child.Inputs[0].Name != "analytics.raw.events" {
+		t.Errorf("the removed dataset's run reads %+v and writes %+v", child.Inputs, child.Outputs)
+	}
+}

@@ -392,8 +392,9 @@ func lookPath(name, pathList string) (string, bool) {
 
 // Bounds are a partition's first instant and the next partition's, in UTC,
 // as YYYY-MM-DDTHH:MM:SS: the form dbt's --event-time-start and
-// --event-time-end take (they refuse a zone suffix). A partition of a
-// dataset with a timezone starts at its local midnight (or hour).
+// --event-time-end take (they refuse a zone suffix). A day partition of a
+// dataset with a timezone runs from its local midnight to the next (23 or
+// 25 hours across a DST change); an hour partition's key is its UTC hour.
 func Bounds(t refill.TableRef, partition string) (start, end string, err error) {
 	g := t.Grain
 	if g == "" {
@@ -407,14 +408,11 @@ func Bounds(t refill.TableRef, partition string) (start, end string, err error) 
 	if g == refill.GrainHour {
 		next = at.Add(time.Hour)
 	}
-	if t.Timezone != "" {
+	// An hour's key is a UTC instant already; a day's is the local day.
+	if t.Timezone != "" && g == refill.GrainDay {
 		if loc, lerr := time.LoadLocation(t.Timezone); lerr == nil {
-			at = time.Date(at.Year(), at.Month(), at.Day(), at.Hour(), 0, 0, 0, loc)
-			if g == refill.GrainHour {
-				next = at.Add(time.Hour)
-			} else {
-				next = at.AddDate(0, 0, 1)
-			}
+			at = time.Date(at.Year(), at.Month(), at.Day(), 0, 0, 0, 0, loc)
+			next = at.AddDate(0, 0, 1)
 		}
 	}
 	const layout = "2006-01-02T15:04:05"

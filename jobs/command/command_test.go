@@ -304,3 +304,28 @@ func TestPythonRunsTheSealedCopies(t *testing.T) {
 		t.Errorf("python3 -m pkg.x printed %q, want the sealed module's \"sealed 1\"", got)
 	}
 }
+
+// Bounds are what dbt's --event-time-start/end take: a day in its own
+// timezone (23 or 25 hours across a DST change), an hour as the UTC hour
+// its key is.
+func TestBounds(t *testing.T) {
+	ny := "America/New_York"
+	for _, c := range []struct {
+		grain      refill.Grain
+		tz, p      string
+		start, end string
+	}{
+		{refill.GrainDay, "", "2026-11-02", "2026-11-02T00:00:00", "2026-11-03T00:00:00"},
+		{refill.GrainDay, ny, "2024-03-10", "2024-03-10T05:00:00", "2024-03-11T04:00:00"},
+		{refill.GrainDay, ny, "2024-11-03", "2024-11-03T04:00:00", "2024-11-04T05:00:00"},
+		{refill.GrainHour, "", "2026-11-02T05", "2026-11-02T05:00:00", "2026-11-02T06:00:00"},
+		{refill.GrainHour, ny, "2024-07-01T12", "2024-07-01T12:00:00", "2024-07-01T13:00:00"},
+		{refill.GrainHour, ny, "2024-03-10T06", "2024-03-10T06:00:00", "2024-03-10T07:00:00"},
+		{refill.GrainHour, ny, "2024-03-10T07", "2024-03-10T07:00:00", "2024-03-10T08:00:00"},
+	} {
+		start, end, err := Bounds(refill.TableRef{Table: "t", Column: "at", Grain: c.grain, Timezone: c.tz}, c.p)
+		if err != nil || start != c.start || end != c.end {
+			t.Errorf("Bounds(%s %s %q) = %s..%s (%v), want %s..%s", c.grain, c.p, c.tz, start, end, err, c.start, c.end)
+		}
+	}
+}
