@@ -103,6 +103,28 @@ func refillTable(name string) bool {
 	return len(name) >= len("refill_") && strings.EqualFold(name[:len("refill_")], "refill_")
 }
 
+// tempSchemaTable reports whether name, in database db, is the temp
+// database's schema table.
+func tempSchemaTable(name, db string) bool {
+	switch strings.ToLower(name) {
+	case "sqlite_temp_master", "sqlite_temp_schema":
+		return true
+	case "sqlite_master", "sqlite_schema":
+		return strings.EqualFold(db, "temp")
+	}
+	return false
+}
+
+// rawPages reports whether name is one of SQLite's views of raw database
+// pages, which read every table, refill's included, as bytes.
+func rawPages(name string) bool {
+	switch strings.ToLower(name) {
+	case "sqlite_dbpage", "dbstat":
+		return true
+	}
+	return false
+}
+
 // schemaTable reports whether name is SQLite's schema table, which every
 // CREATE and DROP writes.
 func schemaTable(name string) bool {
@@ -145,6 +167,12 @@ func (g *guard) authorize(action msqlite.AuthorizerActionCode, arg1, arg2, db, t
 	case msqlite.AuthRead:
 		if refillTable(arg1) {
 			return deny(sqltext.RuleOwnTables, "read refill's own table %s", arg1)
+		}
+		// What lists or holds refill's objects whatever their names: the
+		// temp schema (refill's fence and copies), and the raw pages and
+		// page statistics of any database (refill's marks among them).
+		if tempSchemaTable(arg1, db) || rawPages(arg1) {
+			return deny(sqltext.RuleOwnTables, "read %s, which shows refill's own tables", arg1)
 		}
 		return msqlite.AuthorizerOK
 	case msqlite.AuthSelect, msqlite.AuthRecursive:

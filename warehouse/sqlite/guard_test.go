@@ -435,3 +435,36 @@ func TestFenceFollowsEachPartition(t *testing.T) {
 		t.Errorf("the pooled connection keeps %d temporary objects (%v)", temp, err)
 	}
 }
+
+// Job text cannot learn what else ran in its transaction, nor whether it
+// runs in a proof or a real apply: not by naming a CTE after a fence
+// trigger (the authorizer names a CTE as it names a trigger), not from
+// the temp schema's listing, not from the raw pages that hold refill's
+// publish marks.
+func TestJobCannotReadRefillsStateSideways(t *testing.T) {
+	f := newFixture(t)
+	ctx := t.Context()
+	f.exec(t, "CREATE TABLE events (day TEXT, n INTEGER)")
+	f.exec(t, "INSERT INTO events VALUES ('2026-11-01', 1), ('2026-11-02', 2)")
+	events := refill.TableRef{Table: "events", Column: "day", Grain: refill.GrainDay}
+	for _, job := range []string{
+		"WITH refill_fence_1_insert AS (SELECT n, lo, hi, part FROM temp.refill_fence) INSERT INTO events SELECT :partition, n FROM refill_fence_1_insert",
+		"WITH refill_fence_1_update AS MATERIALIZED (SELECT * FROM temp.refill_fence LIMIT 5) INSERT INTO events SELECT :partition, count(*) FROM refill_fence_1_update",
+		"INSERT INTO events SELECT :partition, count(*) FROM sqlite_temp_schema WHERE name LIKE 'refill%'",
+		"INSERT INTO events SELECT :partition, count(*) FROM sqlite_temp_master",
+		"INSERT INTO events SELECT :partition, count(*) FROM temp.sqlite_master",
+		"INSERT INTO events SELECT :partition, count(*) FROM sqlite_dbpage('main') WHERE instr(data, CAST('events' AS BLOB)) > 0",
+		"INSERT INTO events SELECT :partition, count(*) FROM dbstat('main')",
+	} {
+		err := f.w.Rehearse(ctx, func(tx refill.WarehouseTx) error {
+			if err := tx.ExecSQL(ctx, events, "UPDATE events SET n = n WHERE day = :partition", "2026-11-01"); err != nil {
+				return err
+			}
+			return tx.ExecSQL(ctx, events, job, "2026-11-02")
+		})
+		var refused *sqltext.RefusedError
+		if !errors.As(err, &refused) || refused.Rule != sqltext.RuleOwnTables {
+			t.Errorf("%q: %v; want it refused as a read of refill's own tables", job, err)
+		}
+	}
+}

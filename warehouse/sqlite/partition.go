@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
 	"strings"
 
 	msqlite "modernc.org/sqlite"
@@ -43,8 +46,8 @@ import (
 // up to SQLite's limit, where before it did not, for the rest of that
 // transaction.
 
-// fenceTable holds, for each set of partition triggers (n), the partition
-// they hold the job to: part is NULL while the fence is down. Its columns
+// fenceTable holds the partition the running job is held to, as one row
+// for its set of partition triggers (n, random); no row is the fence down. Its columns
 // have no type, so that the triggers compare with the text in them as
 // they would with literals.
 const fenceTable = "refill_fence"
@@ -159,14 +162,15 @@ func (t *tx) raiseFence(ctx context.Context, ref refill.TableRef, cols []refill.
 			}
 			f.sets, f.triggers = map[string]int{}, map[string]bool{}
 		}
-		n = len(f.sets) + 1
+		// A random number names the set and its triggers, so that what
+		// a job might glimpse of them says nothing of what else ran.
+		n = int(rand.Int32N(1<<30)) + 1
+		for slices.Contains(slices.Collect(maps.Values(f.sets)), n) {
+			n = int(rand.Int32N(1<<30)) + 1
+		}
 		create, names, err := fence(ref, cols, n)
 		if err != nil {
 			return 0, err
-		}
-		if err := t.exec(ctx, "INSERT INTO temp."+fenceTable+" (n) VALUES (?)", n); err != nil {
-			t.tainted = true
-			return 0, fmt.Errorf("partition guard: %w", err)
 		}
 		for _, stmt := range create {
 			if _, err := t.conn.ExecContext(ctx, stmt); err != nil {
@@ -179,7 +183,9 @@ func (t *tx) raiseFence(ctx context.Context, ref refill.TableRef, cols []refill.
 		}
 		f.sets[key] = n
 	}
-	if err := t.exec(ctx, "UPDATE temp."+fenceTable+" SET lo = ?, hi = ?, part = ? WHERE n = ?", lo, hi, partition, n); err != nil {
+	// The table holds the running job's row alone: raised, the row is
+	// there; lowered, it is gone, and the triggers find none (fence down).
+	if err := t.exec(ctx, "INSERT OR REPLACE INTO temp."+fenceTable+" (n, lo, hi, part) VALUES (?, ?, ?, ?)", n, lo, hi, partition); err != nil {
 		t.tainted = true
 		return 0, fmt.Errorf("partition guard: %w", err)
 	}
@@ -195,7 +201,7 @@ func (t *tx) lowerFence(ctx context.Context, n int) error {
 		t.tainted = true
 		return nil
 	}
-	if err := t.exec(context.WithoutCancel(ctx), "UPDATE temp."+fenceTable+" SET part = NULL WHERE n = ?", n); err != nil {
+	if err := t.exec(context.WithoutCancel(ctx), "DELETE FROM temp."+fenceTable+" WHERE n = ?", n); err != nil {
 		t.tainted = true
 		return fmt.Errorf("partition guard: %w", err)
 	}
