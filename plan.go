@@ -326,6 +326,10 @@ type Plan struct {
 	// out but that read what the plan rewrites: they go on being built
 	// from the old rows, so such a plan is never auto.
 	LeftOut []LeftOut `json:"left_out,omitempty"`
+	// Changed are the lineage-only datasets (views) whose rows change with
+	// what the plan rewrites, with their tags, which count for the tier:
+	// sealed, so that a view added or retagged since makes the plan stale.
+	Changed []ChangedView `json:"changed_views,omitempty"`
 	// Clock is set when the plan was made on an "as of" clock (REFILL_NOW)
 	// later than the real one: both times, sealed. Such a plan is never
 	// auto, since a clock moved forward would make rows from the future
@@ -339,6 +343,12 @@ type Plan struct {
 type LeftOut struct {
 	Dataset string   `json:"dataset"`
 	Reads   []string `json:"reads"`
+	Tags    []string `json:"tags,omitempty"`
+}
+
+// ChangedView is a lineage-only dataset whose rows change with a plan.
+type ChangedView struct {
+	Dataset string   `json:"dataset"`
 	Tags    []string `json:"tags,omitempty"`
 }
 

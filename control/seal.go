@@ -91,6 +91,24 @@ func Stale(p *refill.Plan, cfg *refill.Config) []string {
 					add("%s now reads what the plan rewrites, and the plan leaves it out", n)
 				}
 			}
+			// What is left out, and the views whose rows change, count
+			// for the tier by their tags.
+			for _, l := range p.LeftOut {
+				if d := cfg.Datasets[l.Dataset]; d != nil && !slices.Equal(d.Tags, l.Tags) {
+					add("the tags of %s, which the plan leaves out, changed: sealed [%s], now [%s]", l.Dataset, strings.Join(l.Tags, ", "), strings.Join(d.Tags, ", "))
+				}
+			}
+			{
+				for _, n := range cl.LineageOnly {
+					i := slices.IndexFunc(p.Changed, func(v refill.ChangedView) bool { return v.Dataset == n })
+					switch {
+					case i < 0:
+						add("the lineage-only %s now changes with what the plan rewrites", n)
+					case !slices.Equal(p.Changed[i].Tags, cfg.Datasets[n].Tags):
+						add("the tags of the lineage-only %s changed: sealed [%s], now [%s]", n, strings.Join(p.Changed[i].Tags, ", "), strings.Join(cfg.Datasets[n].Tags, ", "))
+					}
+				}
+			}
 		} else if len(p.Request.Select) > 0 {
 			add("the plan's selection no longer holds: %s", err)
 		}

@@ -187,6 +187,12 @@ func (g *Graph) Select(sel Selection) (Closure, []string, error) {
 		}
 	}
 	for n := range excluded {
+		// A view's rows change with what it reads, excluded or not: it
+		// stays, and its tags count.
+		if g.datasets[n].LineageOnly {
+			delete(excluded, n)
+			continue
+		}
 		delete(in, n)
 		delete(selected, n)
 	}

@@ -67,6 +67,8 @@ func TestSelect(t *testing.T) {
 			[]string{"raw"}, []string{"raw"}, []string{"daily reads raw, which this plan rewrites, and is not rebuilt"}, nil},
 		{"tag: takes the tagged and their downstream", Selection{Select: []string{"tag:aggregate"}},
 			[]string{"agg", "report"}, []string{"agg", "report"}, nil, nil},
+		{"a view cannot be excluded: its rows change all the same", Selection{Select: []string{"daily"}, Exclude: []string{"view+"}},
+			[]string{"agg", "daily", "feed"}, []string{"daily"}, []string{"report reads view, which this plan rewrites, and is not rebuilt"}, []string{"view"}},
 		{"tag: in --exclude", Selection{Select: []string{"daily"}, Exclude: []string{"tag:partner"}},
 			[]string{"agg", "daily", "report"}, []string{"daily"}, []string{"feed reads daily, which this plan rewrites, and is not rebuilt"}, []string{"view"}},
 		{"several selectors, one set", Selection{Select: []string{"agg", "tag:aggregate", "+agg"}, NoDownstream: true},

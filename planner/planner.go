@@ -181,6 +181,7 @@ func (p *Planner) assemble(ctx context.Context, r Request, seen *gate.Result) (*
 			Reason: strings.TrimSpace(r.Reason), RequestedBy: r.Actor, Days: rng.Days(),
 		},
 		LeftOut:   leftOut(closure),
+		Changed:   changedViews(p.Config, closure),
 		Sources:   closure.Sources,
 		Policy:    p.Config.Policy,
 		CreatedAt: p.Now().UTC(),
@@ -782,6 +783,15 @@ func leftOut(c lineage.Closure) []refill.LeftOut {
 	var out []refill.LeftOut
 	for _, l := range c.LeftOut {
 		out = append(out, l.Sealed())
+	}
+	return out
+}
+
+// changedViews are the closure's lineage-only datasets with their tags.
+func changedViews(cfg *refill.Config, c lineage.Closure) []refill.ChangedView {
+	var out []refill.ChangedView
+	for _, n := range c.LineageOnly {
+		out = append(out, refill.ChangedView{Dataset: n, Tags: cfg.Datasets[n].Tags})
 	}
 	return out
 }

@@ -130,4 +130,16 @@ func TestSelectorsNarrowAPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	step(t, d, 0, "daily_copy now reads what the plan rewrites, and the plan leaves it out", "show", id)
+
+	// What is left out counts for the tier by its tags: retagging it
+	// makes the sealed plan stale too.
+	p = plan("+revenue_daily", "--no-downstream")
+	data, err = os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, []byte(strings.Replace(string(data), "tags: [external]", "tags: [external, billing]", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	step(t, d, 0, "the tags of partner_feed, which the plan leaves out, changed: sealed [external], now [external, billing]", "show", p.ID)
 }
