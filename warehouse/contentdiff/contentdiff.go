@@ -44,10 +44,21 @@ type Dialect struct {
 	// AfterJoin are statements that undo for the rest of the comparison
 	// what IndexKept set for the join (a planner setting).
 	AfterJoin []string
+	// Number renders a sum as text, without a fixed scale's trailing
+	// zeros where the engine prints them (DuckDB's DECIMAL); nil is Text.
+	Number func(expr string) string
 	// RowMark names a value every row of the kept copy has and no missing
 	// row of an outer join does (a system column such as a row id), given
 	// the table's columns, which it must not be one of.
 	RowMark func(cols []refill.Column) string
+}
+
+// number renders a numeric sum as text.
+func (d Dialect) number(expr string) string {
+	if d.Number != nil {
+		return d.Number(expr)
+	}
+	return d.Text(expr)
 }
 
 // Querier runs one statement and returns its rows, every value as text
@@ -272,7 +283,7 @@ func (c *comparison) keyed(ctx context.Context, db Querier) (diff *refill.Partit
 	const fixed = 9
 	for _, col := range c.numeric {
 		sel = append(sel, c.count(both+" AND "+c.differs([]refill.Column{col})))
-		sel = append(sel, c.d.Text("sum(o."+q(col.Name)+")"), c.d.Text("sum(n."+q(col.Name)+")"))
+		sel = append(sel, c.d.number("sum(o."+q(col.Name)+")"), c.d.number("sum(n."+q(col.Name)+")"))
 	}
 	rows, err := db.Rows(ctx, "SELECT "+strings.Join(sel, ", ")+" FROM "+c.join(), c.in.Args...)
 	if err != nil {
@@ -437,7 +448,7 @@ func (c *comparison) whole(ctx context.Context, db Querier) (*refill.PartitionDi
 		side := func(alias, table, where string) string {
 			cols := make([]string, len(sums))
 			for i, col := range sums {
-				cols[i] = fmt.Sprintf("%s AS s%d", c.d.Text("sum("+q(col.Name)+")"), i)
+				cols[i] = fmt.Sprintf("%s AS s%d", c.d.number("sum("+q(col.Name)+")"), i)
 				head = append(head, fmt.Sprintf("%s.s%d", alias, i))
 			}
 			return fmt.Sprintf("(SELECT %s FROM %s WHERE %s) AS %s", strings.Join(cols, ", "), table, where, alias)

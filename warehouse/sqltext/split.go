@@ -308,3 +308,83 @@ func (d Dialect) RefuseTransactionControl(stmts []string, table, partition strin
 	}
 	return nil
 }
+
+// WriteTarget returns the table name a data-changing statement writes, as
+// written (qualified or quoted as it is): the name after INSERT ... INTO,
+// UPDATE [ONLY] or DELETE FROM at the statement's top level, past any WITH
+// clause, whose queries are in parentheses. ok is false when the statement
+// is none of those or the name cannot be found; a driver that relies on it
+// checks the statement's kind with the engine first, and refuses a
+// statement whose target it cannot name.
+func (d Dialect) WriteTarget(stmt string) (string, bool) {
+	type token struct {
+		start, end int
+		word       string // upper-cased word, "" for anything else
+	}
+	var toks []token
+	depth := 0
+	d.lex(stmt, func(i int) int {
+		c := stmt[i]
+		switch {
+		case c == '(':
+			depth++
+		case c == ')':
+			depth--
+		case depth != 0 || isSpace(c):
+		case isWordStart(stmt, i):
+			end := wordEnd(stmt, i)
+			toks = append(toks, token{i, end, strings.ToUpper(stmt[i:end])})
+			return end - i - 1
+		default:
+			toks = append(toks, token{i, i + 1, ""})
+		}
+		return 0
+	}, func(start, end int, comment bool) {
+		if !comment && depth == 0 {
+			toks = append(toks, token{start, end, ""})
+		}
+	})
+	at := -1
+	for i, t := range toks {
+		switch t.word {
+		case "INSERT":
+			for j := i + 1; j < len(toks) && at < 0; j++ {
+				if toks[j].word == "INTO" {
+					at = j + 1
+				}
+			}
+		case "UPDATE":
+			at = i + 1
+		case "DELETE":
+			if i+1 < len(toks) && toks[i+1].word == "FROM" {
+				at = i + 2
+			}
+		default:
+			continue
+		}
+		break
+	}
+	if at >= 0 && at < len(toks) && toks[at].word == "ONLY" {
+		at++
+	}
+	if at < 0 || at >= len(toks) {
+		return "", false
+	}
+	// The name is parts (words or quoted names) joined by dots.
+	var name strings.Builder
+	for j := at; j < len(toks); j += 2 {
+		t := toks[j]
+		if t.word == "" && stmt[t.start] != '"' {
+			break
+		}
+		name.WriteString(stmt[t.start:t.end])
+		if j+1 >= len(toks) || stmt[toks[j+1].start:toks[j+1].end] != "." {
+			break
+		}
+		name.WriteByte('.')
+	}
+	if name.Len() == 0 || strings.HasSuffix(name.String(), ".") {
+		return "", false
+	}
+	return name.String(), true
+}

@@ -164,3 +164,24 @@ func FuzzSplitStatements(f *testing.F) {
 		}
 	})
 }
+
+func TestWriteTarget(t *testing.T) {
+	for stmt, want := range map[string]string{
+		"INSERT INTO revenue_daily (day) VALUES (1)":                                       "revenue_daily",
+		"insert or replace into main.\"Revenue\" select 1":                                 `main."Revenue"`,
+		"WITH x AS (DELETE FROM billing RETURNING 1) INSERT INTO t SELECT * FROM x":        "t",
+		"WITH x AS (SELECT 1), y AS (SELECT 2) UPDATE ONLY w.s . t SET a = 1 FROM billing": "w.s.t",
+		"/* UPDATE billing */ DELETE FROM \"a.b\" WHERE x IN (SELECT 1 FROM billing)":      `"a.b"`,
+		"-- INSERT INTO billing\nDELETE FROM t USING billing":                              "t",
+		`UPDATE "we ird"."a""b" SET x = 1`:                                                 `"we ird"."a""b"`,
+		"SELECT 'UPDATE billing'":                                                          "",
+		"DELETE revenue_daily":                                                             "",
+		"INSERT INTO (SELECT 1)":                                                           "",
+		"UPDATE":                                                                           "",
+	} {
+		got, ok := DuckDB.WriteTarget(stmt)
+		if got != want || ok != (want != "") {
+			t.Errorf("WriteTarget(%q) = %q, %v; want %q", stmt, got, ok, want)
+		}
+	}
+}

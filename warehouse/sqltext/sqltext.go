@@ -85,6 +85,18 @@ var Postgres = Dialect{
 	foldLower:       true,
 }
 
+// DuckDB is DuckDB's dialect. Its parser is PostgreSQL's, so literals
+// (dollar-quoted and E'...' strings), nested block comments and $n
+// parameters lex as there; but it keeps names as written and matches them
+// ignoring case, quoted or not.
+var DuckDB = Dialect{
+	name:            "duckdb",
+	placeholder:     func(n int) string { return "$" + strconv.Itoa(n) },
+	nestedComments:  true,
+	postgresStrings: true,
+	caseInsensitive: true,
+}
+
 // String names the dialect.
 func (d Dialect) String() string { return d.name }
 
@@ -389,8 +401,11 @@ func (e *QueryError) Unwrap() []error { return []error{refill.ErrBadInput, e.Err
 // a column exactly as the driver will. A driver it does not know gets
 // PostgreSQL's rules, under which a name matches only as SQL would fold it.
 func Of(driver string) Dialect {
-	if driver == "sqlite" {
+	switch driver {
+	case "sqlite":
 		return SQLite
+	case "duckdb":
+		return DuckDB
 	}
 	return Postgres
 }

@@ -160,15 +160,15 @@ func exerciseProfile(t *testing.T, setup func(t *testing.T) (*Harness, context.C
 		loadEvents(t, h)
 		// The same partitions in a text key column and a timestamp without
 		// time zone.
-		h.Exec(t, "CREATE TABLE copies (id INTEGER, day TEXT, at TIMESTAMP, customer TEXT)")
-		h.Exec(t, "INSERT INTO copies (id, day, at, customer) SELECT id, day, event_time, customer FROM events")
+		h.Exec(t, "CREATE TABLE copies (id INTEGER, day TEXT, seen_at TIMESTAMP, customer TEXT)")
+		h.Exec(t, "INSERT INTO copies (id, day, seen_at, customer) SELECT id, day, event_time, customer FROM events")
 		for _, ref := range []refill.TableRef{
 			{Table: "events", Column: "day", Grain: refill.GrainDay},
 			{Table: "events", Column: "event_time", Grain: refill.GrainDay},
 			{Table: "events", Column: "event_time", Grain: refill.GrainHour},
 			{Table: "copies", Column: "day", Grain: refill.GrainDay},
-			{Table: "copies", Column: "at", Grain: refill.GrainDay},
-			{Table: "copies", Column: "at", Grain: refill.GrainHour},
+			{Table: "copies", Column: "seen_at", Grain: refill.GrainDay},
+			{Table: "copies", Column: "seen_at", Grain: refill.GrainHour},
 		} {
 			from, to := "2026-10-30", "2026-12-31"
 			if ref.Grain == refill.GrainHour {
@@ -197,6 +197,10 @@ func exerciseProfile(t *testing.T, setup func(t *testing.T) (*Harness, context.C
 		loadEvents(t, h)
 		p := profileOf(t, h)
 		ref := refill.TableRef{Table: "events", Column: "day", Grain: refill.GrainDay}
+		numeric := "numeric"
+		if h.Warehouse.Driver() == "duckdb" {
+			numeric = "decimal(18,3)" // as DuckDB names NUMERIC
+		}
 		for _, tt := range []struct {
 			spec    refill.ProfileSpec
 			mention []string
@@ -204,7 +208,7 @@ func exerciseProfile(t *testing.T, setup func(t *testing.T) (*Harness, context.C
 			{refill.ProfileSpec{NotNull: []string{"customer", "no_such"}}, []string{"events", "no_such", "customer, amount, event_time"}},
 			{refill.ProfileSpec{TimeOrder: []refill.TimeOrderCheck{{Earlier: "event_time", Later: "ingest"}}}, []string{"events", "ingest", "ingested_at"}},
 			{refill.ProfileSpec{NoFuture: []string{"gone"}}, []string{"gone"}},
-			{refill.ProfileSpec{TimeOrder: []refill.TimeOrderCheck{{Earlier: "amount", Later: "event_time"}}}, []string{"column amount of table events is numeric", "timestamp"}},
+			{refill.ProfileSpec{TimeOrder: []refill.TimeOrderCheck{{Earlier: "amount", Later: "event_time"}}}, []string{"column amount of table events is " + numeric, "timestamp"}},
 			{refill.ProfileSpec{NoFuture: []string{"id"}}, []string{"column id of table events is integer", "timestamp"}},
 		} {
 			_, err := p.Profile(ctx, ref, tt.spec, "2026-11-01", "2026-11-04")

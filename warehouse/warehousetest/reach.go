@@ -145,7 +145,12 @@ func exerciseReach(t *testing.T, setup func(t *testing.T) (*Harness, context.Con
 		before := takeSnapshot(t, ctx, h, revenue)
 		trigger := "CREATE TRIGGER later AFTER INSERT ON revenue_src BEGIN DELETE FROM revenue_daily; END"
 		tempTrigger := "CREATE TEMP TRIGGER later AFTER INSERT ON revenue_daily BEGIN DELETE FROM revenue_daily; END"
-		if h.Warehouse.Driver() == "postgres" {
+		switch h.Warehouse.Driver() {
+		case "duckdb":
+			// DuckDB has no triggers: its functions are macros.
+			trigger = "CREATE MACRO later(a) AS a + 1"
+			tempTrigger = "CREATE TEMP MACRO later_t() AS TABLE SELECT * FROM revenue_daily"
+		case "postgres":
 			trigger = "CREATE FUNCTION later() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN DELETE FROM revenue_daily; RETURN NULL; END $$;\n" +
 				"CREATE TRIGGER later AFTER INSERT ON revenue_src FOR EACH STATEMENT EXECUTE FUNCTION later()"
 			tempTrigger = "CREATE FUNCTION pg_temp.later() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$"

@@ -13,8 +13,8 @@ func exerciseSpoil(t *testing.T, setup func(t *testing.T) (*Harness, context.Con
 		h, ctx := setup(t)
 		r := rehearserOf(t, h)
 		loadRevenue(t, h)
-		h.Exec(t, "CREATE TABLE events (id INTEGER PRIMARY KEY, at TIMESTAMP, flag BOOLEAN, note TEXT, score REAL, n INTEGER)")
-		h.Exec(t, `INSERT INTO events (id, at, flag, note, score, n) VALUES
+		h.Exec(t, "CREATE TABLE events (id INTEGER PRIMARY KEY, seen_at TIMESTAMP, flag BOOLEAN, note TEXT, score REAL, n INTEGER)")
+		h.Exec(t, `INSERT INTO events (id, seen_at, flag, note, score, n) VALUES
 			(1, '2026-11-02 13:05:00', TRUE, 'a', 1.5, NULL),
 			(2, '2026-11-02 13:10:00', FALSE, NULL, 2.5, 7),
 			(3, '2026-11-02 13:20:00', TRUE, 'c', NULL, 8),
@@ -22,11 +22,11 @@ func exerciseSpoil(t *testing.T, setup func(t *testing.T) (*Harness, context.Con
 		h.Exec(t, "CREATE TABLE hourly (hour TEXT, n INTEGER)")
 		h.Exec(t, "INSERT INTO hourly (hour, n) VALUES ('2026-11-02T13', 1), ('2026-11-02T13', 1), ('2026-11-02T14', 2)")
 		// n + 1 of the first row collides with the third's: the change is
-		// made one column at a time, and the copy is refused.
+		// made one column seen_at a time, and the copy is refused.
 		h.Exec(t, "CREATE TABLE uniq (day DATE, n INTEGER UNIQUE, note TEXT)")
 		h.Exec(t, "INSERT INTO uniq (day, n, note) VALUES ('2026-11-01', 1, 'a'), ('2026-11-01', 5, 'b'), ('2026-11-01', 2, 'c'), ('2026-11-02', 7, 'd')")
 		uniq := refill.TableRef{Table: "uniq", Column: "day", Grain: refill.GrainDay}
-		events := refill.TableRef{Table: "events", Column: "at", Grain: refill.GrainHour}
+		events := refill.TableRef{Table: "events", Column: "seen_at", Grain: refill.GrainHour}
 		hourly := refill.TableRef{Table: "hourly", Column: "hour", Grain: refill.GrainHour}
 
 		for _, c := range []struct {

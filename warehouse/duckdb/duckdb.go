@@ -1,0 +1,367 @@
+//go:build duckdb
+
+// Package duckdb is the DuckDB warehouse: one file, embedded through
+// github.com/duckdb/duckdb-go (cgo), so an analytical engine needs no
+// server. It is built only with the build tag duckdb.
+//
+// Partition columns may be DATE (day grain), TIMESTAMP or TIMESTAMPTZ
+// (either grain; bucketed in UTC), or text holding partition keys
+// ('2026-11-02', '2026-11-02T13') or timestamps DuckDB reads. Names from the
+// config are matched ignoring case, as DuckDB matches them.
+//
+// DuckDB lets one process open a file for writing at a time: while refill
+// serve holds the warehouse, another refill process (a CLI command, a
+// second worker) cannot open it, and says so. Within a process every
+// Warehouse of a file shares one database instance.
+//
+// The database is opened with external access off: no job can read or
+// write files (read_csv, COPY), attach databases or load extensions, and
+// the configuration is locked, so no statement can change a setting.
+package duckdb
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	duckdb "github.com/duckdb/duckdb-go/v2"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/warehouse/sqltext"
+)
+
+// d is the dialect every statement here is written in.
+var d = sqltext.DuckDB
+
+// queryBatch is how many partitions one QueryCounts statement counts.
+const queryBatch = 100
+
+// Warehouse is a DuckDB database file used as a warehouse.
+type Warehouse struct {
+	inst   *instance
+	closed atomic.Bool
+}
+
+var _ refill.Warehouse = (*Warehouse)(nil)
+
+// instance is one open database file, shared by every Warehouse of it in
+// this process: DuckDB must not open one file twice.
+type instance struct {
+	path string
+	db   *sql.DB
+	refs int
+	// writer is the file's turn to write: one refill transaction at a
+	// time, so that two partitions of a table never conflict (DuckDB
+	// would abort the second at its commit).
+	writer    chan struct{}
+	ownTables atomic.Bool
+	creating  sync.Mutex
+}
+
+var instances = struct {
+	sync.Mutex
+	byPath map[string]*instance
+}{byPath: map[string]*instance{}}
+
+// settings are the options every instance opens with.
+const settings = "enable_external_access=false&autoload_known_extensions=false&autoinstall_known_extensions=false&allow_community_extensions=false"
+
+// Open opens (and creates, if missing) the DuckDB database at path. Callers
+// that must not create a file, such as the configured warehouse, check it
+// exists first.
+func Open(path string) (*Warehouse, error) {
+	if strings.ContainsRune(path, '?') {
+		return nil, refill.BadInputf("duckdb path %q contains %q; rename the file", path, "?")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("open duckdb %s: %w", path, err)
+	}
+	instances.Lock()
+	defer instances.Unlock()
+	if in := instances.byPath[abs]; in != nil {
+		in.refs++
+		return &Warehouse{inst: in}, nil
+	}
+	c, err := duckdb.NewConnector(abs+"?"+settings, nil)
+	if err != nil {
+		return nil, openError(path, err)
+	}
+	db := sql.OpenDB(c)
+	// Settings for every connection, then locked: timestamps without a
+	// zone, and text read as timestamps, are UTC, as partitions are.
+	// EXPLAIN gives the plan as bound, before the optimizer prunes a scan
+	// it can prove empty (guard.go).
+	for _, s := range []string{"SET GLOBAL TimeZone = 'UTC'", "SET GLOBAL explain_output = 'all'", "SET GLOBAL lock_configuration = true"} {
+		if _, err := db.Exec(s); err != nil {
+			db.Close()
+			return nil, openError(path, err)
+		}
+	}
+	in := &instance{path: abs, db: db, refs: 1, writer: make(chan struct{}, 1)}
+	instances.byPath[abs] = in
+	return &Warehouse{inst: in}, nil
+}
+
+func openError(path string, err error) error {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "Conflicting lock") || strings.Contains(msg, "Could not set lock"):
+		return fmt.Errorf("open duckdb %s: another process has the file open (DuckDB lets one process at a time write a database file; stop it, or run this command through refill serve's API): %w", path, err)
+	case strings.Contains(msg, "not a valid DuckDB database file") || strings.Contains(msg, "Serialization") || strings.Contains(msg, "Invalid Input Error: The file"):
+		return refill.BadInputf("%s is not a DuckDB database: %v", path, err)
+	}
+	return fmt.Errorf("open duckdb %s: %w", path, err)
+}
+
+// DB returns the database, for tests and the demo to load data.
+func (w *Warehouse) DB() *sql.DB { return w.inst.db }
+
+// Path is the database file.
+func (w *Warehouse) Path() string { return w.inst.path }
+
+// Driver names the driver.
+func (w *Warehouse) Driver() string { return "duckdb" }
+
+// Ping checks the database answers.
+func (w *Warehouse) Ping(ctx context.Context) error { return w.inst.db.PingContext(ctx) }
+
+// Close releases this handle; the last one closes the database.
+func (w *Warehouse) Close() error {
+	if w.closed.Swap(true) {
+		return nil
+	}
+	instances.Lock()
+	defer instances.Unlock()
+	in := w.inst
+	in.refs--
+	if in.refs > 0 {
+		return nil
+	}
+	delete(instances.byPath, in.path)
+	return in.db.Close()
+}
+
+// querier is what reads and writes run on: the pool, or a transaction's
+// connection.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// Columns returns the table's (or view's) columns in table order, with
+// DuckDB's type names lower-cased ("varchar", "decimal(18,3)", "timestamp
+// with time zone").
+func (w *Warehouse) Columns(ctx context.Context, table string) ([]refill.Column, error) {
+	return columns(ctx, w.inst.db, table)
+}
+
+// tableWhere is the condition on duckdb_tables()/duckdb_columns() that
+// finds a configured table name, and its arguments from $1: a plain name
+// in the current database and schema, schema.table in the current
+// database (or database.table in its main schema), and
+// database.schema.table. Case is ignored, as DuckDB ignores it.
+func tableWhere(table string) (string, []any) {
+	p := d.Resolve(table)
+	switch len(p) {
+	case 1:
+		return "lower(table_name) = lower($1) AND database_name = current_database() AND schema_name = current_schema()", []any{p[0]}
+	case 2:
+		return "lower(table_name) = lower($2) AND ((lower(schema_name) = lower($1) AND database_name = current_database()) OR (lower(database_name) = lower($1) AND schema_name = 'main'))", []any{p[0], p[1]}
+	default:
+		return "lower(table_name) = lower($3) AND lower(schema_name) = lower($2) AND lower(database_name) = lower($1)", []any{p[0], p[1], strings.Join(p[2:], ".")}
+	}
+}
+
+func columns(ctx context.Context, db querier, table string) ([]refill.Column, error) {
+	where, args := tableWhere(table)
+	rows, err := db.QueryContext(ctx, "SELECT column_name, lower(data_type) FROM duckdb_columns() WHERE "+where+" ORDER BY database_name = current_database() DESC, column_index", args...)
+	if err != nil {
+		return nil, fmt.Errorf("columns of %s: %w", table, err)
+	}
+	defer rows.Close()
+	var cols []refill.Column
+	seen := map[string]bool{}
+	for rows.Next() {
+		var c refill.Column
+		if err := rows.Scan(&c.Name, &c.Type); err != nil {
+			return nil, fmt.Errorf("columns of %s: %w", table, err)
+		}
+		if seen[strings.ToLower(c.Name)] {
+			break // a second table the name could mean: the first wins, as in SQL
+		}
+		seen[strings.ToLower(c.Name)] = true
+		cols = append(cols, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("columns of %s: %w", table, err)
+	}
+	if len(cols) == 0 {
+		return nil, &sqltext.NoTableError{Table: table}
+	}
+	return cols, nil
+}
+
+// PartitionCounts counts the rows of every non-empty partition in [from, to]
+// with one grouped query.
+func (w *Warehouse) PartitionCounts(ctx context.Context, t refill.TableRef, from, to string) (map[string]int64, error) {
+	return partitionCounts(ctx, w.inst.db, t, from, to)
+}
+
+func partitionCounts(ctx context.Context, db querier, t refill.TableRef, from, to string) (map[string]int64, error) {
+	cols, err := columns(ctx, db, t.Table)
+	if err != nil {
+		return nil, err
+	}
+	f, err := partitionFilter(t, cols, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("partition counts of %s: %w", t.Table, err)
+	}
+	rows, err := db.QueryContext(ctx, fmt.Sprintf("SELECT %s AS p, count(*) FROM %s WHERE %s GROUP BY 1", f.key, d.QuoteName(t.Table), f.where), f.args...)
+	if err != nil {
+		return nil, fmt.Errorf("partition counts of %s: %w", t.Table, err)
+	}
+	defer rows.Close()
+	counts := map[string]int64{}
+	for rows.Next() {
+		var p string
+		var n int64
+		if err := rows.Scan(&p, &n); err != nil {
+			return nil, fmt.Errorf("partition counts of %s: %w", t.Table, err)
+		}
+		counts[p] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("partition counts of %s: %w", t.Table, err)
+	}
+	return counts, nil
+}
+
+// QueryCounts counts the rows query yields for each partition, in one
+// statement per batch of partitions, inside a transaction that is always
+// rolled back. The query must be one SELECT that reads none of refill's
+// tables, as DuckDB itself plans it (guard.go).
+func (w *Warehouse) QueryCounts(ctx context.Context, query string, partitions []string) (map[string]int64, error) {
+	parts := unique(partitions)
+	counts := make(map[string]int64, len(parts))
+	if len(parts) == 0 {
+		return counts, nil
+	}
+	if _, err := d.Subquery(query); err != nil {
+		return nil, err
+	}
+	conn, err := w.inst.db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("query counts: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN TRANSACTION"); err != nil {
+		return nil, fmt.Errorf("query counts: %w", err)
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK") // always: a count must leave nothing behind
+	for start := 0; start < len(parts); start += queryBatch {
+		batch := parts[start:min(start+queryBatch, len(parts))]
+		stmt, params, err := d.CountEach(query, len(batch))
+		if err != nil {
+			return nil, err
+		}
+		args := make([]any, params)
+		for i := range params {
+			args[i] = batch[i]
+		}
+		g := guard{conn: conn, partition: batch[0], query: true}
+		if start == 0 {
+			// The query alone first, so that one that writes is refused
+			// for what it is, not for failing to parse as a subquery.
+			bound, uses := d.BindPartition(query, "$1")
+			var one []any
+			if uses > 0 {
+				one = []any{batch[0]}
+			}
+			if err := g.check(ctx, bound, one); err != nil {
+				return nil, guardError(ctx, err, batch[0])
+			}
+		}
+		if err := g.check(ctx, stmt, args); err != nil {
+			return nil, guardError(ctx, err, batch[0])
+		}
+		rows, err := conn.QueryContext(ctx, stmt, args...)
+		if err != nil {
+			return nil, queryError(ctx, err, batch[0])
+		}
+		for rows.Next() {
+			var i int
+			var n int64
+			if err := rows.Scan(&i, &n); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("query counts: %w", err)
+			}
+			counts[batch[i]] = n
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, queryError(ctx, err, batch[0])
+		}
+	}
+	return counts, nil
+}
+
+// queryError classifies an error from a job's query: the query's fault
+// (syntax, names, types, values) is bad input; a cancelled context, a
+// full disk, memory or an interrupted engine are the environment's.
+func queryError(ctx context.Context, err error, partition string) error {
+	if ctx.Err() != nil || environmental(err) {
+		return fmt.Errorf("query counts from partition %s: %w", partition, err)
+	}
+	return &sqltext.QueryError{Partition: partition, Err: err}
+}
+
+// guardError is queryError for what the guard returned: a refusal as it is.
+func guardError(ctx context.Context, err error, partition string) error {
+	var refused *sqltext.RefusedError
+	if errors.As(err, &refused) {
+		return err
+	}
+	return queryError(ctx, err, partition)
+}
+
+// environmental reports whether err is DuckDB's trouble rather than the
+// statement's.
+func environmental(err error) bool {
+	if errors.Is(err, driver.ErrBadConn) {
+		return true
+	}
+	var e *duckdb.Error
+	if !errors.As(err, &e) {
+		return true
+	}
+	switch e.Type {
+	case duckdb.ErrorTypeIO, duckdb.ErrorTypeOutOfMemory, duckdb.ErrorTypeInterrupt, duckdb.ErrorTypeConnection,
+		duckdb.ErrorTypeFatal, duckdb.ErrorTypeInternal, duckdb.ErrorTypeTransaction, duckdb.ErrorTypeNetwork:
+		return true
+	}
+	return false
+}
+
+// unique returns partitions without duplicates, in their first order.
+func unique(partitions []string) []string {
+	seen := make(map[string]bool, len(partitions))
+	out := make([]string, 0, len(partitions))
+	for _, p := range partitions {
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }

@@ -1,0 +1,129 @@
+//go:build duckdb
+
+package duckdb
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/refill-dev/refill"
+	"github.com/refill-dev/refill/warehouse/sqltext"
+)
+
+// filter selects the rows of a range of partitions: where is the predicate,
+// with its arguments $1 to $4, and key renders a row's partition.
+type filter struct {
+	key   string
+	where string
+	args  []any
+}
+
+// partitionFilter returns the filter for partitions [from, to] of t.
+//
+// The range is filtered twice: first on the raw column, a day wider than
+// the range on each side, which DuckDB's zone maps prune row groups by and
+// which no UTC offset can move a row across; then on the partition key
+// itself, which is exact.
+func partitionFilter(t refill.TableRef, cols []refill.Column, from, to string) (filter, error) {
+	return partitionFilterOf(t, cols, from, to, "")
+}
+
+// partitionFilterOf is partitionFilter on the rows of alias ("" for the
+// table's own name).
+func partitionFilterOf(t refill.TableRef, cols []refill.Column, from, to, alias string) (filter, error) {
+	c, err := partitionColumn(t, cols)
+	if err != nil {
+		return filter{}, err
+	}
+	key, err := partitionKeyOf(t, c, alias)
+	if err != nil {
+		return filter{}, err
+	}
+	lo, hi, err := dayBounds(t.Grain, from, to)
+	if err != nil {
+		return filter{}, err
+	}
+	col := qualified(alias, c.Name)
+	raw := fmt.Sprintf("%[1]s >= $1 AND %[1]s < $2", col)
+	if c.Type != "varchar" {
+		raw = fmt.Sprintf("%[1]s >= CAST($1 AS DATE) AND %[1]s < CAST($2 AS DATE)", col)
+	}
+	return filter{key: key, where: raw + " AND " + key + " BETWEEN $3 AND $4", args: []any{lo, hi, from, to}}, nil
+}
+
+func qualified(alias, name string) string {
+	if alias == "" {
+		return sqltext.QuoteIdent(name)
+	}
+	return alias + "." + sqltext.QuoteIdent(name)
+}
+
+// partitionColumn finds t's partition column among cols.
+func partitionColumn(t refill.TableRef, cols []refill.Column) (refill.Column, error) {
+	c, ok := d.Column(cols, t.Column)
+	if !ok {
+		return c, d.NoColumn(t.Table, t.Column, "the partition column", cols)
+	}
+	return c, nil
+}
+
+// partitionKey returns the SQL expression that renders t's partition column
+// as a partition key of t's grain.
+func partitionKey(t refill.TableRef, cols []refill.Column) (string, error) {
+	c, err := partitionColumn(t, cols)
+	if err != nil {
+		return "", err
+	}
+	return partitionKeyOf(t, c, "")
+}
+
+// partitionKeyOf renders column c of alias's rows as a key of t's grain.
+// Dates and timestamps are formatted (a TIMESTAMPTZ in UTC); text in key
+// form is cut, not parsed, and any other text is read as a timestamp, NULL
+// (no partition) when it is not one.
+func partitionKeyOf(t refill.TableRef, c refill.Column, alias string) (string, error) {
+	col := qualified(alias, c.Name)
+	format, keyLen := "%Y-%m-%d", 10
+	switch t.Grain {
+	case refill.GrainDay, "":
+	case refill.GrainHour:
+		if c.Type == "date" {
+			return "", refill.BadInputf("partition column %s.%s is a date, which has no hours; use grain day or a timestamp column", t.Table, t.Column)
+		}
+		format, keyLen = "%Y-%m-%dT%H", 13
+	default:
+		return "", refill.BadInputf("dataset table %s has unknown partition grain %q (want day or hour)", t.Table, t.Grain)
+	}
+	switch {
+	case c.Type == "date" || c.Type == "timestamp" || strings.HasPrefix(c.Type, "timestamp(") || c.Type == "timestamp_s" || c.Type == "timestamp_ms" || c.Type == "timestamp_ns":
+		return fmt.Sprintf("strftime(%s, '%s')", col, format), nil
+	case c.Type == "timestamp with time zone":
+		return fmt.Sprintf("strftime(timezone('UTC', %s), '%s')", col, format), nil
+	case c.Type == "varchar":
+		if keyLen == 10 {
+			return fmt.Sprintf("CASE length(%[1]s) WHEN 10 THEN %[1]s WHEN 13 THEN left(%[1]s, 10) ELSE strftime(timezone('UTC', TRY_CAST(%[1]s AS TIMESTAMPTZ)), '%[2]s') END", col, format), nil
+		}
+		return fmt.Sprintf("CASE length(%[1]s) WHEN 13 THEN %[1]s ELSE strftime(timezone('UTC', TRY_CAST(%[1]s AS TIMESTAMPTZ)), '%[2]s') END", col, format), nil
+	}
+	return "", refill.BadInputf("partition column %s.%s is %s; refill reads DuckDB partition columns as DATE, TIMESTAMP, TIMESTAMPTZ or text", t.Table, t.Column, c.Type)
+}
+
+// dayBounds checks from and to as partition keys of grain g and returns
+// bounds [lo, hi) on the raw column: from's day minus one to to's day plus
+// two.
+func dayBounds(g refill.Grain, from, to string) (lo, hi string, err error) {
+	f, err := refill.PartitionTime(from, g)
+	if err != nil {
+		return "", "", err
+	}
+	t, err := refill.PartitionTime(to, g)
+	if err != nil {
+		return "", "", err
+	}
+	if f.After(t) {
+		return "", "", refill.BadInputf("partition range %s..%s is backwards", from, to)
+	}
+	const day = "2006-01-02"
+	return f.AddDate(0, 0, -1).Format(day), t.Truncate(24*time.Hour).AddDate(0, 0, 2).Format(day), nil
+}
