@@ -28,7 +28,7 @@ var dialect = contentdiff.Dialect{
 		x := "CAST(" + e + " AS VARCHAR)"
 		return fmt.Sprintf("CASE WHEN contains(%[1]s, '.') AND NOT contains(%[1]s, 'e') THEN rtrim(rtrim(%[1]s, '0'), '.') ELSE %[1]s END", x)
 	},
-	Names:    sqltext.DuckDB,
+	Names: sqltext.DuckDB,
 	// Joins are hashed; the copy needs no index.
 	IndexKept: func(string, []string) []string { return nil },
 	// The copy's row id, unless a column takes the name.
