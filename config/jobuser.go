@@ -47,7 +47,9 @@ func (c *converter) jobUser(cfg *refill.Config, name string) *refill.JobUser {
 	for _, w := range []struct{ key, dsn string }{{"warehouse", cfg.Warehouse}, {"proof_warehouse", cfg.ProofWarehouse}} {
 		path, ok := dsn.SQLitePath(w.dsn, dir)
 		if !ok {
-			continue
+			if path, ok = dsn.DuckDBPath(w.dsn, dir); !ok {
+				continue
+			}
 		}
 		if denied := access(filepath.Dir(path), u, accessWrite|accessSearch); denied != "" {
 			c.errorf(key, "command jobs write the %s %s as %s, who cannot write its directory: %s", w.key, path, name, denied)

@@ -16,7 +16,7 @@ const SchemaID = "https://github.com/refill-dev/refill/refill.schema.json"
 var descriptions = map[string]string{
 	"rawConfig":                   "refill.yaml: what refill backfills, where, and how far it trusts a backfill to run on its own.",
 	"rawConfig.Version":           "The config's version: 1.",
-	"rawConfig.Warehouse":         "The warehouse's DSN: sqlite:PATH or postgres://…",
+	"rawConfig.Warehouse":         "The warehouse's DSN: sqlite:PATH, duckdb:PATH (a refill built with -tags duckdb) or postgres://…",
 	"rawConfig.State":             "The state store's DSN (plans, proofs, the audit log); default sqlite:.refill/state.db.",
 	"rawConfig.StateEnv":          "The environment variable holding the state store's DSN instead.",
 	"rawConfig.StateFile":         "The file holding the state store's DSN instead.",

@@ -95,7 +95,7 @@ func (c *converter) config(raw *rawConfig) *refill.Config {
 	}
 
 	if raw.Warehouse == "" {
-		c.errorf("warehouse", "required: give sqlite:PATH or postgres://...")
+		c.errorf("warehouse", "required: give sqlite:PATH, duckdb:PATH or postgres://...")
 	} else {
 		c.storeURL("warehouse", raw.Warehouse)
 	}
@@ -179,12 +179,20 @@ func (c *converter) storeURL(path, s string) {
 		if strings.TrimPrefix(s, "sqlite:") == "" {
 			c.errorf(path, "sqlite: needs a file path, as in sqlite:warehouse.db")
 		}
+	case strings.HasPrefix(s, "duckdb:") && path != "state":
+		if strings.TrimPrefix(s, "duckdb:") == "" {
+			c.errorf(path, "duckdb: needs a file path, as in duckdb:warehouse.duckdb")
+		}
 	case strings.HasPrefix(s, "postgres://"), strings.HasPrefix(s, "postgresql://"):
 		if _, err := url.Parse(s); err != nil {
 			c.errorf(path, "not a valid PostgreSQL URL: %v", unwrapURLError(err))
 		}
 	default:
-		c.errorf(path, "%q is neither sqlite:PATH nor postgres://...", clip(s))
+		if path == "state" {
+			c.errorf(path, "%q is neither sqlite:PATH nor postgres://...", clip(s))
+		} else {
+			c.errorf(path, "%q is none of sqlite:PATH, duckdb:PATH and postgres://...", clip(s))
+		}
 	}
 }
 

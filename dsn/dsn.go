@@ -119,6 +119,14 @@ func (e *redacted) Unwrap() error { return e.err }
 // timeout, so a writer waits its turn instead of failing at once.
 const SQLiteWAL = "_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)"
 
+// DuckDBPath is SQLitePath for a duckdb: DSN.
+func DuckDBPath(dsn, baseDir string) (path string, ok bool) {
+	if !strings.HasPrefix(dsn, "duckdb:") {
+		return "", false
+	}
+	return SQLitePath("sqlite:"+strings.TrimPrefix(dsn, "duckdb:"), baseDir)
+}
+
 // SQLitePath returns the file a sqlite: DSN names, resolved against baseDir
 // when relative. sqlite:///abs/path (URL style) is accepted as well as
 // sqlite:/abs/path. ok is false, and path "", for any DSN that is not

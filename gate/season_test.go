@@ -184,7 +184,7 @@ func loadSeason(t *testing.T, w *whtest.Warehouse, counts map[string]int) {
 	w.Exec(t,
 		w.Pick(`INSERT INTO hv (ts) WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i < 2000)
 				SELECT strftime('%Y-%m-%d %H:%M:%S', hc.h, '+' || ((s.i * 7) % 3600) || ' seconds') FROM hc JOIN s ON s.i < hc.n`,
-			`INSERT INTO hv (ts) SELECT hc.h + ((i * 7) % 3600) * interval '1 second' FROM hc, generate_series(0, hc.n - 1) i`),
+			`INSERT INTO hv (ts) SELECT hc.h + ((i * 7) % 3600) * interval '1 second' FROM hc, generate_series(0, hc.n - 1) AS g(i)`),
 		`CREATE INDEX hv_ts ON hv (ts)`)
 }
 

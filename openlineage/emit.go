@@ -337,6 +337,13 @@ func outName(cfg *refill.Config, d *refill.Dataset) outDS {
 			names = append([]string{c.Database}, names...)
 		}
 		return outDS{Namespace: fmt.Sprintf("postgres://%s:%d", c.Host, c.Port), Name: strings.Join(names, ".")}
+	case strings.HasPrefix(w, "duckdb:"):
+		if path, ok := dsn.DuckDBPath(w, cfg.Dir); ok {
+			if len(names) == 1 {
+				names = append([]string{"main"}, names...)
+			}
+			return outDS{Namespace: "duckdb://" + path, Name: strings.Join(names, ".")}
+		}
 	case strings.HasPrefix(w, "sqlite:"):
 		if path, ok := dsn.SQLitePath(w, cfg.Dir); ok {
 			path, _, _ = strings.Cut(path, "?")

@@ -1463,6 +1463,8 @@ func (r *Runner) jobWarehouse() string {
 	dsn := r.Config.Warehouse
 	if path, ok := dsnpkg.SQLitePath(dsn, r.Config.Dir); ok {
 		dsn = "sqlite:" + path
+	} else if path, ok := dsnpkg.DuckDBPath(dsn, r.Config.Dir); ok {
+		dsn = "duckdb:" + path
 	}
 	return secret.Reader{}.DSN(dsn)
 }

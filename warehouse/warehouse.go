@@ -24,6 +24,8 @@ import (
 //     directory) unless absolute. The file must exist: a warehouse holds the
 //     user's data, so a mistyped path must fail rather than quietly create an
 //     empty database whose tables are all missing.
+//   - duckdb:PATH, resolved and required to exist as sqlite:PATH is, in a
+//     refill built with the build tag duckdb;
 //   - postgres://... or postgresql://...
 //
 // A DSN that is wrong (unknown scheme, missing file, unparsable URL) is an
@@ -48,6 +50,25 @@ func Open(ctx context.Context, dsn, baseDir string) (refill.Warehouse, error) {
 			return nil, fmt.Errorf("warehouse %s: %w", dsn, err)
 		}
 		return w, nil
+	case "duckdb":
+		path, _ := dsnpkg.DuckDBPath(dsn, baseDir)
+		if OpenDuckDB == nil {
+			return nil, refill.BadInputf("warehouse %s: this refill was built without DuckDB; build it with -tags duckdb (go build -tags duckdb ./cmd/refill)", dsn)
+		}
+		info, err := os.Stat(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, refill.BadInputf("warehouse %s: %s does not exist (a duckdb: path is relative to the config file's directory)", dsn, path)
+		case err != nil:
+			return nil, fmt.Errorf("warehouse %s: %w", dsn, err)
+		case info.IsDir():
+			return nil, refill.BadInputf("warehouse %s: %s is a directory, not a DuckDB file", dsn, path)
+		}
+		w, err := OpenDuckDB(path)
+		if err != nil {
+			return nil, fmt.Errorf("warehouse %s: %w", dsn, err)
+		}
+		return w, nil
 	case "postgres", "postgresql":
 		if !strings.HasPrefix(dsn, scheme+"://") {
 			break
@@ -58,8 +79,12 @@ func Open(ctx context.Context, dsn, baseDir string) (refill.Warehouse, error) {
 		}
 		return w, nil
 	}
-	return nil, refill.BadInputf("warehouse %q: want sqlite:PATH or postgres://USER@HOST:PORT/DATABASE", dsnpkg.Redact(dsn))
+	return nil, refill.BadInputf("warehouse %q: want sqlite:PATH, duckdb:PATH or postgres://USER@HOST:PORT/DATABASE", dsnpkg.Redact(dsn))
 }
+
+// OpenDuckDB opens a DuckDB warehouse file; nil in a refill built without
+// the build tag duckdb (the driver needs cgo and a 70 MB library).
+var OpenDuckDB func(path string) (refill.Warehouse, error)
 
 // Dialect returns the SQL dialect of w's engine (sqltext.Of its Driver).
 func Dialect(w refill.Warehouse) sqltext.Dialect { return sqltext.Of(w.Driver()) }

@@ -53,6 +53,17 @@ func Open(t testing.TB, driver string) *Warehouse {
 	case "postgres":
 		w.DSN = pgtest.Schema(t)
 		w.DB, err = sql.Open("pgx", w.DSN)
+	case "duckdb":
+		// One process opens a DuckDB file once: fixtures go through the
+		// warehouse's own handle, which the opener below shares.
+		path := filepath.Join(t.TempDir(), "wh.duckdb")
+		w.DSN = "duckdb:" + path
+		raw, err := warehouse.OpenDuckDB(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { raw.Close() })
+		w.DB = raw.(interface{ DB() *sql.DB }).DB()
 	default:
 		t.Fatalf("unknown driver %q", driver)
 	}
@@ -62,7 +73,9 @@ func Open(t testing.TB, driver string) *Warehouse {
 	if err := w.DB.Ping(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { w.DB.Close() })
+	if driver != "duckdb" {
+		t.Cleanup(func() { w.DB.Close() })
+	}
 	// The warehouse opens lazily: sqlite's file exists once the raw
 	// handle has pinged it.
 	w.WH, err = warehouse.Open(context.Background(), w.DSN, "")
@@ -85,9 +98,10 @@ func Each(t *testing.T, fn func(t *testing.T, w *Warehouse)) {
 	}
 }
 
-// Pick returns the statement for w's driver: sqlite's or postgres's.
+// Pick returns the statement for w's driver: sqlite's, or postgres's on
+// PostgreSQL and on DuckDB, whose SQL is PostgreSQL's.
 func (w *Warehouse) Pick(sqlite, postgres string) string {
-	if w.Driver == "postgres" {
+	if w.Driver == "postgres" || w.Driver == "duckdb" {
 		return postgres
 	}
 	return sqlite

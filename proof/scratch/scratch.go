@@ -50,6 +50,8 @@ func Open(ctx context.Context, cfg *refill.Config, src refill.Warehouse) (*Wareh
 	path, isFile := dsnpkg.SQLitePath(dsn, cfg.Dir)
 	if isFile {
 		dsn = "sqlite:" + path
+	} else if path, isFile = dsnpkg.DuckDBPath(dsn, cfg.Dir); isFile {
+		dsn = "duckdb:" + path
 	}
 	unlock, err := lock(ctx, wh, path)
 	if err != nil {
