@@ -315,7 +315,7 @@ func TestParseErrors(t *testing.T) {
 		{"version wrong", "version: 2 # <-\nwarehouse: sqlite:w.db\n", "version", "unsupported version 2"},
 		{"version as text", "version: \"1\" # <-\nwarehouse: sqlite:w.db\n", "version", `want a whole number, got the text "1"`},
 		{"warehouse missing", "version: 1 # <-\n", "warehouse", "required"},
-		{"warehouse scheme", "version: 1\nwarehouse: mysql://x # <-\n", "warehouse", "neither sqlite:PATH nor postgres://"},
+		{"warehouse scheme", "version: 1\nwarehouse: mysql://x # <-\n", "warehouse", "none of sqlite:PATH, duckdb:PATH and postgres://"},
 		{"sqlite without path", "version: 1\nwarehouse: 'sqlite:' # <-\n", "warehouse", "needs a file path"},
 		{"state scheme", head + "state: postgress://x # <-\n", "state", "neither sqlite:PATH nor postgres://"},
 		{"datasets_from missing manifest", head + "datasets_from: {dbt_manifest: target/manifest.json} # <-\n", "datasets_from.dbt_manifest", "dbt manifest target/manifest.json: cannot read it: no such file or directory; run `dbt parse`"},

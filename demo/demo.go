@@ -1,5 +1,6 @@
 // Package demo writes a self-contained replay of the incident refill exists
-// for: a SQLite warehouse with two months of events with weekly seasonality,
+// for: a SQLite (or, in a refill built with -tags duckdb, DuckDB) warehouse
+// with two months of events with weekly seasonality,
 // a source whose upstream schema change left 72 hours broken, an aggregate
 // built on it, a billing table and a partner export — and the refill.yaml
 // that describes them.
@@ -12,6 +13,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/config"
 	"github.com/refill-dev/refill/dsn"
+	"github.com/refill-dev/refill/warehouse"
 )
 
 // RemappedAgo is how many days before today the upstream sent every event
@@ -49,6 +52,39 @@ type Scenario struct {
 	BrokenFrom, BrokenTo string
 	// Rows is the total row count of events_raw.
 	Rows int
+	// Engine is the warehouse's engine, "sqlite" or "duckdb", and
+	// Warehouse its file's name in Dir.
+	Engine, Warehouse string
+}
+
+// Engines are the warehouse engines the demo can be written in: DuckDB
+// only in a refill built with -tags duckdb.
+func Engines() []string {
+	if warehouse.OpenDuckDB == nil {
+		return []string{"sqlite"}
+	}
+	return []string{"sqlite", "duckdb"}
+}
+
+// open opens the demo's warehouse for writing fixtures: on DuckDB through
+// the warehouse's own handle, as a process opens a DuckDB file once.
+func (s *Scenario) open() (*sql.DB, func(), error) {
+	path := filepath.Join(s.Dir, s.Warehouse)
+	if s.Engine == "duckdb" {
+		if warehouse.OpenDuckDB == nil {
+			return nil, nil, refill.BadInputf("this refill was built without DuckDB; build it with -tags duckdb")
+		}
+		wh, err := warehouse.OpenDuckDB(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		return wh.(interface{ DB() *sql.DB }).DB(), func() { wh.Close() }, nil
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?"+dsn.SQLiteWAL)
+	if err != nil {
+		return nil, nil, err
+	}
+	return db, func() { db.Close() }, nil
 }
 
 // Day formats the day n days before today.
@@ -57,15 +93,36 @@ func (s *Scenario) Day(n int) string { return s.Today.AddDate(0, 0, -n).Format("
 // Write builds the demo in dir. A directory that holds anything other than
 // a previous demo is refused, so the demo never overwrites a user's files.
 func Write(ctx context.Context, dir string, today time.Time) (*Scenario, error) {
+	return WriteOn(ctx, dir, today, "sqlite")
+}
+
+// WriteOn is Write with the warehouse in engine: "sqlite", or "duckdb"
+// (a refill built with -tags duckdb). On DuckDB the partner export is a
+// query job that records what it would deliver: a command job cannot
+// write a DuckDB file that refill holds open.
+func WriteOn(ctx context.Context, dir string, today time.Time, engine string) (*Scenario, error) {
+	if !slices.Contains(Engines(), engine) {
+		if engine == "duckdb" {
+			return nil, refill.BadInputf("--warehouse duckdb: this refill was built without DuckDB; build it with -tags duckdb (go build -tags duckdb ./cmd/refill)")
+		}
+		return nil, refill.BadInputf("--warehouse %q: want one of %s", engine, strings.Join(Engines(), ", "))
+	}
 	if err := prepare(dir); err != nil {
 		return nil, err
 	}
-	s := &Scenario{Dir: dir, Config: filepath.Join(dir, "refill.yaml"), Today: today.UTC().Truncate(24 * time.Hour)}
+	s := &Scenario{Dir: dir, Config: filepath.Join(dir, "refill.yaml"), Today: today.UTC().Truncate(24 * time.Hour), Engine: engine, Warehouse: "warehouse.db"}
+	if engine == "duckdb" {
+		s.Warehouse = "warehouse.duckdb"
+	}
 	s.BrokenFrom, s.BrokenTo = s.Day(9), s.Day(7)
 	if err := s.writeWarehouse(ctx); err != nil {
 		return nil, fmt.Errorf("demo warehouse: %w", err)
 	}
-	if err := os.WriteFile(s.Config, []byte(configYAML), 0o644); err != nil {
+	cfg := configYAML
+	if engine == "duckdb" {
+		cfg = duckDBConfig(cfg)
+	}
+	if err := os.WriteFile(s.Config, []byte(cfg), 0o644); err != nil {
 		return nil, fmt.Errorf("demo config: %w", err)
 	}
 	schema, err := config.Schema()
@@ -74,6 +131,9 @@ func Write(ctx context.Context, dir string, today time.Time) (*Scenario, error) 
 	}
 	if err != nil {
 		return nil, fmt.Errorf("demo config schema: %w", err)
+	}
+	if engine == "duckdb" {
+		return s, nil
 	}
 	if err := os.WriteFile(filepath.Join(dir, "export.sh"), []byte(exportScript), 0o755); err != nil {
 		return nil, fmt.Errorf("demo export script: %w", err)
@@ -99,7 +159,7 @@ func prepare(dir string) error {
 	if err != nil || !strings.HasPrefix(strings.TrimPrefix(string(b), schemaLine), marker) {
 		return refill.BadInputf("%s is not empty and holds no earlier demo: choose another directory (refill demo DIR)", dir)
 	}
-	for _, name := range []string{"warehouse.db", "warehouse.db-wal", "warehouse.db-shm", "scratch.db", ".refill", "exports", "refill.schema.json"} {
+	for _, name := range []string{"warehouse.db", "warehouse.db-wal", "warehouse.db-shm", "warehouse.duckdb", "warehouse.duckdb.wal", "scratch.db", "export.sh", ".refill", "exports", "refill.schema.json"} {
 		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
 			return fmt.Errorf("demo directory: %w", err)
 		}
@@ -110,30 +170,30 @@ func prepare(dir string) error {
 var eventTypes = []string{"view", "click", "cart", "purchase", "refund"}
 
 func (s *Scenario) writeWarehouse(ctx context.Context) error {
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(s.Dir, "warehouse.db")+"?"+dsn.SQLiteWAL)
+	db, done, err := s.open()
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer done()
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
 	for _, ddl := range schema {
+		if s.Engine == "duckdb" {
+			// DuckDB's REAL is 4 bytes; SQLite's is 8.
+			ddl = strings.ReplaceAll(ddl, " REAL", " DOUBLE")
+		}
 		if _, err := tx.ExecContext(ctx, ddl); err != nil {
 			return fmt.Errorf("%s: %w", ddl, err)
 		}
 	}
-	redo, err := tx.PrepareContext(ctx, `INSERT INTO upstream_redelivery (event_id, amount) VALUES (?, ?)`)
-	if err != nil {
-		return err
-	}
-	defer redo.Close()
-	ins, err := tx.PrepareContext(ctx, `INSERT INTO events_raw (event_id, event_date, event_time, ingested_at, user_id, event_type, amount) VALUES (?, ?, ?, ?, ?, ?, ?)`)
-	if err != nil {
-		return err
-	}
+	// Rows go in by the few hundred per statement: one statement per row
+	// costs DuckDB a millisecond each.
+	var redo, events batch
+	redo.stmt = `INSERT INTO upstream_redelivery (event_id, amount) VALUES `
+	events.stmt = `INSERT INTO events_raw (event_id, event_date, event_time, ingested_at, user_id, event_type, amount) VALUES `
 	rng := rand.New(rand.NewPCG(42, 2026))
 	id := 0
 	for n := Days; n >= 1; n-- {
@@ -168,20 +228,24 @@ func (s *Scenario) writeWarehouse(ctx context.Context) error {
 				// the pipeline reads arrived empty for 72 hours. The
 				// upstream's corrected re-delivery waits in a side table
 				// until the demo "repairs" the source.
-				if _, err := redo.ExecContext(ctx, id+1, amount); err != nil {
+				if err := redo.add(ctx, tx, id+1, amount); err != nil {
 					return err
 				}
 				amount = nil
 			}
 			id++
-			if _, err := ins.ExecContext(ctx, id, day.Format("2006-01-02"), t.Format("2006-01-02 15:04:05"),
+			if err := events.add(ctx, tx, id, day.Format("2006-01-02"), t.Format("2006-01-02 15:04:05"),
 				ing.Format("2006-01-02 15:04:05"), 1+rng.IntN(400), typ, amount); err != nil {
 				return err
 			}
 		}
 	}
+	for _, b := range []*batch{&redo, &events} {
+		if err := b.flush(ctx, tx); err != nil {
+			return err
+		}
+	}
 	s.Rows = id
-	ins.Close()
 	// Build the derived tables the way the pipeline did, day by day. On the
 	// broken days the aggregation mis-grouped everything into one 'unknown'
 	// row — the wrong data that then fed billing and the partner export.
@@ -210,6 +274,38 @@ func (s *Scenario) writeWarehouse(ctx context.Context) error {
 		}
 	}
 	return tx.Commit()
+}
+
+// batch collects rows for one multi-row INSERT.
+type batch struct {
+	stmt string
+	rows int
+	vals []string
+	args []any
+}
+
+func (b *batch) add(ctx context.Context, tx *sql.Tx, row ...any) error {
+	marks := make([]string, len(row))
+	for i := range row {
+		marks[i] = fmt.Sprintf("$%d", len(b.args)+i+1)
+	}
+	b.vals = append(b.vals, "("+strings.Join(marks, ", ")+")")
+	b.args = append(b.args, row...)
+	if b.rows++; b.rows == 400 {
+		return b.flush(ctx, tx)
+	}
+	return nil
+}
+
+func (b *batch) flush(ctx context.Context, tx *sql.Tx) error {
+	if b.rows == 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, b.stmt+strings.Join(b.vals, ", "), b.args...); err != nil {
+		return err
+	}
+	b.rows, b.vals, b.args = 0, b.vals[:0], b.args[:0]
+	return nil
 }
 
 // weighted picks an event type: mostly views and clicks, few refunds.
@@ -280,11 +376,11 @@ func (s *Scenario) FixBillingJob() error {
 // Repair loads the upstream's corrected re-delivery of the broken 72 hours
 // into events_raw, as the source team would once they fix their export.
 func (s *Scenario) Repair(ctx context.Context) (int64, error) {
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(s.Dir, "warehouse.db")+"?"+dsn.SQLiteWAL)
+	db, done, err := s.open()
 	if err != nil {
 		return 0, err
 	}
-	defer db.Close()
+	defer done()
 	res, err := db.ExecContext(ctx, `UPDATE events_raw SET amount = (SELECT r.amount FROM upstream_redelivery r WHERE r.event_id = events_raw.event_id)
 		WHERE event_id IN (SELECT event_id FROM upstream_redelivery)`)
 	if err != nil {
@@ -296,11 +392,11 @@ func (s *Scenario) Repair(ctx context.Context) (int64, error) {
 // MissDay deletes one day of events_daily, as a load that never ran
 // would leave it: the gap the watcher finds.
 func (s *Scenario) MissDay(ctx context.Context, day string) (int64, error) {
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(s.Dir, "warehouse.db")+"?"+dsn.SQLiteWAL)
+	db, done, err := s.open()
 	if err != nil {
 		return 0, err
 	}
-	defer db.Close()
+	defer done()
 	res, err := db.ExecContext(ctx, `DELETE FROM events_daily WHERE day = ?`, day)
 	if err != nil {
 		return 0, fmt.Errorf("events_daily %s: %w", day, err)
@@ -321,6 +417,31 @@ sqlite3 -cmd ".timeout 10000" "$db" "SELECT day, event_type, events, amount FROM
 rows=$(wc -l < "exports/partner-$day.csv")
 sqlite3 -cmd ".timeout 10000" "$db" "DELETE FROM partner_feed WHERE day = '$day'; INSERT INTO partner_feed (day, rows_exported) VALUES ('$day', $rows);"
 `
+
+// duckDBConfig is the demo's config for its DuckDB warehouse: the same
+// datasets, with the partner export a query job.
+func duckDBConfig(cfg string) string {
+	for old, new := range map[string]string{
+		"warehouse: sqlite:warehouse.db\n": "warehouse: duckdb:warehouse.duckdb\n",
+		"proof_warehouse: sqlite:scratch.db\n": "",
+		`    job:
+      command: ["./export.sh", "{{partition}}"]
+`: `    # On SQLite this is a command job that writes the partner's file; a
+    # command cannot open a DuckDB file refill holds open, so here the
+    # export records what it would deliver.
+    job:
+      query: |
+        SELECT day, sum(events) AS rows_exported
+        FROM events_daily WHERE day = :partition GROUP BY day
+`,
+	} {
+		if !strings.Contains(cfg, old) {
+			panic("demo: the DuckDB config no longer finds " + old)
+		}
+		cfg = strings.Replace(cfg, old, new, 1)
+	}
+	return cfg
+}
 
 const configYAML = schemaLine + marker + `: the incident refill exists for, replayed.
 # An upstream schema change left events_raw.amount empty for 72 hours; the

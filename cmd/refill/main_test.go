@@ -21,6 +21,9 @@ import (
 
 var binary string
 
+// buildTags are the build tags of these tests, for the binary they build.
+var buildTags = ""
+
 func TestMain(m *testing.M) {
 	if path := os.Getenv(lockEnv); path != "" {
 		lockSQLite(path) // the other process of a test, not the tests
@@ -31,7 +34,8 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binary = filepath.Join(dir, "refill")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+	// The binary is built with the tags these tests were (-tags duckdb).
+	if out, err := exec.Command("go", "build", "-tags", buildTags, "-o", binary, ".").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building refill: %v\n%s", err, out)
 		os.Exit(1)
 	}
@@ -163,12 +167,36 @@ type proofJSON struct {
 	Message string `json:"message"`
 }
 
+// demoEngines are the warehouse engines the demo tests play on: DuckDB's
+// too when the tests are built with -tags duckdb.
+var demoEngines = []string{"sqlite"}
+
+// eachEngine runs fn as a parallel subtest per demo engine.
+func eachEngine(t *testing.T, fn func(t *testing.T, engine string)) {
+	for _, e := range demoEngines {
+		t.Run(e, func(t *testing.T) {
+			t.Parallel()
+			fn(t, e)
+		})
+	}
+}
+
 func TestDemoPlaysOutTheIncident(t *testing.T) {
 	t.Parallel()
+	eachEngine(t, testDemoPlaysOutTheIncident)
+}
+
+func testDemoPlaysOutTheIncident(t *testing.T, engine string) {
 	dir := t.TempDir()
-	r := run(t, dir, nil, "demo", "d", "-o", "json")
+	r := run(t, dir, nil, "demo", "d", "--warehouse", engine, "-o", "json")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	// The warehouse is the engine's own file, and the config names it.
+	file := map[string]string{"sqlite": "warehouse.db", "duckdb": "warehouse.duckdb"}[engine]
+	cfg, err := os.ReadFile(filepath.Join(dir, "d", "refill.yaml"))
+	if _, serr := os.Stat(filepath.Join(dir, "d", file)); serr != nil || err != nil || !strings.Contains(string(cfg), "warehouse: "+engine+":"+file) {
+		t.Fatalf("the %s demo's warehouse: %v, %v; config %q", engine, serr, err, cfg)
 	}
 	out := decode[struct {
 		Broken   []string    `json:"broken"`
@@ -265,7 +293,11 @@ func TestDemoPlaysOutTheIncident(t *testing.T) {
 // and a redo that signs off.
 func TestDemoRunsItsPlans(t *testing.T) {
 	t.Parallel()
-	r := run(t, t.TempDir(), nil, "demo", "d", "-o", "json")
+	eachEngine(t, testDemoRunsItsPlans)
+}
+
+func testDemoRunsItsPlans(t *testing.T, engine string) {
+	r := run(t, t.TempDir(), nil, "demo", "d", "--warehouse", engine, "-o", "json")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}

@@ -45,7 +45,8 @@ type demoRun struct {
 }
 
 func (a *app) demoCmd() *cobra.Command {
-	return &cobra.Command{
+	var engine string
+	cmd := &cobra.Command{
 		Use:   "demo [DIR]",
 		Short: "Build a self-contained replay of the incident (SQLite, no server) and walk through it",
 		Long: `Write a SQLite warehouse and a refill.yaml into DIR (default ./refill-demo)
@@ -55,24 +56,28 @@ partner export — then walk through it: the source gate blocks a backfill over
 the broken source, a proof catches a job that is not safe to rerun, and once
 the source is repaired three plans land in the three tiers.
 
-Everything stays in DIR; rerunning the demo replaces an earlier demo there.`,
+Everything stays in DIR; rerunning the demo replaces an earlier demo there.
+--warehouse duckdb writes the warehouse as a DuckDB file instead, in a refill
+built with -tags duckdb.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := "refill-demo"
 			if len(args) == 1 {
 				dir = args[0]
 			}
-			return a.demo(cmd.Context(), dir)
+			return a.demo(cmd.Context(), dir, engine)
 		},
 	}
+	cmd.Flags().StringVar(&engine, "warehouse", "sqlite", "the warehouse's engine: "+strings.Join(demo.Engines(), " or "))
+	return cmd
 }
 
-func (a *app) demo(ctx context.Context, dir string) error {
+func (a *app) demo(ctx context.Context, dir, engine string) error {
 	nowFn, err := a.now()
 	if err != nil {
 		return err
 	}
-	sc, err := demo.Write(ctx, dir, nowFn())
+	sc, err := demo.WriteOn(ctx, dir, nowFn(), engine)
 	if err != nil {
 		return err
 	}
@@ -124,9 +129,9 @@ func (a *app) demo(ctx context.Context, dir string) error {
 	}
 
 	say("refill demo — the incident, replayed in %s\n\n", abs)
-	say("  warehouse.db   events_raw: %s events over %d days (weekends ~40%% of weekdays)\n", humanize.Comma(int64(sc.Rows)), demo.Days)
-	say("                 sessions, events_daily [aggregate], revenue_daily [billing], partner_feed [external]\n")
-	say("  refill.yaml    the datasets, their lineage, checks, policy and three users\n\n")
+	say("  %-16s events_raw: %s events over %d days (weekends ~40%% of weekdays)\n", sc.Warehouse, humanize.Comma(int64(sc.Rows)), demo.Days)
+	say("                   sessions, events_daily [aggregate], revenue_daily [billing], partner_feed [external]\n")
+	say("  refill.yaml      the datasets, their lineage, checks, policy and three users\n\n")
 	say("On %s an upstream schema change emptied events_raw.amount for 72 hours\n", sc.BrokenFrom)
 	say("(%s..%s). events_daily mis-aggregated those days into one 'unknown' row, and\n", sc.BrokenFrom, sc.BrokenTo)
 	say("billing and the partner export were built on it. The pipeline has been fixed.\n\n")
