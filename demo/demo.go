@@ -422,7 +422,7 @@ sqlite3 -cmd ".timeout 10000" "$db" "DELETE FROM partner_feed WHERE day = '$day'
 // datasets, with the partner export a query job.
 func duckDBConfig(cfg string) string {
 	for old, new := range map[string]string{
-		"warehouse: sqlite:warehouse.db\n": "warehouse: duckdb:warehouse.duckdb\n",
+		"warehouse: sqlite:warehouse.db\n":     "warehouse: duckdb:warehouse.duckdb\n",
 		"proof_warehouse: sqlite:scratch.db\n": "",
 		`    job:
       command: ["./export.sh", "{{partition}}"]
