@@ -224,7 +224,7 @@ func partitionCounts(ctx context.Context, db querier, t refill.TableRef, from, t
 	if err != nil {
 		return nil, fmt.Errorf("partition counts of %s: %w", t.Table, err)
 	}
-	rows, err := db.QueryContext(ctx, fmt.Sprintf("SELECT %s AS p, count(*) FROM %s WHERE %s GROUP BY 1", f.key, d.QuoteName(t.Table), f.where), f.args...)
+	rows, err := db.QueryContext(ctx, fmt.Sprintf("SELECT %s AS p, count(*) FROM %s WHERE %s GROUP BY %s", f.render(f.group), d.QuoteName(t.Table), f.where, f.group), f.args...)
 	if err != nil {
 		return nil, fmt.Errorf("partition counts of %s: %w", t.Table, err)
 	}

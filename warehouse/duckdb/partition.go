@@ -12,19 +12,24 @@ import (
 )
 
 // filter selects the rows of a range of partitions: where is the predicate,
-// with its arguments $1 to $4, and key renders a row's partition.
+// with its arguments $1 onwards (args). key renders a row's partition; a
+// grouped query groups by group, which is cheaper where it is the raw
+// value (a date, a truncated timestamp), and renders each group's key with
+// render.
 type filter struct {
-	key   string
-	where string
-	args  []any
+	key, group string
+	render     func(group string) string
+	where      string
+	args       []any
 }
 
 // partitionFilter returns the filter for partitions [from, to] of t.
 //
-// The range is filtered twice: first on the raw column, a day wider than
-// the range on each side, which DuckDB's zone maps prune row groups by and
-// which no UTC offset can move a row across; then on the partition key
-// itself, which is exact.
+// A DATE, TIMESTAMP or TIMESTAMPTZ column is filtered on its raw value
+// alone, exactly, which DuckDB's zone maps prune row groups by. A text
+// column is filtered on the raw text a day wider than the range on each
+// side (which no UTC offset can move a row across), then on the partition
+// key itself.
 func partitionFilter(t refill.TableRef, cols []refill.Column, from, to string) (filter, error) {
 	return partitionFilterOf(t, cols, from, to, "")
 }
@@ -45,12 +50,61 @@ func partitionFilterOf(t refill.TableRef, cols []refill.Column, from, to, alias 
 		return filter{}, err
 	}
 	col := qualified(alias, c.Name)
-	raw := fmt.Sprintf("%[1]s >= $1 AND %[1]s < $2", col)
-	if c.Type != "varchar" {
-		raw = fmt.Sprintf("%[1]s >= CAST($1 AS DATE) AND %[1]s < CAST($2 AS DATE)", col)
+	f := filter{key: key, group: key, render: func(g string) string { return g }}
+	typ, unit := rawType(c.Type), "day"
+	if t.Grain == refill.GrainHour {
+		unit = "hour"
 	}
-	return filter{key: key, where: raw + " AND " + key + " BETWEEN $3 AND $4", args: []any{lo, hi, from, to}}, nil
+	if typ == "" {
+		f.where = fmt.Sprintf("%[1]s >= $1 AND %[1]s < $2 AND %[2]s BETWEEN $3 AND $4", col, key)
+		f.args = []any{lo, hi, from, to}
+		return f, nil
+	}
+	start, _ := refill.PartitionTime(from, t.Grain)
+	last, _ := refill.PartitionTime(to, t.Grain)
+	end := last.AddDate(0, 0, 1)
+	if t.Grain == refill.GrainHour {
+		end = last.Add(time.Hour)
+	}
+	format := "%Y-%m-%d"
+	if t.Grain == refill.GrainHour {
+		format = "%Y-%m-%dT%H"
+	}
+	const ts = "2006-01-02 15:04:05+00"
+	f.where = fmt.Sprintf("%[1]s >= CAST($1 AS %[2]s) AND %[1]s < CAST($2 AS %[2]s)", col, typ)
+	f.args = []any{start.Format(ts), end.Format(ts)}
+	switch typ {
+	case "DATE":
+		f.group = col
+		f.render = func(g string) string { return fmt.Sprintf("strftime(%s, '%s')", g, format) }
+		f.args = []any{start.Format(time.DateOnly), end.Format(time.DateOnly)}
+	case "TIMESTAMPTZ":
+		f.group = fmt.Sprintf("date_trunc('%s', %s)", unit, col)
+		f.render = func(g string) string { return fmt.Sprintf("strftime(timezone('UTC', %s), '%s')", g, format) }
+	default:
+		f.group = fmt.Sprintf("date_trunc('%s', %s)", unit, col)
+		f.render = func(g string) string { return fmt.Sprintf("strftime(%s, '%s')", g, format) }
+		f.args = []any{start.Format(time.DateTime), end.Format(time.DateTime)}
+	}
+	return f, nil
 }
+
+// rawType is the type a column of type typ is filtered as, raw: "" for
+// text, which is filtered by its key.
+func rawType(typ string) string {
+	switch {
+	case typ == "date":
+		return "DATE"
+	case typ == "timestamp with time zone":
+		return "TIMESTAMPTZ"
+	case typ == "timestamp" || strings.HasPrefix(typ, "timestamp(") || typ == "timestamp_s" || typ == "timestamp_ms" || typ == "timestamp_ns":
+		return "TIMESTAMP"
+	}
+	return ""
+}
+
+// next is the placeholder that follows f's arguments.
+func (f filter) next(n int) string { return fmt.Sprintf("$%d", len(f.args)+n) }
 
 func qualified(alias, name string) string {
 	if alias == "" {

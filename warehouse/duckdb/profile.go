@@ -37,7 +37,7 @@ func profile(ctx context.Context, db querier, t refill.TableRef, spec refill.Pro
 	}
 	args := append([]any(nil), f.args...)
 	var sel strings.Builder
-	fmt.Fprintf(&sel, "SELECT %s AS refill_p, count(*)", f.key)
+	fmt.Fprintf(&sel, "SELECT %s AS refill_p, count(*)", f.render(f.group))
 	for _, name := range spec.NotNull {
 		c, err := checkColumn(t.Table, cols, name, "not_null", false)
 		if err != nil {
@@ -100,7 +100,7 @@ func profile(ctx context.Context, db querier, t refill.TableRef, spec refill.Pro
 			fmt.Fprintf(&sel, ", count(%[1]s), count(*) FILTER (WHERE %[1]s = 0), coalesce(avg(CAST(%[1]s AS DOUBLE)), 0)", q)
 		}
 	}
-	fmt.Fprintf(&sel, " FROM %s WHERE %s GROUP BY 1", d.QuoteName(t.Table), f.where)
+	fmt.Fprintf(&sel, " FROM %s WHERE %s GROUP BY %s", d.QuoteName(t.Table), f.where, f.group)
 	rows, err := db.QueryContext(ctx, sel.String(), args...)
 	if err != nil {
 		return nil, profileError(t.Table, err)
@@ -184,11 +184,11 @@ func values(ctx context.Context, db querier, table string, all []refill.Column, 
 			return err
 		}
 		q := sqltext.QuoteIdent(c.Name)
-		branches[i] = fmt.Sprintf("SELECT %s AS refill_p, %d AS refill_i, count(*) AS refill_n FROM %s WHERE %s AND %s IS NOT NULL GROUP BY 1, %s",
-			f.key, i, d.QuoteName(table), f.where, q, q)
+		branches[i] = fmt.Sprintf("SELECT %s AS refill_p, %d AS refill_i, count(*) AS refill_n FROM %s WHERE %s AND %s IS NOT NULL GROUP BY %s, %s",
+			f.group, i, d.QuoteName(table), f.where, q, f.group, q)
 	}
-	q := fmt.Sprintf("SELECT refill_p, refill_i, count(*), max(refill_n), CAST(sum(refill_n) AS BIGINT) FROM (%s) s GROUP BY refill_p, refill_i",
-		strings.Join(branches, " UNION ALL "))
+	q := fmt.Sprintf("SELECT %s, refill_i, count(*), max(refill_n), CAST(sum(refill_n) AS BIGINT) FROM (%s) s GROUP BY refill_p, refill_i",
+		f.render("refill_p"), strings.Join(branches, " UNION ALL "))
 	rows, err := db.QueryContext(ctx, q, f.args...)
 	if err != nil {
 		return fmt.Errorf("value profile of %s: %w", table, err)
@@ -236,9 +236,9 @@ func duplicates(ctx context.Context, db querier, table string, all []refill.Colu
 		group = append(group, q)
 		notNull = append(notNull, q+" IS NOT NULL")
 	}
-	q := fmt.Sprintf("SELECT %s AS refill_p, count(*), %s FROM %s WHERE %s AND %s GROUP BY refill_p, %s HAVING count(*) > 1 ORDER BY refill_p, 2 DESC, %s",
-		f.key, strings.Join(sel, ", "), d.QuoteName(table), f.where, strings.Join(notNull, " AND "),
-		strings.Join(group, ", "), strings.Join(group, ", "))
+	q := fmt.Sprintf("SELECT %s AS refill_p, count(*), %s FROM %s WHERE %s AND %s GROUP BY %s, %s HAVING count(*) > 1 ORDER BY refill_p, 2 DESC, %s",
+		f.render(f.group), strings.Join(sel, ", "), d.QuoteName(table), f.where, strings.Join(notNull, " AND "),
+		f.group, strings.Join(group, ", "), strings.Join(group, ", "))
 	rows, err := db.QueryContext(ctx, q, f.args...)
 	if err != nil {
 		return fmt.Errorf("duplicate keys of %s: %w", table, err)

@@ -256,8 +256,8 @@ func (t *tx) ReplaceFromQuery(ctx context.Context, ref refill.TableRef, query, p
 	pc, _ := partitionColumn(ref, cols)
 	var outside int64
 	var value sql.NullString
-	err = t.conn.QueryRowContext(ctx, fmt.Sprintf("SELECT count(*), min(CAST(%[1]s AS VARCHAR)) FROM %[2]s WHERE rowid > $5 AND NOT coalesce((%[3]s), false)",
-		sqltext.QuoteIdent(pc.Name), table, f.where), append(f.args, before)...).Scan(&outside, &value)
+	err = t.conn.QueryRowContext(ctx, fmt.Sprintf("SELECT count(*), min(CAST(%[1]s AS VARCHAR)) FROM %[2]s WHERE rowid > %[4]s AND NOT coalesce((%[3]s), false)",
+		sqltext.QuoteIdent(pc.Name), table, f.where, f.next(1)), append(f.args, before)...).Scan(&outside, &value)
 	if err != nil {
 		return 0, fmt.Errorf("query job for partition %s of %s: counting its rows: %w", partition, ref.Table, err)
 	}
