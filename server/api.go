@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -161,6 +162,13 @@ const (
 // before, the cursor: the ID of the last plan of the page before.
 func planPage(q url.Values) (refill.PlanFilter, error) {
 	f := refill.PlanFilter{Status: refill.Status(q.Get("status")), Limit: pageDefault, Before: q.Get("before")}
+	if f.Status != "" && !slices.Contains(refill.Statuses, f.Status) {
+		names := make([]string, len(refill.Statuses))
+		for i, st := range refill.Statuses {
+			names[i] = string(st)
+		}
+		return f, refill.BadInputf("status %q: want one of %s", f.Status, strings.Join(names, ", "))
+	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {

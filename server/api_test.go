@@ -289,6 +289,16 @@ func TestAPIErrors(t *testing.T) {
 		t.Errorf("bad input changed the audit log: %d -> %d entries", before, n)
 	}
 
+	// 400 on a list's query: a status no plan can have (not an empty
+	// page), a limit that is no count.
+	for _, q := range []string{"status=bogus", "status=Applied", "limit=0", "limit=x"} {
+		st, res := e.call("alice", "GET", "/api/v1/plans?"+q, "")
+		wantError(t, q, st, res, http.StatusBadRequest, refill.ExitBadInput)
+		if msg, _ := res["error"].(string); strings.HasPrefix(q, "status") && !strings.Contains(msg, "rolled_back") {
+			t.Errorf("%s: %q does not list the statuses", q, msg)
+		}
+	}
+
 	// 404: an unknown plan, an unknown route.
 	st, res = e.call("alice", "GET", "/api/v1/plans/deadbeef", "")
 	wantError(t, "unknown plan", st, res, http.StatusNotFound, refill.ExitBadInput)
