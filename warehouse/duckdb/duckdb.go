@@ -261,7 +261,7 @@ func (w *Warehouse) QueryCounts(ctx context.Context, query string, partitions []
 	if err != nil {
 		return nil, fmt.Errorf("query counts: %w", err)
 	}
-	defer conn.Close()
+	defer discard(conn) // it ran job text (guard.go)
 	if _, err := conn.ExecContext(ctx, "BEGIN TRANSACTION"); err != nil {
 		return nil, fmt.Errorf("query counts: %w", err)
 	}

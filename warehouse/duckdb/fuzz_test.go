@@ -174,7 +174,18 @@ func FuzzHostileSQL(f *testing.F) {
 		stateBefore, _ := os.ReadFile(fx.state)
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		defer cancel()
-		err := fx.w.Transact(ctx, func(tx refill.WarehouseTx) error { return tx.ExecSQL(ctx, revenue, job, "2026-11-01") })
+		done := make(chan error, 1)
+		go func() {
+			done <- fx.w.Transact(ctx, func(tx refill.WarehouseTx) error { return tx.ExecSQL(ctx, revenue, job, "2026-11-01") })
+		}()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(20 * time.Second):
+			// The context ends the job at 5 s: a job that outlives it
+			// would hold the warehouse's turn to write for ever.
+			t.Fatalf("job %q still runs 15 s after its context ended", job)
+		}
 		if now, _ := os.ReadFile(fx.state); !bytes.Equal(now, stateBefore) {
 			t.Fatalf("job %q changed the state file", job)
 		}

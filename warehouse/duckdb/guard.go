@@ -4,7 +4,9 @@ package duckdb
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,32 +20,44 @@ import (
 )
 
 // What job text may do is decided by DuckDB's own reading of it, before
-// any of it runs, and by what it did to its table, after:
+// each statement runs, and by what it did to its table, after:
 //
 //   - Each statement is prepared alone (DuckDB refuses to prepare text
 //     that holds two), and its kind, as DuckDB parsed it, must be SELECT,
 //     or for an sql job INSERT, UPDATE or DELETE: never transaction
 //     control, DDL, ATTACH, PRAGMA, SET, COPY, EXPORT, LOAD or CALL.
-//   - Its plan, as EXPLAIN gives it, names every table it scans, through
-//     views and query() included; none may be refill's own (refill_*).
+//   - Its logical plan, as EXPLAIN gives it bound and before the optimizer
+//     prunes anything, names every table it scans, through views included;
+//     none may be refill's own (refill_*). Every operator of the plan must
+//     be relational algebra, a table scan or one of a few table functions
+//     that read nothing (range, generate_series, unnest): any other table
+//     function (pragma_storage_info, enable_logging, the catalogue's
+//     duckdb_* functions...) is refused until it is judged. So are calls to
+//     query(), query_table() and json_execute_serialized_sql(), whose reads
+//     the binder hides (found in the text by refill's lexer, which reads
+//     comments, quotes and literals as DuckDB's scanner does), and scalar
+//     functions that change state beyond the job's rows (setseed, nextval).
 //   - An INSERT, UPDATE or DELETE writes the table its text names after
 //     INTO, UPDATE or DELETE FROM, which must be the job's own table; an
 //     UPDATE or DELETE must also scan it in its plan, or the text was not
 //     read as DuckDB reads it and the statement is refused.
 //   - The partition fence: before the job runs, refill sums a hash of
-//     every row of its table outside the partition (with its row id), by
-//     partition; afterwards it sums them again, and any partition whose
-//     count or sum moved was written by the job, which fails.
+//     every row of its table outside the partition (its row id and values,
+//     after a secret drawn for the job), by partition; afterwards it sums
+//     them again, and any partition whose count or sum moved was written by
+//     the job, which fails. The secret keeps a job from choosing values
+//     that give a changed row its old hash.
+//   - A connection that ran job text is closed, never pooled, so nothing a
+//     job left on it reaches later work.
 //
 // The database is opened with external access off, so no statement reads
 // or writes files, and with its configuration locked.
 //
-// What this does not catch: a job that reads DuckDB's catalogue functions
-// (duckdb_tables() and the like), which tell that refill's tables exist
-// and roughly how big they are; sequences moved by nextval; and two
-// changes to rows outside the partition whose hashes cancel out in the
-// sum (as likely as a 64-bit hash collision). The fence costs two scans
-// of the job's table per partition built.
+// What this does not catch: sequences moved some other way than nextval;
+// a table function or operator a new DuckDB adds under a name on the list;
+// and two changes to rows outside the partition whose salted hashes cancel
+// out in the sum (a 64-bit collision the job cannot aim at). The fence
+// costs two scans of the job's table per partition built.
 
 // guard checks job text against what a job may do.
 type guard struct {
@@ -67,6 +81,9 @@ func (g guard) refuse(what, rule string, err error) error {
 // refuses what a job may not do. An error that is not a refusal is
 // DuckDB's own (syntax, a missing table).
 func (g guard) check(ctx context.Context, stmt string, args []any) error {
+	if name, ok := d.Calls(stmt, hiddenReads...); ok {
+		return g.refuse("call "+name+"()", "a job reads tables by name, in its text, where refill can see which: "+name+"() reads whatever its argument names", nil)
+	}
 	kind, err := statementType(g.conn, stmt)
 	if err != nil {
 		if strings.Contains(err.Error(), "PrepareContext") || strings.Contains(err.Error(), "multiple statements") {
@@ -97,9 +114,21 @@ func (g guard) check(ctx context.Context, stmt string, args []any) error {
 	default:
 		return g.refuse(fmt.Sprintf("run a statement of kind %d (only SELECT, INSERT, UPDATE and DELETE are a job's)", kind), "", nil)
 	}
-	scans, err := scannedTables(ctx, g.conn, stmt, args)
+	scans, ops, exprs, err := explain(ctx, g.conn, stmt, args)
 	if err != nil {
 		return err
+	}
+	for _, op := range ops {
+		if !planOperators[op] {
+			return g.refuse("use "+strings.ToLower(op), "a job reads tables and computes; refill lets it use only the table functions it can see through ("+strings.Join(tableFunctions, ", ")+")", nil)
+		}
+	}
+	for _, e := range exprs {
+		for _, f := range sideEffects {
+			if strings.Contains(strings.ToLower(e), f+"(") {
+				return g.refuse("call "+f+"()", "a job's statements change rows of its own table, nothing else: "+f+"() changes the session or a sequence, and outlives the job", nil)
+			}
+		}
 	}
 	for _, s := range scans {
 		if ownTable(s) {
@@ -169,36 +198,73 @@ func statementType(conn *sql.Conn, stmt string) (duckdb.StmtType, error) {
 	return kind, err
 }
 
-// scannedTables returns the tables stmt's plan scans, each as
-// database.schema.table: its logical plan as bound, before the optimizer
-// removes a scan it can prove reads nothing.
-func scannedTables(ctx context.Context, conn *sql.Conn, stmt string, args []any) ([]string, error) {
+// hiddenReads are the functions whose reads DuckDB's binder replaces by
+// the query they name, before a plan shows them, or runs as text.
+var hiddenReads = []string{"query", "query_table", "json_execute_serialized_sql", "json_execute_serialized_sql_tf"}
+
+// sideEffects are scalar functions that change state outside the job's
+// rows (the session's random seed, a sequence), found in the plan's
+// expressions as DuckDB renders them.
+var sideEffects = []string{"setseed", "nextval", "currval"}
+
+// tableFunctions are the table functions a job may call: they compute,
+// and read nothing.
+var tableFunctions = []string{"range", "generate_series", "unnest"}
+
+// planOperators are the logical operators a job's plan may hold: relational
+// algebra, scans of tables (SEQ_SCAN, which names its table) and the table
+// functions above. Anything else (another table function, a pragma, an
+// export) is refused, so that a new kind of read is refused until it is
+// judged, not allowed until it is found.
+var planOperators = func() map[string]bool {
+	m := map[string]bool{}
+	for _, op := range []string{
+		"PROJECTION", "FILTER", "AGGREGATE", "WINDOW", "UNNEST", "ORDER_BY", "LIMIT", "TOP_N", "SAMPLE",
+		"SEQ_SCAN", "DUMMY_SCAN", "EMPTY_RESULT", "EXPRESSION_GET", "CHUNK_GET", "DELIM_GET", "CTE_REF", "COLUMN_DATA_GET",
+		"COMPARISON_JOIN", "ANY_JOIN", "CROSS_PRODUCT", "POSITIONAL_JOIN", "ASOF_JOIN", "DEPENDENT_JOIN", "DELIM_JOIN",
+		"UNION", "EXCEPT", "INTERSECT", "DISTINCT", "CTE", "CTE_SCAN", "REC_CTE", "REC_CTE_SCAN", "MATERIALIZED_CTE",
+		// MERGE_INTO is how DuckDB plans INSERT OR IGNORE, OR REPLACE and
+		// ON CONFLICT: its statement is an INSERT, checked as one.
+		"INSERT", "UPDATE", "DELETE", "MERGE_INTO", "PIVOT", "UNPIVOT",
+	} {
+		m[op] = true
+	}
+	for _, f := range tableFunctions {
+		m[strings.ToUpper(f)] = true
+	}
+	return m
+}()
+
+// explain returns what stmt's logical plan, as bound before the optimizer
+// prunes a scan it can prove reads nothing, holds: the tables it scans
+// (database.schema.table), its operators, and its expressions as DuckDB
+// renders them.
+func explain(ctx context.Context, conn *sql.Conn, stmt string, args []any) (scans, ops, exprs []string, err error) {
 	var plan string
 	rows, err := conn.QueryContext(ctx, "EXPLAIN (FORMAT JSON) "+stmt, args...)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var kind, text string
 		if err := rows.Scan(&kind, &text); err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 		if kind == "logical_plan" {
 			plan = text
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return nil, nil, nil, err
+	}
+	if plan == "" {
+		return nil, nil, nil, errors.New("reading the plan of a job's statement: EXPLAIN gave no logical plan")
 	}
 	var tree any
-	if plan == "" {
-		return nil, errors.New("reading the plan of a job's statement: EXPLAIN gave no logical plan")
-	}
 	if err := json.Unmarshal([]byte(plan), &tree); err != nil {
-		return nil, fmt.Errorf("reading the plan of a job's statement: %w", err)
+		return nil, nil, nil, fmt.Errorf("reading the plan of a job's statement: %w", err)
 	}
-	var out []string
 	var walk func(v any)
 	walk = func(v any) {
 		switch v := v.(type) {
@@ -207,16 +273,31 @@ func scannedTables(ctx context.Context, conn *sql.Conn, stmt string, args []any)
 				walk(e)
 			}
 		case map[string]any:
-			for k, e := range v {
-				if s, ok := e.(string); ok && k == "Table" {
-					out = append(out, s)
-				}
-				walk(e)
+			if name, ok := v["name"].(string); ok {
+				ops = append(ops, name)
 			}
+			if info, ok := v["extra_info"].(map[string]any); ok {
+				if s, ok := info["Table"].(string); ok {
+					scans = append(scans, s)
+				}
+				for _, e := range info {
+					switch e := e.(type) {
+					case string:
+						exprs = append(exprs, e)
+					case []any:
+						for _, x := range e {
+							if s, ok := x.(string); ok {
+								exprs = append(exprs, s)
+							}
+						}
+					}
+				}
+			}
+			walk(v["children"])
 		}
 	}
 	walk(tree)
-	return out, nil
+	return scans, ops, exprs, nil
 }
 
 // resolve returns the table a name means, as database.schema.table.
@@ -238,6 +319,7 @@ type fence struct {
 	col       refill.Column
 	partition string
 	query     string // the grouped sum of the rows outside the partition
+	salt      uint64 // the secret first value of every row's hash
 	before    map[string][2]string
 	maxRowID  int64
 }
@@ -255,12 +337,20 @@ func raiseFence(ctx context.Context, db querier, ref refill.TableRef, cols []ref
 	if _, err := refill.PartitionTime(partition, ref.Grain); err != nil {
 		return nil, err
 	}
-	names := []string{"rowid"}
+	// The row hash starts from a secret drawn for this job: DuckDB's hash()
+	// chains its arguments, and without an unknown first link a job could
+	// change a row and choose its last column's value to give the row its
+	// old hash back.
+	var salt [8]byte
+	if _, err := rand.Read(salt[:]); err != nil {
+		return nil, err
+	}
+	names := []string{"CAST($2 AS UBIGINT)", "rowid"}
 	for _, c := range cols {
 		names = append(names, sqltext.QuoteIdent(c.Name))
 	}
 	table := d.QuoteName(ref.Table)
-	f := &fence{db: db, ref: ref, col: c, partition: partition,
+	f := &fence{db: db, ref: ref, col: c, partition: partition, salt: binary.LittleEndian.Uint64(salt[:]) >> 1,
 		query: fmt.Sprintf("SELECT coalesce(%[1]s, 'NULL'), count(*), CAST(sum(hash(%[2]s)::HUGEINT) AS VARCHAR) FROM %[3]s WHERE (%[1]s) IS DISTINCT FROM $1 GROUP BY 1",
 			key, strings.Join(names, ", "), table)}
 	if f.before, err = f.sums(ctx); err != nil {
@@ -273,7 +363,7 @@ func raiseFence(ctx context.Context, db querier, ref refill.TableRef, cols []ref
 }
 
 func (f *fence) sums(ctx context.Context) (map[string][2]string, error) {
-	rows, err := f.db.QueryContext(ctx, f.query, f.partition)
+	rows, err := f.db.QueryContext(ctx, f.query, f.partition, f.salt)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ package duckdb
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strings"
@@ -28,6 +29,9 @@ type tx struct {
 	failed error
 	// kept are the content diff's copies, by table (diff.go).
 	kept map[string]*keptCopy
+	// jobRan is set once job text ran on the connection, which is then
+	// closed rather than pooled (guard.go).
+	jobRan bool
 }
 
 // usable refuses more work once the transaction has failed.
@@ -82,7 +86,11 @@ func (w *Warehouse) begin(ctx context.Context, what string) (t *tx, end func(com
 					_, _ = conn.ExecContext(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS temp."+sqltext.QuoteIdent(kc.name))
 				}
 			}
-			conn.Close()
+			if t.jobRan {
+				discard(conn)
+			} else {
+				conn.Close()
+			}
 		}()
 		if commit {
 			if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
@@ -95,6 +103,12 @@ func (w *Warehouse) begin(ctx context.Context, what string) (t *tx, end func(com
 		return nil
 	}
 	return t, end, nil
+}
+
+// discard closes conn for good instead of returning it to the pool.
+func discard(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	_ = conn.Close()
 }
 
 // Rehearse runs fn inside one transaction and always rolls it back: when
@@ -221,6 +235,7 @@ func (t *tx) ReplaceFromQuery(ctx context.Context, ref refill.TableRef, query, p
 		return 0, fmt.Errorf("query job for %s: %w", ref.Table, err)
 	}
 	g := guard{conn: t.conn, table: ref.Table, partition: partition, query: true}
+	t.jobRan = true
 	if err := g.check(ctx, bound, args); err != nil {
 		return 0, err
 	}
@@ -345,11 +360,24 @@ func (t *tx) ExecSQL(ctx context.Context, ref refill.TableRef, sqlText, partitio
 			return &sqltext.StatementError{N: i + 1, Of: len(stmts), Partition: partition, SQL: d.Excerpt(s), Err: err}
 		}
 	}
+	t.jobRan = true
 	fence, err := raiseFence(ctx, t.conn, ref, cols, partition)
 	if err != nil {
 		return err
 	}
 	for i := range stmts {
+		// Again, just before it runs: what an earlier statement did
+		// (rows it wrote) binds this one anew.
+		if i > 0 {
+			if err := g.check(ctx, bound[i], args[i]); err != nil {
+				var refused *sqltext.RefusedError
+				if errors.As(err, &refused) {
+					refused.SQL = d.Excerpt(stmts[i])
+					return err
+				}
+				return &sqltext.StatementError{N: i + 1, Of: len(stmts), Partition: partition, SQL: d.Excerpt(stmts[i]), Err: err}
+			}
+		}
 		if _, err := t.conn.ExecContext(ctx, bound[i], args[i]...); err != nil {
 			return &sqltext.StatementError{N: i + 1, Of: len(stmts), Partition: partition, SQL: d.Excerpt(stmts[i]), Err: err}
 		}

@@ -388,3 +388,45 @@ func (d Dialect) WriteTarget(stmt string) (string, bool) {
 	}
 	return name.String(), true
 }
+
+// Calls returns the first of names (lower case) that stmt calls as a
+// function: the name as a word or a quoted name, qualified or not,
+// followed by an opening parenthesis, in code. A driver refuses calls it
+// cannot judge from the plan (DuckDB's query(), which its binder replaces
+// by the query it was given).
+func (d Dialect) Calls(stmt string, names ...string) (string, bool) {
+	var prev string // the last name seen, lower case, if nothing but blanks since
+	found := ""
+	d.lex(stmt, func(i int) int {
+		if found != "" {
+			return len(stmt) - i - 1
+		}
+		c := stmt[i]
+		switch {
+		case isSpace(c):
+			return 0
+		case c == '(' && prev != "":
+			for _, n := range names {
+				if prev == n {
+					found = n
+				}
+			}
+		case isWordStart(stmt, i):
+			end := wordEnd(stmt, i)
+			prev = strings.ToLower(stmt[i:end])
+			return end - i - 1
+		}
+		prev = ""
+		return 0
+	}, func(start, end int, comment bool) {
+		if comment {
+			return
+		}
+		if stmt[start] == '"' {
+			prev = strings.ToLower(strings.ReplaceAll(stmt[start+1:end-1], `""`, `"`))
+		} else {
+			prev = ""
+		}
+	})
+	return found, found != ""
+}

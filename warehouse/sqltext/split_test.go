@@ -128,7 +128,9 @@ func FuzzSplitStatements(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, sql string) {
-		for _, d := range []Dialect{SQLite, Postgres} {
+		for _, d := range []Dialect{SQLite, Postgres, DuckDB} {
+			d.WriteTarget(sql)
+			d.Calls(sql, "query")
 			pieces, unterminated := d.SplitStatements(sql)
 			if got := strings.Join(pieces, ";"); got != sql {
 				t.Fatalf("%s: joined pieces %q, want %q", d, got, sql)
@@ -183,5 +185,34 @@ func TestWriteTarget(t *testing.T) {
 		if got != want || ok != (want != "") {
 			t.Errorf("WriteTarget(%q) = %q, %v; want %q", stmt, got, ok, want)
 		}
+	}
+}
+
+func TestCalls(t *testing.T) {
+	for stmt, want := range map[string]string{
+		"SELECT * FROM query('SELECT 1')":                 "query",
+		"SELECT * FROM main.QUERY ('x')":                  "query",
+		`SELECT * FROM "Query_Table"('refill_published')`: "query_table",
+		"SELECT query FROM t":                             "",
+		"SELECT 'query(' FROM t":                          "",
+		"SELECT 1 -- query(\n":                            "",
+		"SELECT 1 -- \rFROM query('x')":                   "query",
+		"SELECT * FROM my_query('x')":                     "",
+	} {
+		got, ok := DuckDB.Calls(stmt, "query", "query_table")
+		if got != want || ok != (want != "") {
+			t.Errorf("Calls(%q) = %q, %v; want %q", stmt, got, ok, want)
+		}
+	}
+	// A carriage return ends a line comment on PostgreSQL and DuckDB, not
+	// on SQLite, as each engine's scanner reads it.
+	if got, _ := DuckDB.WriteTarget("UPDATE -- \rbilling AS\nrevenue_daily SET x = 1"); got != "billing" {
+		t.Errorf("DuckDB write target after a comment ended by \\r: %q, want billing", got)
+	}
+	if pieces, _ := SQLite.SplitStatements("SELECT 1 -- a\r; b"); len(pieces) != 1 {
+		t.Errorf("SQLite split at a semicolon inside a line comment: %q", pieces)
+	}
+	if pieces, _ := Postgres.SplitStatements("SELECT 1 -- a\r; SELECT 2"); len(pieces) != 2 {
+		t.Errorf("PostgreSQL did not split after a comment ended by \\r: %q", pieces)
 	}
 }

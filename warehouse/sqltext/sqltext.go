@@ -265,7 +265,14 @@ func (d Dialect) lex(sql string, code func(i int) int, skipped func(start, end i
 				end += i + 2
 			}
 		case c == '-' && i+1 < n && sql[i+1] == '-':
-			end = strings.IndexByte(sql[i:], '\n')
+			// SQLite ends a line comment at a newline; PostgreSQL's
+			// scanner, and DuckDB's (which is PostgreSQL's), at a
+			// carriage return too.
+			stop := "\n"
+			if d.postgresStrings {
+				stop = "\n\r"
+			}
+			end = strings.IndexAny(sql[i:], stop)
 			if end < 0 {
 				end = n // a line comment may end the text
 			} else {
