@@ -243,6 +243,21 @@ type AuditAnchor struct {
 	MAC string `json:"mac,omitempty"`
 }
 
+// Yielder is a warehouse that holds its file exclusively while open
+// (DuckDB): Yield lets go of it, if nothing of refill's uses it, just
+// before refill starts a command job that writes the warehouse itself. The
+// warehouse opens it again on its next use.
+type Yielder interface {
+	Yield()
+}
+
+// Yield calls w's Yield if it is a Yielder.
+func Yield(w any) {
+	if y, ok := w.(Yielder); ok {
+		y.Yield()
+	}
+}
+
 // Anchorer reads back the audit anchors a warehouse holds.
 type Anchorer interface {
 	// LatestAnchor returns store's anchor with the highest Seq, ok=false

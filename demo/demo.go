@@ -98,8 +98,8 @@ func Write(ctx context.Context, dir string, today time.Time) (*Scenario, error) 
 
 // WriteOn is Write with the warehouse in engine: "sqlite", or "duckdb"
 // (a refill built with -tags duckdb). On DuckDB the partner export is a
-// query job that records what it would deliver: a command job cannot
-// write a DuckDB file that refill holds open.
+// query job that records what it would deliver: the demo's export script
+// speaks SQLite, through sqlite3.
 func WriteOn(ctx context.Context, dir string, today time.Time, engine string) (*Scenario, error) {
 	if !slices.Contains(Engines(), engine) {
 		if engine == "duckdb" {
@@ -426,9 +426,8 @@ func duckDBConfig(cfg string) string {
 		"proof_warehouse: sqlite:scratch.db\n": "",
 		`    job:
       command: ["./export.sh", "{{partition}}"]
-`: `    # On SQLite this is a command job that writes the partner's file; a
-    # command cannot open a DuckDB file refill holds open, so here the
-    # export records what it would deliver.
+`: `    # On SQLite this is a command job that writes the partner's file with
+    # sqlite3; here the export records what it would deliver.
     job:
       query: |
         SELECT day, sum(events) AS rows_exported

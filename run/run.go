@@ -1335,6 +1335,7 @@ func (r *Runner) outside(ctx context.Context, w *weather, a queue.PartitionArgs,
 		return err
 	}
 	var jobErr error
+	refill.Yield(r.Warehouse) // a DuckDB file is the job's to open now
 	if rec.Output, jobErr = job(); jobErr != nil {
 		if ctx.Err() != nil {
 			// refill stopped the job (its time limit, a cancel, a

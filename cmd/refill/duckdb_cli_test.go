@@ -12,6 +12,11 @@ import (
 // go; nil in tests built without the build tag duckdb.
 var holdDuckDB func(t *testing.T, path string) (release func())
 
+// duckdbJob is a command job that writes one partition of a DuckDB
+// warehouse itself (REFILL_WAREHOUSE), as dbt-duckdb would; nil without the
+// build tag duckdb.
+var duckdbJob func(partition string) int
+
 // TestWarehouseDuckDB: a refill built without DuckDB says so and how to
 // get it (exit 2); one built with it plans on a DuckDB file, and while
 // another process holds the file it says that, not something cryptic.

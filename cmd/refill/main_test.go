@@ -25,6 +25,9 @@ var binary string
 var buildTags = ""
 
 func TestMain(m *testing.M) {
+	if len(os.Args) == 3 && os.Args[1] == "duckdb-job" && duckdbJob != nil {
+		os.Exit(duckdbJob(os.Args[2])) // a command job of a test, not the tests
+	}
 	if path := os.Getenv(lockEnv); path != "" {
 		lockSQLite(path) // the other process of a test, not the tests
 		os.Exit(0)

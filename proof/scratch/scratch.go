@@ -101,6 +101,7 @@ func (p *Warehouse) Run(ctx context.Context, d *refill.Dataset, partition string
 	if err != nil {
 		return err
 	}
+	refill.Yield(p.wh) // a DuckDB file is the job's to open now
 	_, err = jr.Build(ctx, nil, d, refill.JobRun{Partition: partition, Warehouse: p.dsn, Proof: true})
 	return err
 }

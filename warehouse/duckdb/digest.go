@@ -23,7 +23,12 @@ var twoTo64 = new(big.Int).Lsh(big.NewInt(1), 64)
 
 // Digest returns the row count and checksum of one partition of t.
 func (w *Warehouse) Digest(ctx context.Context, t refill.TableRef, partition string) (refill.Digest, error) {
-	return digest(ctx, w.inst.db, t, partition)
+	db, done, err := w.inst.use()
+	if err != nil {
+		return refill.Digest{}, err
+	}
+	defer done()
+	return digest(ctx, db, t, partition)
 }
 
 // DigestVersion is Digest for the one version DuckDB computes.

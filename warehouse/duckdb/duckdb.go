@@ -9,10 +9,11 @@
 // ('2026-11-02', '2026-11-02T13') or timestamps DuckDB reads. Names from the
 // config are matched ignoring case, as DuckDB matches them.
 //
-// DuckDB lets one process open a file for writing at a time: while refill
-// serve holds the warehouse, another refill process (a CLI command, a
-// second worker) cannot open it, and says so. Within a process every
-// Warehouse of a file shares one database instance.
+// DuckDB lets one process open a file at a time. refill holds it only while
+// it uses it, and two seconds after; it lets go at once before a command
+// job (which may open the file itself, as dbt-duckdb does). Another
+// process that needs the file while refill holds it fails, and says so.
+// Within a process every Warehouse of a file shares one database.
 //
 // The database is opened with external access off: no job can read or
 // write files (read_csv, COPY), attach databases or load extensions, and
@@ -29,6 +30,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
 
@@ -50,12 +52,22 @@ type Warehouse struct {
 
 var _ refill.Warehouse = (*Warehouse)(nil)
 
-// instance is one open database file, shared by every Warehouse of it in
-// this process: DuckDB must not open one file twice.
+// instance is one database file, shared by every Warehouse of it in this
+// process: DuckDB must not open one file twice. It is open only while
+// refill uses it, and linger after: DuckDB lets one process hold a file,
+// so an idle refill serve lets a refill command, or a command job, open it.
 type instance struct {
 	path string
-	db   *sql.DB
-	refs int
+	// mu guards db, users, pinned and idle.
+	mu sync.Mutex
+	// db is the open database, nil while the file is let go.
+	db *sql.DB
+	// users counts the operations using db now; pinned is set once DB()
+	// handed it out, after which it stays open.
+	users  int
+	pinned bool
+	idle   *time.Timer
+	refs   int
 	// writer is the file's turn to write: one refill transaction at a
 	// time, so that two partitions of a table never conflict (DuckDB
 	// would abort the second at its commit).
@@ -63,6 +75,11 @@ type instance struct {
 	ownTables atomic.Bool
 	creating  sync.Mutex
 }
+
+// linger is how long the file stays open after refill's last use of it,
+// so that a plan's many reads do not each open it again (an open costs
+// tens of milliseconds).
+const linger = 2 * time.Second
 
 var instances = struct {
 	sync.Mutex
@@ -74,7 +91,7 @@ const settings = "enable_external_access=false&autoload_known_extensions=false&a
 
 // Open opens (and creates, if missing) the DuckDB database at path. Callers
 // that must not create a file, such as the configured warehouse, check it
-// exists first.
+// exists first. The file is let go when idle and opened again on use.
 func Open(path string) (*Warehouse, error) {
 	if strings.ContainsRune(path, '?') {
 		return nil, refill.BadInputf("duckdb path %q contains %q; rename the file", path, "?")
@@ -85,11 +102,71 @@ func Open(path string) (*Warehouse, error) {
 	}
 	instances.Lock()
 	defer instances.Unlock()
-	if in := instances.byPath[abs]; in != nil {
-		in.refs++
-		return &Warehouse{inst: in}, nil
+	in := instances.byPath[abs]
+	if in == nil {
+		in = &instance{path: abs, writer: make(chan struct{}, 1)}
 	}
-	c, err := duckdb.NewConnector(abs+"?"+settings, nil)
+	// Opened now, so that a file that is no database, or one another
+	// process holds, fails here.
+	_, done, err := in.use()
+	if err != nil {
+		return nil, err
+	}
+	done()
+	in.refs++
+	instances.byPath[abs] = in
+	return &Warehouse{inst: in}, nil
+}
+
+// use returns the open database, opening it if it was let go, and done,
+// which the caller calls when it no longer uses it.
+func (in *instance) use() (*sql.DB, func(), error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.idle != nil {
+		in.idle.Stop()
+		in.idle = nil
+	}
+	if in.db == nil {
+		db, err := connect(in.path)
+		if err != nil {
+			return nil, nil, err
+		}
+		in.db = db
+	}
+	in.users++
+	var once sync.Once
+	return in.db, func() { once.Do(in.done) }, nil
+}
+
+func (in *instance) done() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.users--
+	if in.users == 0 && !in.pinned && in.db != nil {
+		in.idle = time.AfterFunc(linger, func() { in.letGo(false) })
+	}
+}
+
+// letGo closes the database if nothing uses it; now closes it even if it
+// was used a moment ago (Yield).
+func (in *instance) letGo(bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.users > 0 || in.pinned || in.db == nil {
+		return
+	}
+	if in.idle != nil {
+		in.idle.Stop()
+		in.idle = nil
+	}
+	_ = in.db.Close()
+	in.db = nil
+}
+
+// connect opens the file with refill's settings.
+func connect(path string) (*sql.DB, error) {
+	c, err := duckdb.NewConnector(path+"?"+settings, nil)
 	if err != nil {
 		return nil, openError(path, err)
 	}
@@ -104,24 +181,37 @@ func Open(path string) (*Warehouse, error) {
 			return nil, openError(path, err)
 		}
 	}
-	in := &instance{path: abs, db: db, refs: 1, writer: make(chan struct{}, 1)}
-	instances.byPath[abs] = in
-	return &Warehouse{inst: in}, nil
+	return db, nil
 }
+
+// Yield lets go of the file now if refill is not using it, so that a
+// command job refill starts next can open it (refill.Yielder).
+func (w *Warehouse) Yield() { w.inst.letGo(true) }
 
 func openError(path string, err error) error {
 	msg := err.Error()
 	switch {
 	case strings.Contains(msg, "Conflicting lock") || strings.Contains(msg, "Could not set lock"):
-		return fmt.Errorf("open duckdb %s: another process has the file open (DuckDB lets one process at a time write a database file; stop it, or run this command through refill serve's API): %w", path, err)
+		return fmt.Errorf("open duckdb %s: another process has the file open (DuckDB lets one process at a time open a database file; refill lets go of it when idle, so wait for the other to finish, or stop it): %w", path, err)
 	case strings.Contains(msg, "not a valid DuckDB database file") || strings.Contains(msg, "Serialization") || strings.Contains(msg, "Invalid Input Error: The file"):
 		return refill.BadInputf("%s is not a DuckDB database: %v", path, err)
 	}
 	return fmt.Errorf("open duckdb %s: %w", path, err)
 }
 
-// DB returns the database, for tests and the demo to load data.
-func (w *Warehouse) DB() *sql.DB { return w.inst.db }
+// DB returns the database, for tests and the demo to load data. The file
+// then stays open for as long as this process has it.
+func (w *Warehouse) DB() *sql.DB {
+	db, done, err := w.inst.use()
+	if err != nil {
+		return nil
+	}
+	w.inst.mu.Lock()
+	w.inst.pinned = true
+	w.inst.mu.Unlock()
+	done()
+	return db
+}
 
 // Path is the database file.
 func (w *Warehouse) Path() string { return w.inst.path }
@@ -130,7 +220,14 @@ func (w *Warehouse) Path() string { return w.inst.path }
 func (w *Warehouse) Driver() string { return "duckdb" }
 
 // Ping checks the database answers.
-func (w *Warehouse) Ping(ctx context.Context) error { return w.inst.db.PingContext(ctx) }
+func (w *Warehouse) Ping(ctx context.Context) error {
+	db, done, err := w.inst.use()
+	if err != nil {
+		return err
+	}
+	defer done()
+	return db.PingContext(ctx)
+}
 
 // Close releases this handle; the last one closes the database.
 func (w *Warehouse) Close() error {
@@ -145,7 +242,17 @@ func (w *Warehouse) Close() error {
 		return nil
 	}
 	delete(instances.byPath, in.path)
-	return in.db.Close()
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.idle != nil {
+		in.idle.Stop()
+	}
+	if in.db == nil {
+		return nil
+	}
+	err := in.db.Close()
+	in.db = nil
+	return err
 }
 
 // querier is what reads and writes run on: the pool, or a transaction's
@@ -160,7 +267,12 @@ type querier interface {
 // DuckDB's type names lower-cased ("varchar", "decimal(18,3)", "timestamp
 // with time zone").
 func (w *Warehouse) Columns(ctx context.Context, table string) ([]refill.Column, error) {
-	return columns(ctx, w.inst.db, table)
+	db, done, err := w.inst.use()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return columns(ctx, db, table)
 }
 
 // tableWhere is the condition on duckdb_tables()/duckdb_columns() that
@@ -212,7 +324,12 @@ func columns(ctx context.Context, db querier, table string) ([]refill.Column, er
 // PartitionCounts counts the rows of every non-empty partition in [from, to]
 // with one grouped query.
 func (w *Warehouse) PartitionCounts(ctx context.Context, t refill.TableRef, from, to string) (map[string]int64, error) {
-	return partitionCounts(ctx, w.inst.db, t, from, to)
+	db, done, err := w.inst.use()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return partitionCounts(ctx, db, t, from, to)
 }
 
 func partitionCounts(ctx context.Context, db querier, t refill.TableRef, from, to string) (map[string]int64, error) {
@@ -257,7 +374,12 @@ func (w *Warehouse) QueryCounts(ctx context.Context, query string, partitions []
 	if _, err := d.Subquery(query); err != nil {
 		return nil, err
 	}
-	conn, err := w.inst.db.Conn(ctx)
+	db, done, err := w.inst.use()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("query counts: %w", err)
 	}

@@ -23,7 +23,12 @@ var _ refill.Profiler = (*Warehouse)(nil)
 // naming it. NULLs count as neither inversions nor future times. Value
 // shapes and duplicate keys take one grouped statement each for the range.
 func (w *Warehouse) Profile(ctx context.Context, t refill.TableRef, spec refill.ProfileSpec, from, to string) (map[string]refill.Profile, error) {
-	return profile(ctx, w.inst.db, t, spec, from, to)
+	db, done, err := w.inst.use()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return profile(ctx, db, t, spec, from, to)
 }
 
 func profile(ctx context.Context, db querier, t refill.TableRef, spec refill.ProfileSpec, from, to string) (map[string]refill.Profile, error) {

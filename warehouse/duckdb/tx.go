@@ -59,8 +59,13 @@ func (w *Warehouse) begin(ctx context.Context, what string) (t *tx, end func(com
 	case <-ctx.Done():
 		return nil, nil, fmt.Errorf("%s: waiting for its turn to write: %w", what, ctx.Err())
 	}
-	release := func() { <-in.writer }
-	conn, err := in.db.Conn(ctx)
+	db, done, err := in.use()
+	if err != nil {
+		<-in.writer
+		return nil, nil, err
+	}
+	release := func() { done(); <-in.writer }
+	conn, err := db.Conn(ctx)
 	if err != nil {
 		release()
 		return nil, nil, fmt.Errorf("%s: %w", what, err)

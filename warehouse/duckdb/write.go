@@ -144,7 +144,11 @@ func (w *Warehouse) LatestAnchors(ctx context.Context) ([]refill.AuditAnchor, er
 }
 
 func (w *Warehouse) anchors(ctx context.Context, clause string, args ...any) ([]refill.AuditAnchor, error) {
-	db := w.inst.db
+	db, done, err := w.inst.use()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	var n, upgraded int
 	if err := db.QueryRowContext(ctx, `SELECT count(*), count(*) FILTER (WHERE column_name = 'mac') FROM duckdb_columns() WHERE table_name = 'refill_audit_anchor' AND database_name = current_database() AND schema_name = current_schema()`).Scan(&n, &upgraded); err != nil {
 		return nil, fmt.Errorf("audit anchor: %w", err)
