@@ -366,7 +366,7 @@ func partitionCounts(ctx context.Context, db querier, t refill.TableRef, from, t
 // rolled back. The query must be one SELECT that reads none of refill's
 // tables, as DuckDB itself plans it (guard.go).
 func (w *Warehouse) QueryCounts(ctx context.Context, query string, partitions []string) (map[string]int64, error) {
-	parts := unique(partitions)
+	parts := sqltext.Unique(partitions)
 	counts := make(map[string]int64, len(parts))
 	if len(parts) == 0 {
 		return counts, nil
@@ -471,19 +471,6 @@ func environmental(err error) bool {
 		return true
 	}
 	return false
-}
-
-// unique returns partitions without duplicates, in their first order.
-func unique(partitions []string) []string {
-	seen := make(map[string]bool, len(partitions))
-	out := make([]string, 0, len(partitions))
-	for _, p := range partitions {
-		if !seen[p] {
-			seen[p] = true
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }

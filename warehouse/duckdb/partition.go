@@ -45,7 +45,7 @@ func partitionFilterOf(t refill.TableRef, cols []refill.Column, from, to, alias 
 	if err != nil {
 		return filter{}, err
 	}
-	lo, hi, err := dayBounds(t.Grain, from, to)
+	lo, hi, err := sqltext.DayBounds(t.Grain, from, to)
 	if err != nil {
 		return filter{}, err
 	}
@@ -161,23 +161,4 @@ func partitionKeyOf(t refill.TableRef, c refill.Column, alias string) (string, e
 		return fmt.Sprintf("CASE length(%[1]s) WHEN 13 THEN %[1]s ELSE strftime(timezone('UTC', TRY_CAST(%[1]s AS TIMESTAMPTZ)), '%[2]s') END", col, format), nil
 	}
 	return "", refill.BadInputf("partition column %s.%s is %s; refill reads DuckDB partition columns as DATE, TIMESTAMP, TIMESTAMPTZ or text", t.Table, t.Column, c.Type)
-}
-
-// dayBounds checks from and to as partition keys of grain g and returns
-// bounds [lo, hi) on the raw column: from's day minus one to to's day plus
-// two.
-func dayBounds(g refill.Grain, from, to string) (lo, hi string, err error) {
-	f, err := refill.PartitionTime(from, g)
-	if err != nil {
-		return "", "", err
-	}
-	t, err := refill.PartitionTime(to, g)
-	if err != nil {
-		return "", "", err
-	}
-	if f.After(t) {
-		return "", "", refill.BadInputf("partition range %s..%s is backwards", from, to)
-	}
-	const day = "2006-01-02"
-	return f.AddDate(0, 0, -1).Format(day), t.Truncate(24*time.Hour).AddDate(0, 0, 2).Format(day), nil
 }

@@ -8,7 +8,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/warehouse/sqltext"
@@ -253,7 +252,7 @@ func (t *tx) ReplaceFromQuery(ctx context.Context, ref refill.TableRef, query, p
 	if err != nil {
 		return 0, fmt.Errorf("query job for partition %s of %s: %w", partition, ref.Table, err)
 	}
-	target, err := targetColumns(ref.Table, cols, names)
+	target, err := d.TargetColumns(ref.Table, cols, names)
 	if err != nil {
 		return 0, err
 	}
@@ -283,7 +282,7 @@ func (t *tx) ReplaceFromQuery(ctx context.Context, ref refill.TableRef, query, p
 	}
 	if outside > 0 {
 		v := value.String
-		if _, ok := d.Column(refillColumns(names), ref.Column); !ok {
+		if _, ok := d.Column(sqltext.Named(names), ref.Column); !ok {
 			v = fmt.Sprintf("the column's default (the query has no output column %s)", ref.Column)
 		} else if !value.Valid {
 			v = "NULL"
@@ -291,36 +290,6 @@ func (t *tx) ReplaceFromQuery(ctx context.Context, ref refill.TableRef, query, p
 		return 0, &refill.OutsidePartitionError{Table: ref.Table, Partition: partition, Rows: outside, Value: v}
 	}
 	return inserted, nil
-}
-
-// refillColumns makes column names into columns, to look them up.
-func refillColumns(names []string) []refill.Column {
-	cols := make([]refill.Column, len(names))
-	for i, n := range names {
-		cols[i] = refill.Column{Name: n}
-	}
-	return cols
-}
-
-// targetColumns matches a query's output column names to the table's
-// columns as DuckDB matches names (ignoring case), and renders them as an
-// INSERT's column list in output order.
-func targetColumns(table string, cols []refill.Column, names []string) (string, error) {
-	quoted := make([]string, len(names))
-	seen := map[string]bool{}
-	for i, n := range names {
-		c, ok := d.MatchColumn(cols, n)
-		if !ok {
-			return "", refill.BadInputf("the query's output column %q is not a column of table %s (its columns are %s): name each output column after the column it fills (SELECT expr AS name)", n, table, sqltext.ColumnNames(cols))
-		}
-		key := strings.ToLower(c.Name)
-		if seen[key] {
-			return "", refill.BadInputf("the query has two output columns named %s", c.Name)
-		}
-		seen[key] = true
-		quoted[i] = sqltext.QuoteIdent(c.Name)
-	}
-	return strings.Join(quoted, ", "), nil
 }
 
 // ExecSQL runs an sql job's statements in order, each with :partition

@@ -15,13 +15,14 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	dsnpkg "github.com/refill-dev/refill/dsn"
 	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	dsnpkg "github.com/refill-dev/refill/dsn"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -329,7 +330,7 @@ func partitionPlanOn(t refill.TableRef, cols []refill.Column, from, to, row stri
 // the simple one, because the simple protocol would run a second statement
 // smuggled into the query text.
 func (w *Warehouse) QueryCounts(ctx context.Context, query string, partitions []string) (map[string]int64, error) {
-	parts := unique(partitions)
+	parts := sqltext.Unique(partitions)
 	counts := make(map[string]int64, len(parts))
 	if len(parts) == 0 {
 		return counts, nil
@@ -408,19 +409,6 @@ func queryError(err error, partition string) error {
 		}
 	}
 	return fmt.Errorf("query counts from partition %s: %w", partition, err)
-}
-
-// unique returns partitions without duplicates, in their first order.
-func unique(partitions []string) []string {
-	seen := make(map[string]bool, len(partitions))
-	out := make([]string, 0, len(partitions))
-	for _, p := range partitions {
-		if !seen[p] {
-			seen[p] = true
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // redacted is an error whose text has the DSN's passwords removed, while

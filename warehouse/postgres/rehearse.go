@@ -160,7 +160,7 @@ func (t *tx) ReplaceFromQuery(ctx context.Context, ref refill.TableRef, query, p
 	for i, f := range sd.Fields {
 		names[i] = f.Name
 	}
-	target, err := targetColumns(ref.Table, cols, names)
+	target, err := sqltext.Postgres.TargetColumns(ref.Table, cols, names)
 	if err != nil {
 		return 0, err
 	}
@@ -211,35 +211,6 @@ FROM refill_inserted`, sqltext.Postgres.QuoteName(ref.Table), target, bound, col
 		return 0, e
 	}
 	return inserted, nil
-}
-
-// targetColumns matches a query's output column names to the table's
-// columns as PostgreSQL matches names (sqltext.Postgres.MatchColumn): the
-// names are already folded, as the query wrote them (AS EventDate is
-// eventdate, AS "EventDate" is EventDate), and must equal a column's. It
-// renders them as an INSERT's column list in output order.
-func targetColumns(table string, cols []refill.Column, names []string) (string, error) {
-	quoted := make([]string, len(names))
-	seen := map[string]bool{}
-	for i, n := range names {
-		c, ok := sqltext.Postgres.MatchColumn(cols, n)
-		if !ok {
-			msg := fmt.Sprintf("the query's output column %q is not a column of table %s (its columns are %s): name each output column after the column it fills (SELECT expr AS name)", n, table, sqltext.ColumnNames(cols))
-			for _, c := range cols {
-				if strings.EqualFold(c.Name, n) {
-					msg += fmt.Sprintf(`; PostgreSQL folds an unquoted AS name to lower case, so the column %s needs AS "%s"`, c.Name, c.Name)
-					break
-				}
-			}
-			return "", refill.BadInputf("%s", msg)
-		}
-		if seen[c.Name] {
-			return "", refill.BadInputf("the query has two output columns named %s", n)
-		}
-		seen[c.Name] = true
-		quoted[i] = sqltext.QuoteIdent(c.Name)
-	}
-	return strings.Join(quoted, ", "), nil
 }
 
 // ExecSQL runs an sql job's statements in order, each in a DO block of its

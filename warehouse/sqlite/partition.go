@@ -132,7 +132,7 @@ type fences struct {
 // sets the partition they read. It returns the set's number, for
 // lowerFence.
 func (t *tx) raiseFence(ctx context.Context, ref refill.TableRef, cols []refill.Column, partition string) (n int, err error) {
-	lo, hi, err := dayBounds(ref.Grain, partition, partition)
+	lo, hi, err := sqltext.DayBounds(ref.Grain, partition, partition)
 	if err == nil {
 		_, err = partitionKeyOf(ref, cols, "NEW")
 	}

@@ -54,7 +54,7 @@ func profile(ctx context.Context, db querier, t refill.TableRef, spec refill.Pro
 	if err != nil {
 		return nil, err
 	}
-	lo, hi, err := dayBounds(t.Grain, from, to)
+	lo, hi, err := sqltext.DayBounds(t.Grain, from, to)
 	if err != nil {
 		return nil, fmt.Errorf("profile of %s: %w", t.Table, err)
 	}

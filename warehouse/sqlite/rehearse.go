@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/refill-dev/refill"
 	"github.com/refill-dev/refill/warehouse/sqltext"
@@ -177,7 +176,7 @@ func (t *tx) ReplaceFromQuery(ctx context.Context, ref refill.TableRef, query, p
 	if err != nil {
 		return 0, err
 	}
-	target, err := targetColumns(ref.Table, cols, names)
+	target, err := sqltext.SQLite.TargetColumns(ref.Table, cols, names)
 	if err != nil {
 		return 0, err
 	}
@@ -214,7 +213,7 @@ func (t *tx) ReplaceFromQuery(ctx context.Context, ref refill.TableRef, query, p
 // query again: the failed job's rows are rolled back anyway. It never
 // fails; at worst it says it does not know.
 func (t *tx) outsideValue(ctx context.Context, ref refill.TableRef, names []string, f filter, q, partition string) string {
-	out, ok := sqltext.SQLite.Column(refillColumns(names), ref.Column)
+	out, ok := sqltext.SQLite.Column(sqltext.Named(names), ref.Column)
 	if !ok {
 		return fmt.Sprintf("the column's default (the query has no output column %s)", ref.Column)
 	}
@@ -230,37 +229,6 @@ func (t *tx) outsideValue(ctx context.Context, ref refill.TableRef, names []stri
 		return "(unknown)"
 	}
 	return v
-}
-
-// refillColumns makes column names into columns, to look them up the way
-// SQLite does.
-func refillColumns(names []string) []refill.Column {
-	cols := make([]refill.Column, len(names))
-	for i, n := range names {
-		cols[i] = refill.Column{Name: n}
-	}
-	return cols
-}
-
-// targetColumns matches a query's output column names to the table's
-// columns as SQLite matches names (sqltext.SQLite.MatchColumn, ignoring
-// ASCII case), and renders them as an INSERT's column list in output order.
-func targetColumns(table string, cols []refill.Column, names []string) (string, error) {
-	quoted := make([]string, len(names))
-	seen := map[string]bool{}
-	for i, n := range names {
-		c, ok := sqltext.SQLite.MatchColumn(cols, n)
-		if !ok {
-			return "", refill.BadInputf("the query's output column %q is not a column of table %s (its columns are %s): name each output column after the column it fills (SELECT expr AS name)", n, table, sqltext.ColumnNames(cols))
-		}
-		key := strings.ToLower(c.Name)
-		if seen[key] {
-			return "", refill.BadInputf("the query has two output columns named %s", c.Name)
-		}
-		seen[key] = true
-		quoted[i] = sqltext.QuoteIdent(c.Name)
-	}
-	return strings.Join(quoted, ", "), nil
 }
 
 // ExecSQL runs an sql job's statements in order, each with :partition

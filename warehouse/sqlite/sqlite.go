@@ -16,7 +16,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	msqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -211,7 +210,7 @@ func partitionFilter(t refill.TableRef, cols []refill.Column, from, to string) (
 	if err != nil {
 		return filter{}, err
 	}
-	lo, hi, err := dayBounds(t.Grain, from, to)
+	lo, hi, err := sqltext.DayBounds(t.Grain, from, to)
 	if err != nil {
 		return filter{}, err
 	}
@@ -271,26 +270,6 @@ func partitionKeyOf(t refill.TableRef, cols []refill.Column, row string) (string
 	}
 }
 
-// dayBounds checks from and to as partition keys of grain g and returns text
-// bounds [lo, hi) on the raw column: from's day minus one to to's day plus
-// two. Every text form of a time in the range starts with a date in
-// [lo, hi), whatever its UTC offset, so the bounds never drop a row.
-func dayBounds(g refill.Grain, from, to string) (lo, hi string, err error) {
-	f, err := refill.PartitionTime(from, g)
-	if err != nil {
-		return "", "", err
-	}
-	t, err := refill.PartitionTime(to, g)
-	if err != nil {
-		return "", "", err
-	}
-	if f.After(t) {
-		return "", "", refill.BadInputf("partition range %s..%s is backwards", from, to)
-	}
-	const day = "2006-01-02"
-	return f.AddDate(0, 0, -1).Format(day), t.Truncate(24*time.Hour).AddDate(0, 0, 2).Format(day), nil
-}
-
 // QueryCounts counts the rows query yields for each partition, in one
 // statement per batch of partitions, inside a transaction that is always
 // rolled back, under the guard that lets a query only read (guard.go). The
@@ -298,7 +277,7 @@ func dayBounds(g refill.Grain, from, to string) (lo, hi string, err error) {
 // wrapped in a count; the guard, not that check, is what keeps it from
 // writing or leaving the transaction.
 func (w *Warehouse) QueryCounts(ctx context.Context, query string, partitions []string) (map[string]int64, error) {
-	parts := unique(partitions)
+	parts := sqltext.Unique(partitions)
 	counts := make(map[string]int64, len(parts))
 	if len(parts) == 0 {
 		return counts, nil
@@ -390,17 +369,4 @@ func code(err error) int {
 		return e.Code() & 0xff
 	}
 	return 0
-}
-
-// unique returns partitions without duplicates, in their first order.
-func unique(partitions []string) []string {
-	seen := make(map[string]bool, len(partitions))
-	out := make([]string, 0, len(partitions))
-	for _, p := range partitions {
-		if !seen[p] {
-			seen[p] = true
-			out = append(out, p)
-		}
-	}
-	return out
 }
