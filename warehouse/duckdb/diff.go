@@ -17,7 +17,13 @@ import (
 // rehearsal rebuilt it: one per table for the transaction. Its name starts
 // with refill_, so job text may not read it (guard.go); it is dropped when
 // the transaction ends.
-type keptCopy struct{ name string }
+// A diff made while another of the same table is open (a view's diff
+// around its upstream's rebuild) takes a copy of its own: busy marks the
+// copy in use.
+type keptCopy struct {
+	name string
+	busy bool
+}
 
 var dialect = contentdiff.Dialect{
 	Text:     func(e string) string { return "CAST(" + e + " AS VARCHAR)" },
@@ -60,6 +66,7 @@ func (t *tx) Diff(ctx context.Context, ref refill.TableRef, partition string, sp
 	table := d.QuoteName(ref.Table)
 	kc, err := t.keptCopy(ctx, ref.Table, table)
 	if err == nil {
+		defer func() { kc.busy = false }()
 		_, err = t.conn.ExecContext(ctx, "DELETE FROM temp."+sqltext.QuoteIdent(kc.name))
 	}
 	if err == nil {
@@ -96,20 +103,24 @@ func (t *tx) Diff(ctx context.Context, ref refill.TableRef, partition string, sp
 	return diff, nil
 }
 
-// keptCopy returns the transaction's kept copy of table, creating it
-// empty, with its columns, on first use.
+// keptCopy returns a kept copy of table not in use, marked busy, creating
+// it empty, with its columns, when each of the transaction's is in use.
 func (t *tx) keptCopy(ctx context.Context, name, table string) (*keptCopy, error) {
-	if kc := t.kept[name]; kc != nil {
-		return kc, nil
+	for _, kc := range t.kept[name] {
+		if !kc.busy {
+			kc.busy = true
+			return kc, nil
+		}
 	}
-	kc := &keptCopy{name: fmt.Sprintf("refill_diff_kept_%d", len(t.kept)+1)}
+	t.keptN++
+	kc := &keptCopy{name: fmt.Sprintf("refill_diff_kept_%d", t.keptN), busy: true}
 	if _, err := t.conn.ExecContext(ctx, fmt.Sprintf("CREATE OR REPLACE TEMP TABLE %s AS SELECT * FROM %s WHERE false", sqltext.QuoteIdent(kc.name), table)); err != nil {
 		return nil, err
 	}
 	if t.kept == nil {
-		t.kept = map[string]*keptCopy{}
+		t.kept = map[string][]*keptCopy{}
 	}
-	t.kept[name] = kc
+	t.kept[name] = append(t.kept[name], kc)
 	return kc, nil
 }
 

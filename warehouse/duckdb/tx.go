@@ -26,8 +26,10 @@ type tx struct {
 	// DuckDB aborts a transaction at its first failed statement, and
 	// refill never lets work go on after job text failed.
 	failed error
-	// kept are the content diff's copies, by table (diff.go).
-	kept map[string]*keptCopy
+	// kept are the content diff's copies, by table, keptN how many were
+	// made (diff.go).
+	kept  map[string][]*keptCopy
+	keptN int
 	// jobRan is set once job text ran on the connection, which is then
 	// closed rather than pooled (guard.go).
 	jobRan bool
@@ -86,8 +88,10 @@ func (w *Warehouse) begin(ctx context.Context, what string) (t *tx, end func(com
 			// The diff's copies are temporary tables, which would
 			// outlive the transaction on its connection.
 			if len(t.kept) > 0 {
-				for _, kc := range t.kept {
-					_, _ = conn.ExecContext(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS temp."+sqltext.QuoteIdent(kc.name))
+				for _, kcs := range t.kept {
+					for _, kc := range kcs {
+						_, _ = conn.ExecContext(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS temp."+sqltext.QuoteIdent(kc.name))
+					}
 				}
 			}
 			if t.jobRan {

@@ -14,10 +14,12 @@ import (
 	"github.com/refill-dev/refill/warehouse/sqltext"
 )
 
-// kept is the temporary table that holds a partition as it was before a
-// rehearsal rebuilt it. Its name starts with refill_, so job text that
-// reads it is refused (guard.go).
-const kept = `pg_temp."refill_diff_kept"`
+// keptName is the temporary table that holds a partition as it was before
+// a rehearsal rebuilt it, for the nth diff open at once (a view's diff
+// around its upstream's rebuild holds one while the upstream's own is
+// made). Its name starts with refill_, so job text that reads it is
+// refused (guard.go).
+func keptName(n int) string { return fmt.Sprintf(`pg_temp."refill_diff_kept_%d"`, n) }
 
 var dialect = contentdiff.Dialect{
 	Text:     func(e string) string { return "(" + e + ")::text" },
@@ -68,7 +70,10 @@ func (t *tx) Diff(ctx context.Context, ref refill.TableRef, partition string, sp
 		return nil, fmt.Errorf("diff of %s: %w", ref.Table, err)
 	}
 	table := sqltext.Postgres.QuoteName(ref.Table)
-	if err := t.keep(ctx, table, p); err != nil {
+	t.diffs++
+	defer func() { t.diffs-- }()
+	kept := keptName(t.diffs)
+	if err := t.keep(ctx, kept, table, p); err != nil {
 		if err := build(); err != nil {
 			return nil, err
 		}
@@ -106,11 +111,11 @@ func (t *tx) Diff(ctx context.Context, ref refill.TableRef, partition string, sp
 
 // keep copies the partition aside, into kept, inside a savepoint: a copy
 // that fails leaves the transaction as it was.
-func (t *tx) keep(ctx context.Context, table string, p partitionPlan) error {
+func (t *tx) keep(ctx context.Context, kept, table string, p partitionPlan) error {
 	if _, err := t.tx.Exec(ctx, "SAVEPOINT refill_keep", pgx.QueryExecModeSimpleProtocol); err != nil {
 		return err
 	}
-	_, err := t.tx.Exec(ctx, fmt.Sprintf("DROP TABLE IF EXISTS %[1]s; CREATE TEMP TABLE refill_diff_kept (LIKE %[2]s)", kept, table), pgx.QueryExecModeSimpleProtocol)
+	_, err := t.tx.Exec(ctx, fmt.Sprintf("DROP TABLE IF EXISTS %[1]s; CREATE TEMP TABLE %[1]s (LIKE %[2]s)", kept, table), pgx.QueryExecModeSimpleProtocol)
 	if err == nil {
 		_, err = t.tx.Exec(ctx, fmt.Sprintf("INSERT INTO %s SELECT * FROM %s WHERE %s", kept, table, p.where), append([]any{pgx.QueryExecModeExec}, p.args...)...)
 	}

@@ -73,6 +73,9 @@ type tx struct {
 	// fences are the partition fences put on tables in the transaction,
 	// by table oid (guard.go).
 	fences map[uint32]*partitionFence
+	// diffs is how many content diffs are open (diff.go): one made inside
+	// another's rebuild keeps its copy in a table of its own.
+	diffs int
 }
 
 // Digest is Warehouse.Digest inside the transaction.

@@ -20,9 +20,14 @@ import (
 // per partition (parsing is most of what a small partition's diff costs
 // in SQLite). Their names start with refill_, so job text may not read
 // them (guard.go); they go with the transaction's connection.
+//
+// A diff made while another of the same table is open (a view's diff
+// around its upstream's rebuild, say, or one partition's around
+// another's) takes a copy of its own: busy marks the copy in use.
 type keptCopy struct {
 	name    string // unquoted, in the temp schema
 	indexed map[string]bool
+	busy    bool
 }
 
 var dialect = contentdiff.Dialect{
@@ -68,6 +73,7 @@ func (t *tx) Diff(ctx context.Context, ref refill.TableRef, partition string, sp
 	table := sqltext.SQLite.QuoteName(ref.Table)
 	kc, err := t.keptCopy(ctx, ref.Table, table)
 	if err == nil {
+		defer func() { kc.busy = false }()
 		err = t.exec(ctx, "DELETE FROM temp."+sqltext.QuoteIdent(kc.name))
 	}
 	if err == nil {
@@ -139,13 +145,17 @@ func (kc *keptCopy) index(_ string, key []string) []string {
 	return []string{fmt.Sprintf("CREATE INDEX temp.%s ON %s (%s)", sqltext.QuoteIdent(fmt.Sprintf("%s_key%d", kc.name, len(kc.indexed))), sqltext.QuoteIdent(kc.name), id)}
 }
 
-// keptCopy returns the transaction's kept copy of table, creating it
-// empty, with its columns, on first use.
+// keptCopy returns a kept copy of table not in use, marked busy, creating
+// it empty, with its columns, when each of the transaction's is in use.
 func (t *tx) keptCopy(ctx context.Context, name, table string) (*keptCopy, error) {
-	if kc := t.kept[name]; kc != nil {
-		return kc, nil
+	for _, kc := range t.kept[name] {
+		if !kc.busy {
+			kc.busy = true
+			return kc, nil
+		}
 	}
-	kc := &keptCopy{name: fmt.Sprintf("refill_diff_kept_%d", len(t.kept)+1), indexed: map[string]bool{}}
+	t.keptN++
+	kc := &keptCopy{name: fmt.Sprintf("refill_diff_kept_%d", t.keptN), indexed: map[string]bool{}, busy: true}
 	// The copies outlive the transaction on its connection: it is not
 	// given back to the pool.
 	t.tainted = true
@@ -153,9 +163,9 @@ func (t *tx) keptCopy(ctx context.Context, name, table string) (*keptCopy, error
 		return nil, err
 	}
 	if t.kept == nil {
-		t.kept = map[string]*keptCopy{}
+		t.kept = map[string][]*keptCopy{}
 	}
-	t.kept[name] = kc
+	t.kept[name] = append(t.kept[name], kc)
 	return kc, nil
 }
 

@@ -66,9 +66,10 @@ func discard(conn *sql.Conn) {
 // tx is a rehearsal's or a run's transaction, on a connection of its own.
 type tx struct {
 	conn *sql.Conn
-	// kept are the content diff's copies, by table; stmts the statements
-	// prepared for them (diff.go).
-	kept  map[string]*keptCopy
+	// kept are the content diff's copies, by table, keptN how many were
+	// made; stmts the statements prepared for them (diff.go).
+	kept  map[string][]*keptCopy
+	keptN int
 	stmts map[string]*sql.Stmt
 	// committing is set just before refill's own COMMIT, the one commit
 	// the commit hook lets through.

@@ -209,4 +209,58 @@ func exerciseDiff(t *testing.T, setup func(t *testing.T) (*Harness, context.Cont
 			t.Errorf("sample = %+v", d.Sample)
 		}
 	})
+
+	// A view's diff is made around its upstream's rebuilds (the plan's
+	// rehearsal wraps every partition of the view), so diffs nest: the
+	// same table's too, at other partitions, each with a copy of its own.
+	t.Run("DiffViewAroundItsUpstream", func(t *testing.T) {
+		h, ctx := setup(t)
+		ref := load(t, h)
+		h.Exec(t, `CREATE VIEW orders_v AS SELECT day, id, amount AS doubled FROM orders`)
+		view := refill.TableRef{Table: "orders_v", Column: "day", Grain: refill.GrainDay}
+		var inner, other, outer *refill.PartitionDiff
+		err := h.Warehouse.Rehearse(ctx, func(tx refill.WarehouseTx) error {
+			var err error
+			outer, err = tx.Diff(ctx, view, "2026-11-01", refill.DiffSpec{Key: []string{"id"}}, func() error {
+				var err error
+				other, err = tx.Diff(ctx, ref, "2026-11-02", spec, func() error {
+					var err error
+					inner, err = tx.Diff(ctx, ref, "2026-11-01", spec, func() error {
+						for _, s := range rebuild {
+							if err := tx.ExecSQL(ctx, ref, s, "2026-11-01"); err != nil {
+								return err
+							}
+						}
+						return nil
+					})
+					if err != nil {
+						return err
+					}
+					return tx.ExecSQL(ctx, ref, "UPDATE orders SET qty = 9 WHERE day = :partition", "2026-11-02")
+				})
+				return err
+			})
+			return err
+		})
+		if err != nil {
+			t.Fatalf("nested diffs: %v", err)
+		}
+		for name, d := range map[string]*refill.PartitionDiff{"inner": inner, "other": other, "outer": outer} {
+			if d == nil || d.Skipped != "" {
+				t.Fatalf("%s diff = %+v", name, d)
+			}
+		}
+		if inner.OnlyOld != 1 || inner.OnlyNew != 1 || *inner.Changed != 1 || inner.Unchanged != 2 {
+			t.Errorf("the table's diff inside = %+v, want 1 removed, 1 added, 1 changed, 2 unchanged", inner)
+		}
+		if *other.Changed != 1 || other.Unchanged != 0 || other.OnlyOld+other.OnlyNew != 0 {
+			t.Errorf("the table's other partition = %+v, want 1 changed", other)
+		}
+		if outer.OnlyOld != 1 || outer.OnlyNew != 1 || *outer.Changed != 1 || outer.Unchanged != 2 {
+			t.Fatalf("the view's diff = %+v, want 1 removed, 1 added, 1 changed, 2 unchanged", outer)
+		}
+		if o, n := sum(outer.Columns["doubled"]); o != "100" || n != "125" {
+			t.Errorf("the view's doubled = %s → %s, want 100 → 125", o, n)
+		}
+	})
 }
