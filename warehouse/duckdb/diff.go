@@ -17,6 +17,7 @@ import (
 // rehearsal rebuilt it: one per table for the transaction. Its name starts
 // with refill_, so job text may not read it (guard.go); it is dropped when
 // the transaction ends.
+//
 // A diff made while another of the same table is open (a view's diff
 // around its upstream's rebuild) takes a copy of its own: busy marks the
 // copy in use.
