@@ -233,6 +233,9 @@ func roundUp(s string) string {
 // over its partitions: what the approver reads first.
 type DatasetChange struct {
 	Dataset string
+	// View is set for a changed view: not rebuilt, but read before and
+	// after the rehearsal rebuilt what it reads.
+	View bool
 	// Partitions is the step's count; Changed, Unchanged and Skipped
 	// divide it by what their diffs found.
 	Partitions, Changed, Unchanged, Skipped int
@@ -254,76 +257,113 @@ type ColumnMove struct {
 	Old, New string
 }
 
-// Changes sums the plan's content diffs step by step, in plan order. A
-// plan made before content diffs has none and gives nil.
+// Changes sums the plan's content diffs step by step, in plan order, and
+// then the changed views' (marked View). A plan made before content diffs
+// has none and gives nil.
 func (p *Plan) Changes() []DatasetChange {
 	var out []DatasetChange
 	any := false
 	for _, st := range p.Steps {
-		c := DatasetChange{Dataset: st.Dataset, Partitions: len(st.Partitions)}
-		olds, news := map[string]*big.Rat{}, map[string]*big.Rat{}
-		places := map[string]int{} // the most decimals a sum of the column was written with
-		unknown := map[string]bool{}
-		moved := map[string]bool{}
-		for _, pp := range st.Partitions {
-			d := pp.Diff
-			switch {
-			case d == nil:
-				c.Skipped++
-				continue
-			case d.Skipped != "":
-				any = true
-				c.Skipped++
-				if !slices.Contains(c.Why, d.Skipped) {
-					c.Why = append(c.Why, d.Skipped)
-				}
-				continue
-			}
-			any = true
-			if d.Changes() {
-				c.Changed++
-				if c.First == "" {
-					c.First, c.FirstSummary = pp.Partition, d.Summary()
-				}
-			} else {
-				c.Unchanged++
-			}
-			c.OnlyOld += d.OnlyOld
-			c.OnlyNew += d.OnlyNew
-			if d.Changed != nil {
-				c.RowsChanged += *d.Changed
-			}
-			for _, name := range d.MovedColumns() {
-				moved[name] = true
-			}
-			for name, col := range d.Columns {
-				o, n := rat(col.OldSum), rat(col.NewSum)
-				if o == nil || n == nil {
-					unknown[name] = true
-					continue
-				}
-				if olds[name] == nil {
-					olds[name], news[name] = new(big.Rat), new(big.Rat)
-				}
-				olds[name].Add(olds[name], o)
-				news[name].Add(news[name], n)
-				places[name] = max(places[name], decimals(*col.OldSum), decimals(*col.NewSum))
-			}
+		parts := make([]ViewPartition, len(st.Partitions))
+		for i, pp := range st.Partitions {
+			parts[i] = ViewPartition{Partition: pp.Partition, Diff: pp.Diff}
 		}
-		for name := range moved {
-			m := ColumnMove{Column: name}
-			if !unknown[name] && olds[name] != nil {
-				m.Old, m.New = ratText(olds[name], places[name]), ratText(news[name], places[name])
-			}
-			c.Moved = append(c.Moved, m)
-		}
-		slices.SortFunc(c.Moved, func(a, b ColumnMove) int { return strings.Compare(a.Column, b.Column) })
+		c, diffed := changeOf(st.Dataset, parts)
+		any = any || diffed
 		out = append(out, c)
+	}
+	for _, v := range p.Changed {
+		switch {
+		case v.Diff != nil:
+			any = true
+			why := v.Diff.Skipped
+			if why == "" {
+				why = "no diff"
+			}
+			out = append(out, DatasetChange{Dataset: v.Dataset, View: true, Why: []string{why}})
+		case len(v.Partitions) > 0:
+			c, diffed := changeOf(v.Dataset, v.Partitions)
+			any = any || diffed
+			c.View = true
+			out = append(out, c)
+		}
 	}
 	if !any {
 		return nil
 	}
 	return out
+}
+
+// changeOf sums one dataset's partitions' diffs; diffed is false when no
+// partition has one, not even a skipped one.
+func changeOf(dataset string, parts []ViewPartition) (c DatasetChange, diffed bool) {
+	c = DatasetChange{Dataset: dataset, Partitions: len(parts)}
+	olds, news := map[string]*big.Rat{}, map[string]*big.Rat{}
+	places := map[string]int{} // the most decimals a sum of the column was written with
+	unknown := map[string]bool{}
+	moved := map[string]bool{}
+	for _, pp := range parts {
+		d := pp.Diff
+		switch {
+		case d == nil:
+			c.Skipped++
+			continue
+		case d.Skipped != "":
+			diffed = true
+			c.Skipped++
+			if !slices.Contains(c.Why, d.Skipped) {
+				c.Why = append(c.Why, d.Skipped)
+			}
+			continue
+		}
+		diffed = true
+		if d.Changes() {
+			c.Changed++
+			if c.First == "" {
+				c.First, c.FirstSummary = pp.Partition, d.Summary()
+			}
+		} else {
+			c.Unchanged++
+		}
+		c.OnlyOld += d.OnlyOld
+		c.OnlyNew += d.OnlyNew
+		if d.Changed != nil {
+			c.RowsChanged += *d.Changed
+		}
+		for _, name := range d.MovedColumns() {
+			moved[name] = true
+		}
+		for name, col := range d.Columns {
+			o, n := rat(col.OldSum), rat(col.NewSum)
+			if o == nil || n == nil {
+				unknown[name] = true
+				continue
+			}
+			if olds[name] == nil {
+				olds[name], news[name] = new(big.Rat), new(big.Rat)
+			}
+			olds[name].Add(olds[name], o)
+			news[name].Add(news[name], n)
+			places[name] = max(places[name], decimals(*col.OldSum), decimals(*col.NewSum))
+		}
+	}
+	for name := range moved {
+		m := ColumnMove{Column: name}
+		if !unknown[name] && olds[name] != nil {
+			m.Old, m.New = ratText(olds[name], places[name]), ratText(news[name], places[name])
+		}
+		c.Moved = append(c.Moved, m)
+	}
+	slices.SortFunc(c.Moved, func(a, b ColumnMove) int { return strings.Compare(a.Column, b.Column) })
+	return c, diffed
+}
+
+// Name is the change's dataset as people read it: a view is marked so.
+func (c DatasetChange) Name() string {
+	if c.View {
+		return c.Dataset + " (view)"
+	}
+	return c.Dataset
 }
 
 // ChangedFirst orders steps' changes as every door shows them: the steps
@@ -371,12 +411,16 @@ func (c DatasetChange) Summary() string {
 	case diffed > 0:
 		parts = append(parts, fmt.Sprintf("unchanged (%d %s compared)", diffed, partitionWord(diffed)))
 	}
-	if c.Skipped > 0 {
+	switch {
+	case c.Skipped > 0:
 		why := "no diff"
 		if len(c.Why) > 0 {
 			why = c.Why[0]
 		}
 		parts = append(parts, fmt.Sprintf("%d %s not diffed: %s", c.Skipped, partitionWord(c.Skipped), why))
+	case c.Partitions == 0 && len(c.Why) > 0:
+		// A view not compared at all.
+		parts = append(parts, "not diffed: "+c.Why[0])
 	}
 	return strings.Join(parts, "; ")
 }
@@ -393,13 +437,13 @@ func (p *Plan) ChangeHeadline() string {
 	for _, c := range changes {
 		switch {
 		case c.Changed > 0:
-			changed = append(changed, c.Dataset+" "+c.Summary())
+			changed = append(changed, c.Name()+" "+c.Summary())
 		case c.Unchanged > 0 && c.Skipped == 0:
-			same = append(same, c.Dataset)
+			same = append(same, c.Name())
 		case c.Unchanged > 0:
-			same = append(same, fmt.Sprintf("%s (%d not diffed)", c.Dataset, c.Skipped))
+			same = append(same, fmt.Sprintf("%s (%d not diffed)", c.Name(), c.Skipped))
 		default:
-			skipped = append(skipped, c.Dataset)
+			skipped = append(skipped, c.Name())
 		}
 	}
 	var parts []string

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -350,7 +351,25 @@ type LeftOut struct {
 type ChangedView struct {
 	Dataset string   `json:"dataset"`
 	Tags    []string `json:"tags,omitempty"`
+	// Partitions are the view's partitions the dry run compared, read
+	// before and after the rehearsal rebuilt what the view reads, each
+	// with its content diff: what readers of the view will see change.
+	Partitions []ViewPartition `json:"partitions,omitempty"`
+	// Diff, when set, only says why the view was not compared (Skipped):
+	// it has no table or partition column, its grain is not its
+	// upstream's, it reads a job the rehearsal cannot build, or the plan
+	// is over plan.diff_budget.
+	Diff *PartitionDiff `json:"diff,omitempty"`
 }
+
+// ViewPartition is one partition of a changed view and its content diff.
+type ViewPartition struct {
+	Partition string         `json:"partition"`
+	Diff      *PartitionDiff `json:"diff"`
+}
+
+// Diffed reports whether the dry run compared the view, or said why not.
+func (v ChangedView) Diffed() bool { return len(v.Partitions) > 0 || v.Diff != nil }
 
 // Describe says, for people, what the left-out dataset reads.
 func (l LeftOut) Describe() string {
@@ -399,18 +418,30 @@ type hashed struct {
 	Consumers   []Consumer   `json:"consumers,omitempty"`
 	Clock       *PlanClock   `json:"clock,omitempty"`
 	Attention   []string     `json:"attention,omitempty"`
+	// Views are the changed views when the dry run diffed any: evidence
+	// the approver reads, sealed like the steps' diffs. Plans without
+	// view diffs hash as they did before there were any.
+	Views []ChangedView `json:"views,omitempty"`
 }
 
 // ComputeHash returns the SHA-256 of the canonical encoding of everything
 // the plan decided from. encoding/json writes struct fields in declaration
 // order and map keys sorted, so the encoding is canonical for these types.
 func (p *Plan) ComputeHash() string {
-	b, err := json.Marshal(hashed{p.Request, p.Tier, p.Reasons, p.Steps, p.Sources, p.Gate, p.Policy, p.Seal, p.SourceSeals, p.Run, p.Warehouse, p.Consumers, p.Clock, p.Attention})
+	b, err := json.Marshal(hashed{p.Request, p.Tier, p.Reasons, p.Steps, p.Sources, p.Gate, p.Policy, p.Seal, p.SourceSeals, p.Run, p.Warehouse, p.Consumers, p.Clock, p.Attention, p.viewDiffs()})
 	if err != nil {
 		panic("refill: plan is not encodable: " + err.Error()) // only plain data types
 	}
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// viewDiffs are the plan's changed views when any carries a diff.
+func (p *Plan) viewDiffs() []ChangedView {
+	if slices.ContainsFunc(p.Changed, ChangedView.Diffed) {
+		return p.Changed
+	}
+	return nil
 }
 
 // Datasets lists the datasets the plan rebuilds, in step order.

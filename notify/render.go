@@ -297,7 +297,7 @@ func changesText(p *refill.Plan) string {
 		case c.Unchanged == 0:
 			mark = ":grey_question:"
 		}
-		lines = append(lines, fmt.Sprintf("%s *%s* %s", mark, escape(c.Dataset), escape(clip(c.Summary(), 300))))
+		lines = append(lines, fmt.Sprintf("%s *%s* %s", mark, escape(c.Name()), escape(clip(c.Summary(), 300))))
 	}
 	for _, st := range p.Steps {
 		for _, pp := range st.Partitions {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -267,6 +268,130 @@ func TestDryRunAuditsRebuiltRows(t *testing.T) {
 		var n int
 		if err := b.db.QueryRow("SELECT count(*) FROM tgt WHERE day = '2026-11-26'").Scan(&n); err != nil || n != 3 {
 			t.Errorf("the warehouse's tgt 2026-11-26 has %d rows (%v), want its 3: the dry run wrote", n, err)
+		}
+	})
+}
+
+// TestContentDiffViews: a view over a rebuilt table is compared before and
+// after the rehearsal rebuilds what it reads, partition by partition, and
+// the plan lists it after the steps; a view the rehearsal cannot compare
+// says why; the diffs are sealed in the plan's hash.
+func TestContentDiffViews(t *testing.T) {
+	t.Parallel()
+	datasets := clone(diffDatasets)
+	view := func(up, why string, col string, key ...string) *refill.Dataset {
+		return &refill.Dataset{Table: "tgt_view", Partition: refill.PartitionSpec{Column: col}, Upstream: []string{up},
+			LineageOnly: true, Why: why, Key: key}
+	}
+	datasets["tgt_view"] = view("tgt", "materialized as a view", "day", "id")
+	datasets["hourly_view"] = view("tgt", "view", "day")
+	datasets["hourly_view"].Table, datasets["hourly_view"].Partition.Grain = "hourly_view", refill.GrainHour
+	datasets["flat_view"] = view("tgt", "view", "")
+	datasets["feed_view"] = view("feed", "view", "day")
+	// Declared with a table the warehouse lacks, and the same view twice.
+	datasets["ghost_view"] = view("tgt", "view", "day")
+	datasets["ghost_view"].Table = "no_such_view"
+	datasets["again_view"] = view("tgt_view", "view", "day", "id")
+	fixtures := append(slices.Clone(diffFixtures), "CREATE VIEW tgt_view AS SELECT day, id, amount FROM tgt")
+	each(t, datasets, fixtures, func(t *testing.T, b *bundle) {
+		b.cfg.Plan.DiffBudget = refill.DefaultDiffBudget
+		plan, err := b.p.Plan(context.Background(), req("tgt", "2026-11-25", "2026-11-27"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		views := map[string]refill.ChangedView{}
+		for _, v := range plan.Changed {
+			views[v.Dataset] = v
+		}
+		if g := views["ghost_view"]; len(g.Partitions) != 0 || g.Diff == nil || !strings.Contains(g.Diff.Skipped, "it cannot be read: dataset ghost_view: table no_such_view does not exist") {
+			t.Errorf("ghost_view: %+v, want skipped for the missing table", g.Diff)
+		}
+		v := views["again_view"]
+		if v.Diff != nil || len(v.Partitions) != 3 || v.Partitions[1].Diff.Changed == nil || *v.Partitions[1].Diff.Changed != 1 {
+			t.Errorf("again_view, the same view through another: %+v", v)
+		}
+		v = views["tgt_view"]
+		if v.Diff != nil || len(v.Partitions) != 3 {
+			t.Fatalf("tgt_view: %+v, want its three partitions diffed", v)
+		}
+		type counts struct{ old, new, changed, unchanged int64 }
+		for i, want := range []counts{{0, 0, 0, 3}, {0, 0, 1, 2}, {0, 1, 0, 2}} {
+			vp := v.Partitions[i]
+			pd := vp.Diff
+			if vp.Partition != fmt.Sprintf("2026-11-%d", 25+i) || pd == nil || pd.Skipped != "" || pd.Changed == nil {
+				t.Errorf("tgt_view partition %d: %s %+v", i, vp.Partition, pd)
+				continue
+			}
+			if got := (counts{pd.OnlyOld, pd.OnlyNew, *pd.Changed, pd.Unchanged}); got != want {
+				t.Errorf("tgt_view %s: only_old/only_new/changed/unchanged = %v, want %v", vp.Partition, got, want)
+			}
+		}
+		if got := sums(v.Partitions[1].Diff, "amount"); got != "40→60 changed 1" {
+			t.Errorf("tgt_view 2026-11-26 amount: %s", got)
+		}
+		for name, want := range map[string]string{
+			"hourly_view": "its partitions (hour) are not those of tgt, which it reads",
+			"flat_view":   "the view has no partition column to compare by",
+			"feed_view":   "it reads feed, a command job that writes outside the warehouse's transaction",
+		} {
+			if v := views[name]; v.Diff == nil || !strings.Contains(v.Diff.Skipped, want) || len(v.Partitions) != 0 {
+				t.Errorf("%s: %+v, want skipped because %q", name, v.Diff, want)
+			}
+		}
+		// The plan lists the view after the steps, as a view.
+		var last refill.DatasetChange
+		for _, c := range plan.Changes() {
+			if c.Dataset == "tgt_view" {
+				last = c
+			}
+		}
+		if got, want := last.Name()+": "+last.Summary(), "tgt_view (view): 2 of 3 partitions change (1 row changed, 1 row added, amount 130 → 180)"; got != want {
+			t.Errorf("view change = %q, want %q", got, want)
+		}
+		if h := plan.ChangeHeadline(); !strings.Contains(h, "tgt_view (view) 2 of 3") || !strings.Contains(h, "not diffed: ") || !strings.Contains(h, "feed_view (view)") {
+			t.Errorf("headline = %q", h)
+		}
+		// Sealed: read back it hashes the same, and a view diff edited
+		// in the state store does not.
+		back, err := b.st.Plan(context.Background(), plan.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if back.ComputeHash() != plan.Hash {
+			t.Fatal("the plan read back from the state store hashes differently")
+		}
+		for i := range back.Changed {
+			if back.Changed[i].Dataset == "tgt_view" {
+				back.Changed[i].Partitions[1].Diff.OnlyNew = 0
+				*back.Changed[i].Partitions[1].Diff.Changed = 0
+			}
+		}
+		if back.ComputeHash() == plan.Hash {
+			t.Error("a view's diff edited after planning hashes the same")
+		}
+
+		// Views count against plan.diff_budget before the steps do: the
+		// first view partition (tgt's 3 rows before and after) takes it all.
+		b.cfg.Plan.DiffBudget = 6
+		plan, err = b.p.Plan(context.Background(), req("tgt", "2026-11-25", "2026-11-27"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "over plan.diff_budget: the plan's diffs compared 6 rows of the 6 allowed, in 1 of 12 partitions"
+		var got []string
+		for _, v := range plan.Changed {
+			for _, vp := range v.Partitions {
+				got = append(got, v.Dataset+" "+vp.Partition+" "+strings.ReplaceAll(vp.Diff.Skipped, want, "over"))
+			}
+		}
+		for part, pd := range diffs(t, plan) {
+			if (strings.HasPrefix(part, "tgt") || strings.HasPrefix(part, "total")) && pd.Skipped != want {
+				t.Errorf("%s: %q, want %q", part, pd.Skipped, want)
+			}
+		}
+		if g := strings.Join(got, "; "); g != "again_view 2026-11-25 ; again_view 2026-11-26 over; again_view 2026-11-27 over; "+
+			"tgt_view 2026-11-25 over; tgt_view 2026-11-26 over; tgt_view 2026-11-27 over" {
+			t.Errorf("view diffs under a budget of 6: %s", g)
 		}
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -442,7 +443,8 @@ func (p *Planner) afterUpstream(ctx context.Context, plan *refill.Plan) {
 			skipDiffs(st, why)
 		}
 	}
-	if len(targets) == 0 && len(diffed) == 0 {
+	views, reserved := p.viewDiffs(ctx, plan, reads, behind, need)
+	if len(targets) == 0 && len(diffed) == 0 && len(views) == 0 {
 		return
 	}
 	builds := 0
@@ -460,70 +462,91 @@ func (p *Planner) afterUpstream(ctx context.Context, plan *refill.Plan) {
 		var used int64 // rows compared so far
 		var over []*refill.PartitionDiff
 		err := p.Warehouse.Rehearse(ctx, func(tx refill.WarehouseTx) error {
-			for i := range plan.Steps {
-				st := &plan.Steps[i]
-				if !need[st.Dataset] {
-					continue
-				}
-				d := st.SealedDataset()
-				ref := d.Ref()
-				jr, err := jobs.For(st.Kind, jobs.Deps{})
-				if err != nil {
-					return fmt.Errorf("building %s: %w", st.Dataset, err)
-				}
-				isTarget := slices.Contains(targets, st)
-				if isTarget {
-					counts[st.Dataset] = map[string]int64{}
-				}
-				var spec refill.DiffSpec
-				if diffed[st] {
-					spec = p.Config.Datasets[st.Dataset].DiffSpec()
-					diffs[st.Dataset] = make([]*refill.PartitionDiff, len(st.Partitions))
-				}
-				for j, pp := range st.Partitions {
-					build := func() error {
-						_, err := jr.Build(ctx, tx, d, refill.JobRun{Partition: pp.Partition})
-						return err
+			buildSteps := func() error {
+				for i := range plan.Steps {
+					st := &plan.Steps[i]
+					if !need[st.Dataset] {
+						continue
 					}
-					switch {
-					case !diffed[st]:
-						err = build()
-					case used+guessCompared(pp) > budget:
-						// Over the budget: built all the same, for what reads it.
-						diffs[st.Dataset][j] = &refill.PartitionDiff{}
-						over = append(over, diffs[st.Dataset][j])
-						err = build()
-					default:
-						var pd *refill.PartitionDiff
-						pd, err = tx.Diff(ctx, ref, pp.Partition, spec, build)
-						if err == nil {
-							used += pd.Compared()
-							diffs[st.Dataset][j] = pd
-						}
-					}
+					d := st.SealedDataset()
+					ref := d.Ref()
+					jr, err := jobs.For(st.Kind, jobs.Deps{})
 					if err != nil {
-						return fmt.Errorf("building %s %s: %w", st.Dataset, pp.Partition, err)
+						return fmt.Errorf("building %s: %w", st.Dataset, err)
 					}
-					// The dataset's own row checks judge what the rebuild
-					// wrote, as the run's audit will before publishing it.
-					if c := p.Config.Datasets[st.Dataset].Checks; gate.HasRowChecks(c) && st.Table != "" {
-						spec := gate.RowSpec(c, p.Now())
-						profiles, err := tx.Profile(ctx, ref, spec, pp.Partition, pp.Partition)
-						if err != nil {
-							return fmt.Errorf("checking the rebuilt %s %s: %w", st.Dataset, pp.Partition, err)
-						}
-						audits[st.Dataset] = append(audits[st.Dataset], gate.Judge(st.Dataset, pp.Partition, profiles[pp.Partition], c, spec.Now)...)
-					}
+					isTarget := slices.Contains(targets, st)
 					if isTarget {
-						dg, err := tx.Digest(ctx, ref, pp.Partition)
-						if err != nil {
-							return fmt.Errorf("counting %s %s: %w", st.Dataset, pp.Partition, err)
+						counts[st.Dataset] = map[string]int64{}
+					}
+					var spec refill.DiffSpec
+					if diffed[st] {
+						spec = p.Config.Datasets[st.Dataset].DiffSpec()
+						diffs[st.Dataset] = make([]*refill.PartitionDiff, len(st.Partitions))
+					}
+					for j, pp := range st.Partitions {
+						build := func() error {
+							_, err := jr.Build(ctx, tx, d, refill.JobRun{Partition: pp.Partition})
+							return err
 						}
-						counts[st.Dataset][pp.Partition] = dg.Rows
+						switch {
+						case !diffed[st]:
+							err = build()
+						case used+reserved+guessCompared(pp) > budget:
+							// Over the budget: built all the same, for what reads it.
+							diffs[st.Dataset][j] = &refill.PartitionDiff{}
+							over = append(over, diffs[st.Dataset][j])
+							err = build()
+						default:
+							var pd *refill.PartitionDiff
+							pd, err = tx.Diff(ctx, ref, pp.Partition, spec, build)
+							if err == nil {
+								used += pd.Compared()
+								diffs[st.Dataset][j] = pd
+							}
+						}
+						if err != nil {
+							return fmt.Errorf("building %s %s: %w", st.Dataset, pp.Partition, err)
+						}
+						// The dataset's own row checks judge what the rebuild
+						// wrote, as the run's audit will before publishing it.
+						if c := p.Config.Datasets[st.Dataset].Checks; gate.HasRowChecks(c) && st.Table != "" {
+							spec := gate.RowSpec(c, p.Now())
+							profiles, err := tx.Profile(ctx, ref, spec, pp.Partition, pp.Partition)
+							if err != nil {
+								return fmt.Errorf("checking the rebuilt %s %s: %w", st.Dataset, pp.Partition, err)
+							}
+							audits[st.Dataset] = append(audits[st.Dataset], gate.Judge(st.Dataset, pp.Partition, profiles[pp.Partition], c, spec.Now)...)
+						}
+						if isTarget {
+							dg, err := tx.Digest(ctx, ref, pp.Partition)
+							if err != nil {
+								return fmt.Errorf("counting %s %s: %w", st.Dataset, pp.Partition, err)
+							}
+							counts[st.Dataset][pp.Partition] = dg.Rows
+						}
+					}
+				}
+				return nil
+			}
+			// Each view partition's diff wraps the whole rebuild: copied
+			// before anything is rebuilt, compared after everything is.
+			run := buildSteps
+			for _, v := range views {
+				for i, part := range v.parts {
+					if v.diffs[i] != nil {
+						continue // over the budget
+					}
+					inner := run
+					run = func() error {
+						pd, err := tx.Diff(ctx, v.ref, part, v.spec, inner)
+						if err == nil {
+							v.diffs[i] = pd
+						}
+						return err
 					}
 				}
 			}
-			return nil
+			return run()
 		})
 		if err == nil {
 			for _, st := range targets {
@@ -544,6 +567,14 @@ func (p *Planner) afterUpstream(ctx context.Context, plan *refill.Plan) {
 			for i := range plan.Steps {
 				plan.Steps[i].Audit = audits[plan.Steps[i].Dataset]
 			}
+			for _, v := range views {
+				total += len(v.parts)
+				for i, part := range v.parts {
+					used += v.diffs[i].Compared()
+					v.cv.Partitions = append(v.cv.Partitions, refill.ViewPartition{Partition: part, Diff: v.diffs[i]})
+				}
+				over = append(over, v.over...)
+			}
 			for _, pd := range over {
 				pd.Skipped = fmt.Sprintf("over plan.diff_budget: the plan's diffs compared %s rows of the %s allowed, in %d of %d partitions",
 					humanize.Comma(used), humanize.Comma(budget), total-len(over), total)
@@ -562,6 +593,115 @@ func (p *Planner) afterUpstream(ctx context.Context, plan *refill.Plan) {
 	for st := range diffed {
 		skipDiffs(st, "the rehearsal that builds it to compare "+why)
 	}
+	for _, v := range views {
+		v.cv.Diff = refill.SkippedDiff("the rehearsal that builds what it reads to compare " + why)
+	}
+}
+
+// viewDiff is a changed view the rehearsal compares, partition by
+// partition: its diffs are filled as it goes, those over the budget
+// up front (also listed in over).
+type viewDiff struct {
+	cv    *refill.ChangedView
+	ref   refill.TableRef
+	spec  refill.DiffSpec
+	parts []string
+	diffs []*refill.PartitionDiff
+	over  []*refill.PartitionDiff
+}
+
+// viewDiffs picks the plan's changed views the rehearsal can compare: a
+// view (one that follows its upstream) with a table and a partition
+// column, on the grain of the rebuilt steps it reads, none of them behind
+// a job the rehearsal cannot build. Its partitions are those steps'. Each
+// view partition counts against plan.diff_budget up front by the rows its
+// upstream's partitions will compare (reserved, all told): a view
+// partition's diff spans the whole rebuild, so it must be chosen before
+// it. Every other changed view says why it is not compared, as does one
+// whose table the warehouse lacks. What the
+// chosen views read is marked in need.
+func (p *Planner) viewDiffs(ctx context.Context, plan *refill.Plan, reads func([]string) ([]*refill.Step, []*refill.Dataset),
+	behind func(*refill.Step) (map[string]bool, []*refill.Step), need map[string]bool) (views []*viewDiff, reserved int64) {
+	budget := p.Config.Plan.DiffBudget
+	for i := range plan.Changed {
+		cv := &plan.Changed[i]
+		d := p.Config.Datasets[cv.Dataset]
+		if d == nil || !d.FollowsUpstream() {
+			continue // a lineage-only table keeps its rows: nothing to compare
+		}
+		ref := d.Ref()
+		ups, _ := reads(d.Upstream)
+		var why string
+		switch {
+		case d.Table == "":
+			why = "the view has no table to compare"
+		case ref.Column == "":
+			why = "the view has no partition column to compare by (partition.column)"
+		case len(ups) == 0:
+			why = "it reads no dataset the plan rebuilds"
+		case budget == 0:
+			why = "plan.diff_budget is 0, which turns content diffs off"
+		}
+		for _, st := range ups {
+			if why != "" {
+				break
+			}
+			switch _, outside := behind(st); {
+			case !rehearsable(st.Kind):
+				why = fmt.Sprintf("it reads %s, a %s job that writes outside the warehouse's transaction, so its rebuild cannot be rehearsed", st.Dataset, st.Kind)
+			case len(outside) > 0:
+				why = fmt.Sprintf("it reads what %s will write in this plan, a job outside the warehouse's transaction that cannot be rehearsed", stepNames(outside))
+			case st.Ref == nil || st.Ref.Grain != ref.Grain || st.Ref.Timezone != ref.Timezone:
+				why = fmt.Sprintf("its partitions (%s) are not those of %s, which it reads", grainOf(&ref), st.Dataset)
+			}
+		}
+		if why == "" {
+			// A view declared with a table the warehouse lacks would fail
+			// the whole rehearsal: it is left out, and says why.
+			if err := p.checkTable(ctx, d); err != nil {
+				why = "it cannot be read: " + err.Error()
+			}
+		}
+		if why != "" {
+			cv.Diff = refill.SkippedDiff(why)
+			continue
+		}
+		// The view's partitions are its upstreams', each guessed to
+		// compare as many rows as they do.
+		guess := map[string]int64{}
+		for _, st := range ups {
+			for _, pp := range st.Partitions {
+				guess[pp.Partition] += guessCompared(pp)
+			}
+		}
+		v := &viewDiff{cv: cv, ref: ref, spec: d.DiffSpec(), parts: slices.Sorted(maps.Keys(guess))}
+		v.diffs = make([]*refill.PartitionDiff, len(v.parts))
+		for j, part := range v.parts {
+			if reserved+guess[part] > budget {
+				v.diffs[j] = &refill.PartitionDiff{}
+				v.over = append(v.over, v.diffs[j])
+				continue
+			}
+			reserved += guess[part]
+		}
+		for _, st := range ups {
+			need[st.Dataset] = true
+			mine, _ := behind(st)
+			for n := range mine {
+				need[n] = true
+			}
+		}
+		views = append(views, v)
+	}
+	return views, reserved
+}
+
+// grainOf names a table's partitions for a note: "day", "hour in UTC".
+func grainOf(ref *refill.TableRef) string {
+	if ref.Grain == refill.GrainHour && ref.Timezone != "" {
+		return "hour in " + ref.Timezone
+	}
+	return string(ref.Grain)
 }
 
 // skipDiffs marks every partition of a step as having no content diff,

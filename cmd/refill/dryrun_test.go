@@ -2,6 +2,7 @@ package main
 
 import (
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -104,7 +105,9 @@ func TestPolicyRulesAreCheckedAtLoad(t *testing.T) {
 // TestDryRunCountsDownstreamThroughAView: raw → mid → v (a view, lineage
 // only) → top. The view passes mid's rows through, so top must be rehearsed
 // after mid and shown going 1 -> 5, as the run will make it, and the plan
-// must not say that what reads the view reads its rows as they are.
+// must not say that what reads the view reads its rows as they are. The
+// view itself is compared before and after the rehearsal rebuilds mid,
+// and listed as a view among what changes.
 func TestDryRunCountsDownstreamThroughAView(t *testing.T) {
 	t.Parallel()
 	dir := smallProject(t, `version: 1
@@ -117,6 +120,8 @@ datasets:
     upstream: [raw]
     job: {query: "SELECT day, v FROM raw WHERE day = :partition"}
   v:
+    table: v
+    partition: {column: day}
     upstream: [mid]
     lineage_only: materialized as a view
   top:
@@ -137,6 +142,7 @@ datasets:
 	for _, want := range []string{
 		`(?m)~ top .*\n\s+2026-11-02\s+1\s+->\s+5\s+\+4 .*rehearsal  4 rows added, v 1 → 15\n\s+expected: counted after the plan rebuilds mid, read through v \(materialized as a view\), which passes its upstream's rows through`,
 		`expected after 10\n`,
+		`(?m)^  ~ v \(view\)\s+1 of 1 partition changes \(4 rows added, v 1 → 15\)$`,
 	} {
 		if !regexp.MustCompile(want).MatchString(r.stdout) {
 			t.Errorf("the dry run lacks %s:\n%s", want, r.stdout)
@@ -152,6 +158,26 @@ datasets:
 		if s.Dataset == "top" && (s.Partitions[0].ExpectedRows == nil || *s.Partitions[0].ExpectedRows != 5 || s.Partitions[0].ExpectedMethod != "rehearsal") {
 			t.Errorf("top in -o json: %s rows by %s, want 5 by rehearsal", rowsOf(s.Partitions[0].ExpectedRows), s.Partitions[0].ExpectedMethod)
 		}
+	}
+	// The view's diff in the plan JSON, as scripts read it.
+	var views struct {
+		Changed []struct {
+			Dataset    string `json:"dataset"`
+			Partitions []struct {
+				Partition string `json:"partition"`
+				Diff      struct {
+					OnlyNew   int64 `json:"only_new"`
+					Unchanged int64 `json:"unchanged"`
+				} `json:"diff"`
+			} `json:"partitions"`
+		} `json:"changed_views"`
+	}
+	if err := json.Unmarshal([]byte(step(t, dir, 0, "", "show", js.ID, "-o", "json").stdout), &views); err != nil {
+		t.Fatal(err)
+	}
+	if c := views.Changed; len(c) != 1 || c[0].Dataset != "v" || len(c[0].Partitions) != 1 || c[0].Partitions[0].Partition != "2026-11-02" ||
+		c[0].Partitions[0].Diff.OnlyNew != 4 || c[0].Partitions[0].Diff.Unchanged != 1 {
+		t.Errorf("changed_views in -o json = %+v, want v 2026-11-02 with 4 rows only new and 1 unchanged", c)
 	}
 }
 

@@ -236,7 +236,7 @@ func renderChanges(b *strings.Builder, p *refill.Plan) {
 		case c.Unchanged == 0:
 			mark = "?"
 		}
-		fmt.Fprintf(tw, "  %s %s\t%s\n", mark, c.Dataset, refill.OneLine(c.Summary()))
+		fmt.Fprintf(tw, "  %s %s\t%s\n", mark, c.Name(), refill.OneLine(c.Summary()))
 	}
 	tw.Flush()
 	b.WriteString("\n")
